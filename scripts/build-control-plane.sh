@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds etcd, kube-apiserver, kube-controller-manager and kubectl from the Go module proxy
+# into a cache outside the repository, once per version. Prints the bin directory.
+set -euo pipefail
+
+K8S_VERSION="${K8S_VERSION:-v1.36.3}"
+ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+CACHE="${SIDECAR_TERMINATOR_CACHE:-$HOME/.cache/sidecar-terminator}"
+OUT="$CACHE/control-plane-$K8S_VERSION-etcd-$ETCD_VERSION"
+BIN="$OUT/bin"
+
+if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/kubectl" && -x "$BIN/etcd" ]]; then
+  echo "$BIN"
+  exit 0
+fi
+
+command -v go >/dev/null || { echo "go is required to build the control plane" >&2; exit 1; }
+mkdir -p "$BIN"
+export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
+
+log() { echo "[control-plane] $*" >&2; }
+
+# k8s.io/kubernetes points its k8s.io/* staging modules at local paths, so it is built from a
+# wrapper module that replaces each of them with the published v0.X.Y tag of the same release.
+build_kubernetes() {
+  local dir="$OUT/src-kubernetes"
+  rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
+  go mod init local/controlplane >/dev/null 2>&1
+  local gomod staging="v0${K8S_VERSION#v1}"
+  gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^\s*"GoMod": "\(.*\)",*$/\1/p')
+  local replaces
+  replaces=$(grep -oE '^[[:space:]]+k8s\.io/[a-z0-9-]+ v0\.0\.0$' "$gomod" | awk '{print $1}' | sort -u)
+  for m in $replaces; do
+    go mod edit -replace "$m=$m@$staging"
+  done
+  cat > tools.go <<GO
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+  log "resolving k8s.io/kubernetes@$K8S_VERSION"
+  go get "k8s.io/kubernetes@$K8S_VERSION" >&2
+  go mod tidy >&2 || true
+  log "compiling kube-apiserver, kube-controller-manager, kubectl (several minutes on 2 cores)"
+  go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION" \
+    -o "$BIN/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl >&2
+}
+
+build_etcd() {
+  local dir="$OUT/src-etcd"
+  rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
+  go mod init local/etcd >/dev/null 2>&1
+  cat > tools.go <<GO
+//go:build tools
+
+package tools
+
+import _ "go.etcd.io/etcd/server/v3"
+GO
+  log "resolving go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >&2
+  go mod tidy >&2 || true
+  go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3 >&2
+}
+
+[[ -x "$BIN/etcd" ]] || build_etcd
+[[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/kubectl" ]] || build_kubernetes
+echo "$BIN"
