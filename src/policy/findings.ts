@@ -1,0 +1,61 @@
+// Findings: what validation reports, in the words of Kubernetes field errors.
+
+export type Severity = 'error' | 'warning';
+
+/** The Kubernetes field error types used here; a finding without one is a plain remark. */
+export type FindingType = 'Invalid value' | 'Required value' | 'Forbidden' | 'Duplicate value' | 'Unsupported value';
+
+/** Stable identifiers of the rules, one per row of DESIGN.md section 3. */
+export type RuleId =
+  | 'marker-value'
+  | 'marker-value-from'
+  | 'quick-exit-image-empty'
+  | 'quick-exit-image-invalid'
+  | 'quick-exit-image-own'
+  | 'quick-exit-image-not-allowed'
+  | 'no-main-container'
+  | 'ignore-exit-code-without-kill'
+  | 'restart-policy-always'
+  | 'quick-exit-image-unpinned'
+  | 'quick-exit-image-command'
+  | 'on-failure-kill-exit-code'
+  | 'virtual-node-without-image'
+  | 'marker-on-init-container'
+  | 'duplicate-marker';
+
+export interface Finding {
+  rule: RuleId;
+  severity: Severity;
+  /** Kubernetes-style field path, e.g. `spec.template.spec.containers[1].env[NAME]`. */
+  field: string;
+  type?: FindingType;
+  /** The offending value, shown quoted. */
+  value?: string;
+  /** A plain sentence: what is wrong and what to do. */
+  detail: string;
+}
+
+/** `field: Type: "value": detail`, as the API server words its own validation errors. */
+export function formatFinding(finding: Finding): string {
+  const parts = [finding.field];
+  if (finding.type) parts.push(finding.type);
+  if (finding.value !== undefined) parts.push(JSON.stringify(finding.value));
+  parts.push(finding.detail);
+  return parts.join(': ');
+}
+
+export type EnforcementMode = 'deny' | 'warn';
+
+/** In `warn` mode nothing is denied: every error is reported as a warning instead. */
+export function applyEnforcement(findings: Finding[], mode: EnforcementMode): Finding[] {
+  if (mode === 'deny') return findings;
+  return findings.map((finding) => (finding.severity === 'error' ? { ...finding, severity: 'warning' } : finding));
+}
+
+export function errorsOf(findings: Finding[]): Finding[] {
+  return findings.filter((finding) => finding.severity === 'error');
+}
+
+export function warningsOf(findings: Finding[]): Finding[] {
+  return findings.filter((finding) => finding.severity === 'warning');
+}

@@ -1,0 +1,9 @@
+// The policy core: pure rules shared by the webhook, the watcher and the lint command.
+export * from './types.ts';
+export * from './markers.ts';
+export * from './image.ts';
+export * from './nodes.ts';
+export * from './findings.ts';
+export * from './validate.ts';
+export * from './decide.ts';
+export * from './templates.ts';

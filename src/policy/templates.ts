@@ -1,0 +1,50 @@
+// Where the pod specs are inside the objects the webhook admits and the lint command reads.
+import { isRecord } from './types.ts';
+
+/** Annotation by which a bare pod asks for Job-strength validation of its restartPolicy. */
+export const STRICT_VALIDATION_ANNOTATION = 'sidecar-terminator.io/validation';
+
+export interface PodSpecLocation {
+  spec: unknown;
+  /** Field path of the pod spec inside the object. */
+  fieldPrefix: string;
+  /** Job and CronJob templates, and pods that ask for it, must not carry markers with restartPolicy Always. */
+  strictRestartPolicy: boolean;
+}
+
+/** Workload kinds whose pod template sits at spec.template (Job/CronJob handled apart). */
+const TEMPLATE_KINDS = new Set(['Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet', 'ReplicationController']);
+
+/**
+ * The pod spec of a Pod, Job, CronJob, PodTemplate or workload object, or undefined when the
+ * object carries none this project knows.
+ */
+export function podSpecOf(object: unknown): PodSpecLocation | undefined {
+  if (!isRecord(object)) return undefined;
+  const kind = object.kind;
+  const apiVersion = object.apiVersion;
+  const at = (path: string[]) => path.reduce<unknown>((node, key) => (isRecord(node) ? node[key] : undefined), object);
+
+  if (kind === 'Pod' && apiVersion === 'v1') {
+    const annotations = at(['metadata', 'annotations']);
+    const strict = isRecord(annotations) && annotations[STRICT_VALIDATION_ANNOTATION] === 'strict';
+    return { spec: at(['spec']), fieldPrefix: 'spec', strictRestartPolicy: strict };
+  }
+  if (kind === 'Job' && apiVersion === 'batch/v1') {
+    return { spec: at(['spec', 'template', 'spec']), fieldPrefix: 'spec.template.spec', strictRestartPolicy: true };
+  }
+  if (kind === 'CronJob' && apiVersion === 'batch/v1') {
+    return {
+      spec: at(['spec', 'jobTemplate', 'spec', 'template', 'spec']),
+      fieldPrefix: 'spec.jobTemplate.spec.template.spec',
+      strictRestartPolicy: true,
+    };
+  }
+  if (kind === 'PodTemplate' && apiVersion === 'v1') {
+    return { spec: at(['template', 'spec']), fieldPrefix: 'template.spec', strictRestartPolicy: false };
+  }
+  if (typeof kind === 'string' && TEMPLATE_KINDS.has(kind)) {
+    return { spec: at(['spec', 'template', 'spec']), fieldPrefix: 'spec.template.spec', strictRestartPolicy: false };
+  }
+  return undefined;
+}

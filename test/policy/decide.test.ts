@@ -1,0 +1,151 @@
+import t from 'tap';
+import { decide, stopMechanism, type Action, type Decision } from '../../src/policy/index.ts';
+import {
+  ignoreExitCodeSidecar,
+  imageSidecar,
+  killSidecar,
+  main,
+  normalNode,
+  pod,
+  virtualNodeByLabel,
+  virtualNodeByTaint,
+} from './builders.ts';
+
+const actionsOf = (decision: Decision): Action[] => (decision.outcome === 'act' ? decision.actions : []);
+
+t.test('stop mechanism table (DESIGN.md 2)', async (t) => {
+  const markers = (whenJobExit: boolean, quickExitImage?: string) => ({ whenJobExit, quickExitImage, ignoreExitCode: false });
+  t.equal(stopMechanism(markers(true), 'normal'), 'kill', 'normal node, WHEN_JOB_EXIT: kill');
+  t.equal(stopMechanism(markers(true, 'q:1'), 'normal'), 'kill', 'normal node, both: kill wins (Kruise priority)');
+  t.equal(stopMechanism(markers(false, 'q:1'), 'normal'), 'image', 'normal node, only WITH_IMAGE: image');
+  t.equal(stopMechanism(markers(false, 'q:1'), 'virtual'), 'image', 'virtual node, WITH_IMAGE: image');
+  t.equal(stopMechanism(markers(true, 'q:1'), 'virtual'), 'image', 'virtual node, both: image');
+  t.equal(stopMechanism(markers(true), 'virtual'), undefined, 'virtual node, only WHEN_JOB_EXIT: cannot stop');
+});
+
+t.test('trigger: restartPolicy', async (t) => {
+  const containers = [main(), killSidecar()];
+  t.match(decide(pod(containers, { main: 0, proxy: 'running' }, { restartPolicy: 'Always' }), normalNode), { outcome: 'ignore' }, 'Always is never acted on');
+  const unset = pod(containers, { main: 0, proxy: 'running' });
+  delete (unset.spec as { restartPolicy?: string }).restartPolicy;
+  t.match(decide(unset, normalNode), { outcome: 'ignore' }, 'unset restartPolicy means Always');
+  t.match(decide(pod(containers, { main: 0, proxy: 'running' }, { restartPolicy: 'Never' }), normalNode), { outcome: 'act' });
+  t.match(decide(pod(containers, { main: 0, proxy: 'running' }, { restartPolicy: 'OnFailure' }), normalNode), { outcome: 'act' });
+});
+
+t.test('trigger: Never acts on any exit code of the main containers', async (t) => {
+  for (const code of [0, 1, 137, 143]) {
+    const decision = decide(pod([main(), killSidecar()], { main: code, proxy: 'running' }), normalNode);
+    t.same(actionsOf(decision), [{ type: 'kill', container: 'proxy' }], `main exited ${code}`);
+  }
+  t.match(decide(pod([main(), killSidecar()], { main: 'running', proxy: 'running' }), normalNode), { outcome: 'wait' }, 'main running');
+  t.match(decide(pod([main(), killSidecar()], { main: 'waiting', proxy: 'running' }), normalNode), { outcome: 'wait' }, 'main waiting');
+});
+
+t.test('trigger: OnFailure acts only when every main container exited 0', async (t) => {
+  const onFailure = { restartPolicy: 'OnFailure' };
+  t.same(actionsOf(decide(pod([main(), killSidecar()], { main: 0, proxy: 'running' }, onFailure), normalNode)), [{ type: 'kill', container: 'proxy' }]);
+  for (const code of [1, 143]) {
+    t.match(decide(pod([main(), killSidecar()], { main: code, proxy: 'running' }, onFailure), normalNode), { outcome: 'wait' }, `main exited ${code}: it will restart`);
+  }
+  t.match(decide(pod([main(), killSidecar()], { main: 'running', proxy: 'running' }, onFailure), normalNode), { outcome: 'wait' }, 'main restarted and running');
+});
+
+t.test('trigger: missing container statuses never count as finished', async (t) => {
+  t.match(decide(pod([main(), killSidecar()], { proxy: 'running' }), normalNode), { outcome: 'wait' }, 'main status missing');
+  const noStatuses = pod([main(), killSidecar()], {});
+  t.match(decide(noStatuses, normalNode), { outcome: 'wait' }, 'no statuses at all');
+  delete (noStatuses as { status?: unknown }).status;
+  t.match(decide(noStatuses, normalNode), { outcome: 'ignore' }, 'no status: not started');
+  t.same(actionsOf(decide(pod([main(), killSidecar()], { main: 0 }), normalNode)), [{ type: 'kill', container: 'proxy' }], 'sidecar status missing: still stopped');
+});
+
+t.test('pods left alone: deleted, pending, no sidecar, no main, sidecars terminated', async (t) => {
+  t.match(decide(pod([main(), killSidecar()], { main: 0, proxy: 'running' }, { deleting: true }), normalNode), { outcome: 'ignore' }, 'being deleted');
+  t.match(decide(pod([main(), killSidecar()], { main: 'waiting', proxy: 'waiting' }, { phase: 'Pending' }), normalNode), { outcome: 'ignore' }, 'pending');
+  t.match(decide(pod([main(), main('other')], { main: 0, other: 'running' }), normalNode), { outcome: 'ignore' }, 'no sidecar');
+  t.match(decide(pod([killSidecar()], { proxy: 'running' }), normalNode), { outcome: 'ignore' }, 'no main container');
+  t.match(decide(pod([main(), killSidecar()], { main: 0, proxy: 143 }), normalNode), { outcome: 'finished' }, 'Never: sidecar exited 143 stays down');
+  t.match(decide(pod([main(), killSidecar()], { main: 'running', proxy: 1 }), normalNode), { outcome: 'finished' }, 'Never: a crashed sidecar is not our business');
+  t.match(decide(pod([main(), killSidecar()], { main: 0, proxy: 0 }, { restartPolicy: 'OnFailure' }), normalNode), { outcome: 'finished' }, 'OnFailure: sidecar exited 0');
+  t.match(decide(pod([main(), killSidecar()], { main: 0, proxy: 143 }, { restartPolicy: 'OnFailure', phase: 'Succeeded' }), normalNode), { outcome: 'finished' }, 'terminal phase: nothing restarts');
+});
+
+t.test('OnFailure: a sidecar that exited non-zero is about to restart, so it is waited for', async (t) => {
+  const decision = decide(pod([main(), killSidecar()], { main: 0, proxy: 143 }, { restartPolicy: 'OnFailure' }), normalNode);
+  t.match(decision, { outcome: 'wait', reason: /restarting/ });
+});
+
+t.test('mechanism per node: normal, virtual by label, virtual by taint', async (t) => {
+  const both = { ...killSidecar('both'), env: [...killSidecar().env!, ...imageSidecar('x', 'quick-exit:1').env!] };
+  const containers = [main(), killSidecar(), imageSidecar(), both];
+  const statuses = { main: 0, proxy: 'running', logs: 'running', both: 'running' } as const;
+  t.same(actionsOf(decide(pod(containers, statuses), normalNode)), [
+    { type: 'kill', container: 'proxy' },
+    { type: 'replaceImage', container: 'logs', image: 'registry.example.com/quick-exit:1.0' },
+    { type: 'kill', container: 'both' },
+  ]);
+  for (const node of [virtualNodeByLabel, virtualNodeByTaint]) {
+    const actions = actionsOf(decide(pod(containers, statuses), node));
+    t.same(actions.map((a) => [a.type, 'container' in a ? a.container : '']), [
+      ['cannotStop', 'proxy'],
+      ['replaceImage', 'logs'],
+      ['replaceImage', 'both'],
+    ], `virtual node ${node.metadata.name}`);
+    t.match(actions[0], { reason: /virtual-kubelet node/ });
+  }
+  t.same(actionsOf(decide(pod(containers, statuses), undefined)).map((a) => a.type), ['kill', 'replaceImage', 'kill'], 'unknown node is treated as normal');
+});
+
+t.test('only sidecars still running are stopped; replaced images are waited for', async (t) => {
+  const containers = [main(), killSidecar(), imageSidecar()];
+  t.same(actionsOf(decide(pod(containers, { main: 0, proxy: 143, logs: 'running' }), normalNode)), [
+    { type: 'replaceImage', container: 'logs', image: 'registry.example.com/quick-exit:1.0' },
+  ]);
+  const replaced = pod(containers, { main: 0, proxy: 143, logs: 'running' });
+  replaced.spec.containers[2]!.image = 'registry.example.com/quick-exit:1.0';
+  t.match(decide(replaced, normalNode), { outcome: 'wait', reason: /stopping/ }, 'image already replaced');
+});
+
+t.test('several main containers: nothing happens before the last one finishes', async (t) => {
+  const containers = [main('a'), main('b'), main('c'), killSidecar()];
+  t.match(decide(pod(containers, { a: 0, b: 'running', c: 'running', proxy: 'running' }), normalNode), { outcome: 'wait' });
+  t.match(decide(pod(containers, { a: 0, b: 1, c: 'running', proxy: 'running' }), normalNode), { outcome: 'wait' });
+  t.same(actionsOf(decide(pod(containers, { a: 0, b: 1, c: 0, proxy: 'running' }), normalNode)), [{ type: 'kill', container: 'proxy' }]);
+});
+
+t.test('ignore exit code: other sidecars first, then terminal phase, then the sidecar', async (t) => {
+  const containers = [main(), killSidecar(), ignoreExitCodeSidecar()];
+  t.same(
+    actionsOf(decide(pod(containers, { main: 0, proxy: 'running', 'sql-proxy': 'running' }), normalNode)),
+    [{ type: 'kill', container: 'proxy' }],
+    'the ignore-exit-code sidecar waits while another sidecar runs',
+  );
+  t.same(actionsOf(decide(pod(containers, { main: 0, proxy: 143, 'sql-proxy': 'running' }), normalNode)), [
+    { type: 'markTerminal', phase: 'Succeeded' },
+    { type: 'kill', container: 'sql-proxy' },
+  ]);
+  t.same(actionsOf(decide(pod(containers, { main: 2, proxy: 143, 'sql-proxy': 'running' }), normalNode)), [
+    { type: 'markTerminal', phase: 'Failed' },
+    { type: 'kill', container: 'sql-proxy' },
+  ], 'Never with a failed main: Failed');
+  t.same(
+    actionsOf(decide(pod([main(), ignoreExitCodeSidecar()], { main: 0, 'sql-proxy': 'running' }, { restartPolicy: 'OnFailure' }), normalNode)),
+    [{ type: 'markTerminal', phase: 'Succeeded' }, { type: 'kill', container: 'sql-proxy' }],
+    'OnFailure',
+  );
+  t.same(
+    actionsOf(decide(pod([main(), ignoreExitCodeSidecar()], { main: 0, 'sql-proxy': 'running' }, { phase: 'Succeeded' }), normalNode)),
+    [{ type: 'kill', container: 'sql-proxy' }],
+    'phase already terminal: no second status patch',
+  );
+  const withImage = [main(), imageSidecar(), ignoreExitCodeSidecar()];
+  const replaced = pod(withImage, { main: 0, logs: 'running', 'sql-proxy': 'running' });
+  replaced.spec.containers[1]!.image = 'registry.example.com/quick-exit:1.0';
+  t.match(decide(replaced, normalNode), { outcome: 'wait' }, 'waits for a quick-exit image to finish first');
+  t.same(
+    actionsOf(decide(pod([main(), ignoreExitCodeSidecar()], { main: 0, 'sql-proxy': 'running' }), virtualNodeByLabel)).map((a) => a.type),
+    ['cannotStop'],
+    'virtual node: ignore-exit-code does not apply, the sidecar cannot be stopped',
+  );
+});

@@ -1,0 +1,207 @@
+import t from 'tap';
+import {
+  ENV_IGNORE_EXIT_CODE,
+  ENV_WHEN_JOB_EXIT,
+  ENV_WITH_IMAGE,
+  applyEnforcement,
+  formatFinding,
+  isManageable,
+  validatePodSpec,
+  type Finding,
+  type RuleId,
+  type Severity,
+  type ValidationOptions,
+} from '../../src/policy/index.ts';
+import { imageSidecar, killSidecar, main, podSpec, type TestContainer } from './builders.ts';
+
+const job: ValidationOptions = { fieldPrefix: 'spec.template.spec', strictRestartPolicy: true };
+const container = (name: string, image: string, env: TestContainer['env'], extra: Partial<TestContainer> = {}): TestContainer => ({ name, image, env, ...extra });
+
+interface RuleCase {
+  severity: Severity;
+  spec: Record<string, unknown>;
+  field: string;
+  options?: Partial<ValidationOptions>;
+  /** A part of the formatted message a person needs to see. */
+  says: RegExp;
+}
+
+// One case per rule of DESIGN.md section 3. The Record type makes a rule without a case a
+// type error, and each case fails if its rule is removed from the validator.
+const cases: Record<RuleId, RuleCase> = {
+  'marker-value': {
+    severity: 'error',
+    spec: podSpec([main(), container('proxy', 'envoy:1', [{ name: ENV_WHEN_JOB_EXIT, value: 'yes' }])]),
+    field: `spec.template.spec.containers[1].env[${ENV_WHEN_JOB_EXIT}]`,
+    says: /Invalid value: "yes": must be "true" or "false"/,
+  },
+  'marker-value-from': {
+    severity: 'error',
+    spec: podSpec([main(), container('proxy', 'envoy:1', [{ name: ENV_WHEN_JOB_EXIT, valueFrom: { configMapKeyRef: { name: 'c', key: 'k' } } }])]),
+    field: `spec.template.spec.containers[1].env[${ENV_WHEN_JOB_EXIT}].valueFrom`,
+    says: /Forbidden: .*literal values/,
+  },
+  'quick-exit-image-empty': {
+    severity: 'error',
+    spec: podSpec([main(), container('logs', 'fluent-bit:3', [{ name: ENV_WITH_IMAGE, value: '' }])]),
+    field: `spec.template.spec.containers[1].env[${ENV_WITH_IMAGE}]`,
+    says: /Required value: /,
+  },
+  'quick-exit-image-invalid': {
+    severity: 'error',
+    spec: podSpec([main(), container('logs', 'fluent-bit:3', [{ name: ENV_WITH_IMAGE, value: 'Not An Image' }])]),
+    field: `spec.template.spec.containers[1].env[${ENV_WITH_IMAGE}]`,
+    says: /Invalid value: "Not An Image": not a valid image reference/,
+  },
+  'quick-exit-image-own': {
+    severity: 'error',
+    spec: podSpec([main(), container('proxy', 'nginx:1.27', [{ name: ENV_WITH_IMAGE, value: 'nginx:1.27' }])]),
+    field: `spec.template.spec.containers[1].env[${ENV_WITH_IMAGE}]`,
+    says: /Invalid value: "nginx:1.27": the quick-exit image is the sidecar's own image/,
+  },
+  'quick-exit-image-not-allowed': {
+    severity: 'error',
+    spec: podSpec([main(), imageSidecar('logs', 'docker.io/library/busybox:1.36')]),
+    options: { quickExitImageAllowlist: ['registry.example.com/quick-exit:*'] },
+    field: `spec.template.spec.containers[1].env[${ENV_WITH_IMAGE}]`,
+    says: /allowlist \(registry.example.com\/quick-exit:\*\)/,
+  },
+  'no-main-container': {
+    severity: 'error',
+    spec: podSpec([killSidecar('a'), imageSidecar('b')]),
+    field: 'spec.template.spec.containers',
+    says: /Forbidden: every container is marked as a sidecar/,
+  },
+  'ignore-exit-code-without-kill': {
+    severity: 'error',
+    spec: podSpec([main(), container('logs', 'fluent-bit:3', [{ name: ENV_WITH_IMAGE, value: 'quick-exit:1' }, { name: ENV_IGNORE_EXIT_CODE, value: 'true' }])]),
+    field: `spec.template.spec.containers[1].env[${ENV_IGNORE_EXIT_CODE}]`,
+    says: /takes effect only together with KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT="true"/,
+  },
+  'restart-policy-always': {
+    severity: 'error',
+    spec: podSpec([main(), killSidecar()], 'Always'),
+    field: 'spec.template.spec.restartPolicy',
+    says: /Unsupported value: "Always": .*"Never" or "OnFailure"/,
+  },
+  'quick-exit-image-unpinned': {
+    severity: 'warning',
+    spec: podSpec([main(), imageSidecar('logs', 'busybox:latest')]),
+    field: `spec.template.spec.containers[1].env[${ENV_WITH_IMAGE}]`,
+    says: /"busybox:latest": .*pin a tag or a digest/,
+  },
+  'quick-exit-image-command': {
+    severity: 'warning',
+    spec: podSpec([main(), { ...imageSidecar(), command: ['/fluent-bit', '-c', '/etc/conf'] }]),
+    field: `spec.template.spec.containers[1].env[${ENV_WITH_IMAGE}]`,
+    says: /sets command/,
+  },
+  'on-failure-kill-exit-code': {
+    severity: 'warning',
+    spec: podSpec([main(), killSidecar()], 'OnFailure'),
+    field: `spec.template.spec.containers[1].env[${ENV_WHEN_JOB_EXIT}]`,
+    says: /OnFailure, kubelet restarts a sidecar that exits non-zero/,
+  },
+  'virtual-node-without-image': {
+    severity: 'warning',
+    spec: podSpec([main(), killSidecar()], 'Never', { nodeSelector: { type: 'virtual-kubelet' } }),
+    field: 'spec.template.spec.containers[1]',
+    says: /virtual-kubelet nodes/,
+  },
+  'marker-on-init-container': {
+    severity: 'warning',
+    spec: { ...podSpec([main(), killSidecar()]), initContainers: [container('setup', 'busybox:1.36', [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }])] },
+    field: `spec.template.spec.initContainers[0].env[${ENV_WHEN_JOB_EXIT}]`,
+    says: /no effect on init containers/,
+  },
+  'duplicate-marker': {
+    severity: 'warning',
+    spec: podSpec([main(), killSidecar('proxy', [{ name: ENV_WHEN_JOB_EXIT, value: 'false' }])]),
+    field: `spec.template.spec.containers[1].env[${ENV_WHEN_JOB_EXIT}]`,
+    says: /Duplicate value: "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT": defined 2 times/,
+  },
+};
+
+for (const [rule, c] of Object.entries(cases) as Array<[RuleId, RuleCase]>) {
+  t.test(`rule ${rule}`, async (t) => {
+    const findings = validatePodSpec(c.spec, { ...job, ...c.options });
+    const hits = findings.filter((f) => f.rule === rule);
+    t.equal(hits.length, 1, 'reported once');
+    t.match(hits[0], { severity: c.severity, field: c.field });
+    t.match(formatFinding(hits[0]!), c.says);
+    t.ok(formatFinding(hits[0]!).startsWith(`${c.field}: `), 'the message starts with the field path');
+  });
+}
+
+t.test('the design example, word for word', async (t) => {
+  const findings = validatePodSpec(podSpec([main(), container('proxy', 'nginx:1.27', [{ name: ENV_WITH_IMAGE, value: 'nginx:1.27' }])]), job);
+  t.same(findings.map(formatFinding), [
+    'spec.template.spec.containers[1].env[KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE]: Invalid value: "nginx:1.27": the quick-exit image is the sidecar\'s own image, so replacing it changes nothing and the sidecar never stops',
+  ]);
+});
+
+t.test('valid configurations have no findings', async (t) => {
+  t.same(validatePodSpec(podSpec([main(), killSidecar(), imageSidecar()]), job), [], 'kill and image sidecars');
+  t.same(validatePodSpec(podSpec([main(), killSidecar('p', [{ name: ENV_IGNORE_EXIT_CODE, value: 'TRUE' }])], 'OnFailure'), job), [], 'OnFailure with ignore-exit-code, any case');
+  t.same(validatePodSpec(podSpec([main(), container('p', 'envoy:1', [{ name: ENV_WHEN_JOB_EXIT, value: 'False' }])]), job), [], '"False" is a valid value');
+  t.same(validatePodSpec(podSpec([main(), imageSidecar('logs', 'busybox@sha256:' + 'a'.repeat(64))], 'Always'), { ...job, strictRestartPolicy: false }).map((f) => f.rule), ['restart-policy-always'], 'a digest is pinned');
+  t.same(validatePodSpec(podSpec([main(), main('b')], 'Always'), job), [], 'no markers, no findings, whatever the restartPolicy');
+  t.same(validatePodSpec({ containers: 'nonsense', initContainers: [null, 3] }, job), [], 'malformed input does not throw');
+  t.same(validatePodSpec(null, job), []);
+});
+
+t.test('quick-exit image checks', async (t) => {
+  const own = (sidecarImage: string, quickExit: string) =>
+    validatePodSpec(podSpec([main(), container('s', sidecarImage, [{ name: ENV_WITH_IMAGE, value: quickExit }])]), job).map((f) => f.rule);
+  t.ok(own('nginx', 'docker.io/library/nginx:latest').includes('quick-exit-image-own'), 'normalized references are compared');
+  t.notOk(own('nginx:1.27', 'nginx:1.28').includes('quick-exit-image-own'));
+  t.ok(own('fluent-bit:3', 'busybox').includes('quick-exit-image-unpinned'), 'no tag');
+  t.notOk(own('fluent-bit:3', 'busybox:1.36').includes('quick-exit-image-unpinned'));
+  const allow = (image: string, patterns: string[]) =>
+    validatePodSpec(podSpec([main(), imageSidecar('l', image)]), { ...job, quickExitImageAllowlist: patterns }).some((f) => f.rule === 'quick-exit-image-not-allowed');
+  t.notOk(allow('registry.example.com/quick-exit:1.0', ['registry.example.com/quick-exit:*']));
+  t.notOk(allow('busybox:1.36', ['docker.io/library/busybox:*']), 'patterns match the normalized form');
+  t.ok(allow('registry.example.com/other:1.0', ['registry.example.com/quick-exit:*']));
+  t.notOk(allow('anything:1', []), 'an empty allowlist allows everything');
+});
+
+t.test('restartPolicy Always: error for Jobs and strict pods, warning for others', async (t) => {
+  const spec = podSpec([main(), killSidecar()], 'Always');
+  t.match(validatePodSpec(spec, job), [{ rule: 'restart-policy-always', severity: 'error' }]);
+  t.match(validatePodSpec(spec, { fieldPrefix: 'spec.template.spec', strictRestartPolicy: false }), [{ rule: 'restart-policy-always', severity: 'warning' }]);
+  const unset: Record<string, unknown> = podSpec([main(), killSidecar()]);
+  delete unset.restartPolicy;
+  t.match(validatePodSpec(unset, { fieldPrefix: 'spec', strictRestartPolicy: false }), [{ rule: 'restart-policy-always', field: 'spec.restartPolicy', value: 'Always' }], 'unset is Always');
+});
+
+t.test('native sidecars and virtual-node targeting variants', async (t) => {
+  const native = { ...podSpec([main(), killSidecar()]), initContainers: [{ ...killSidecar('mesh'), restartPolicy: 'Always' }] };
+  t.match(validatePodSpec(native, job), [{ rule: 'marker-on-init-container', detail: /native sidecar/ }]);
+  const targets = (extra: Record<string, unknown>) =>
+    validatePodSpec(podSpec([main(), killSidecar()], 'Never', extra), job).some((f) => f.rule === 'virtual-node-without-image');
+  t.ok(targets({ tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists' }] }), 'toleration');
+  t.ok(targets({ affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'type', operator: 'In', values: ['virtual-kubelet'] }] }] } } } }), 'required affinity');
+  t.ok(targets({ affinity: { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [{ key: 'type', operator: 'In', values: ['virtual-kubelet'] }] } }] } } }), 'preferred affinity');
+  t.notOk(targets({ nodeSelector: { type: 'gpu' } }), 'other node selectors');
+  t.notOk(
+    validatePodSpec(podSpec([main(), { ...killSidecar(), env: [...killSidecar().env!, ...imageSidecar().env!] }], 'Never', { nodeSelector: { type: 'virtual-kubelet' } }), job).some((f) => f.rule === 'virtual-node-without-image'),
+    'a sidecar with a quick-exit image is fine on virtual nodes',
+  );
+});
+
+t.test('enforcement mode', async (t) => {
+  const findings: Finding[] = validatePodSpec(podSpec([killSidecar()]), job);
+  t.equal(findings[0]?.severity, 'error');
+  t.same(applyEnforcement(findings, 'deny'), findings);
+  t.same(applyEnforcement(findings, 'warn').map((f) => f.severity), ['warning'], 'warn mode turns errors into warnings');
+});
+
+t.test('which pods the watcher manages', async (t) => {
+  const check = (spec: Record<string, unknown>) => isManageable(spec, validatePodSpec(spec, { fieldPrefix: 'spec', strictRestartPolicy: false }));
+  t.ok(check(podSpec([main(), killSidecar()])));
+  t.ok(check(podSpec([main(), imageSidecar()], 'OnFailure')));
+  t.notOk(check(podSpec([main(), killSidecar()], 'Always')), 'Always');
+  t.notOk(check(podSpec([main(), main('b')])), 'no sidecar');
+  t.notOk(check(podSpec([main(), container('p', 'x:1', [{ name: ENV_WHEN_JOB_EXIT, value: 'false' }])])), 'marker set to false');
+  t.notOk(check(podSpec([main(), container('p', 'nginx:1', [{ name: ENV_WITH_IMAGE, value: 'nginx:1' }])])), 'errors');
+});
