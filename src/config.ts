@@ -1,0 +1,106 @@
+// Every flag of `sidecar-terminator serve`, with its environment variable, default and help
+// text. --help and the README are generated from this table, so nothing goes undocumented.
+import { parseDuration } from './duration.ts';
+
+export type FlagValue = string | number | boolean | string[];
+
+export interface FlagSpec<T extends FlagValue = FlagValue> {
+  name: string;
+  env: string;
+  help: string;
+  default: T;
+  parse(raw: string): T;
+}
+
+const text = (name: string, help: string, fallback: string): FlagSpec<string> => ({
+  name,
+  env: envName(name),
+  help,
+  default: fallback,
+  parse: (raw) => raw,
+});
+
+const bool = (name: string, help: string, fallback = false): FlagSpec<boolean> => ({
+  name,
+  env: envName(name),
+  help,
+  default: fallback,
+  parse: (raw) => {
+    if (/^(true|1|yes)$/i.test(raw) || raw === '') return true;
+    if (/^(false|0|no)$/i.test(raw)) return false;
+    throw new Error(`--${name}: expected true or false, got ${JSON.stringify(raw)}`);
+  },
+});
+
+const oneOf = <const T extends string>(name: string, help: string, values: readonly T[], fallback: T): FlagSpec<string> => ({
+  name,
+  env: envName(name),
+  help: `${help} One of: ${values.join(', ')}.`,
+  default: fallback,
+  parse: (raw) => {
+    if (!values.includes(raw as T)) throw new Error(`--${name}: expected one of ${values.join(', ')}, got ${JSON.stringify(raw)}`);
+    return raw;
+  },
+});
+
+const list = (name: string, help: string): FlagSpec<string[]> => ({
+  name,
+  env: envName(name),
+  help: `${help} Comma-separated.`,
+  default: [],
+  parse: (raw) => raw.split(',').map((item) => item.trim()).filter((item) => item !== ''),
+});
+
+const duration = (name: string, help: string, fallback: string): FlagSpec<number> => ({
+  name,
+  env: envName(name),
+  help: `${help} A duration such as 90s, 15m, 12h or 30d.`,
+  default: parseDuration(fallback) ?? 0,
+  parse: (raw) => {
+    const ms = parseDuration(raw);
+    if (ms === undefined) throw new Error(`--${name}: expected a duration such as 90s, 15m, 12h or 30d, got ${JSON.stringify(raw)}`);
+    return ms;
+  },
+});
+
+const bytes = (name: string, help: string, fallback: number): FlagSpec<number> => ({
+  name,
+  env: envName(name),
+  help: `${help} In bytes; suffixes Ki and Mi are accepted.`,
+  default: fallback,
+  parse: (raw) => {
+    const match = /^(\d+)(Ki|Mi)?$/.exec(raw);
+    if (!match) throw new Error(`--${name}: expected a size such as 8Mi, got ${JSON.stringify(raw)}`);
+    return Number(match[1]) * (match[2] === 'Mi' ? 1024 * 1024 : match[2] === 'Ki' ? 1024 : 1);
+  },
+});
+
+export function envName(flag: string): string {
+  return `SIDECAR_TERMINATOR_${flag.toUpperCase().replaceAll('-', '_')}`;
+}
+
+export const SERVE_FLAGS = {
+  kubeconfig: text('kubeconfig', 'Kubeconfig file; empty means in-cluster configuration, or $KUBECONFIG when set.', ''),
+  namespace: text('namespace', "The add-on's own namespace, where the certificate Secret lives; empty means the pod's namespace (in-cluster) or sidecar-terminator.", ''),
+  logLevel: oneOf('log-level', 'Minimum level of the JSON logs.', ['debug', 'info', 'warn', 'error'] as const, 'info'),
+  noWebhook: bool('no-webhook', 'Do not run the admission webhook (run the watcher alone).'),
+  noWatcher: bool('no-watcher', 'Do not run the watcher (run the admission webhook alone).'),
+  listenAddress: text('listen-address', 'host:port of the HTTPS server for /validate, /mutate, /healthz, /readyz and /metrics.', '0.0.0.0:9443'),
+  enforcement: oneOf('enforcement', 'deny rejects misconfigured pods, Jobs and CronJobs; warn admits them and returns every error as a warning (audit mode).', ['deny', 'warn'] as const, 'deny'),
+  quickExitImageAllowlist: list('quick-exit-image-allowlist', 'When set, quick-exit images must match one of these patterns (* matches anything, e.g. registry.example.com/quick-exit:*).'),
+  bodyLimit: bytes('body-limit', 'Largest AdmissionReview body accepted; larger requests get a 413.', 8 * 1024 * 1024),
+  shutdownGrace: duration('shutdown-grace', 'On SIGTERM, how long in-flight requests and reconciles may take to finish.', '20s'),
+  certDir: text('cert-dir', 'Keep the CA and serving certificate in this directory (local runs, e.g. certs/) instead of a Secret.', ''),
+  tlsSecret: text('tls-secret', 'Name of the Secret holding the CA and serving certificate, shared by every replica.', 'sidecar-terminator-tls'),
+  serviceName: text('service-name', 'Name of the webhook Service; its DNS names go into the serving certificate.', 'sidecar-terminator'),
+  certHosts: list('cert-hosts', 'Extra DNS names or IP addresses for the serving certificate (127.0.0.1 and localhost are always included).'),
+  certValidity: duration('cert-validity', 'Lifetime of a newly issued serving certificate (the CA lives ten times longer).', '365d'),
+  certRenewBefore: duration('cert-renew-before', 'Renew the serving certificate when it expires within this window.', '30d'),
+  registerWebhooks: bool('register-webhooks', 'Create or update the Mutating and Validating webhook configurations (otherwise only their caBundle is patched, when they exist).'),
+  webhookConfigName: text('webhook-config-name', 'Name of the MutatingWebhookConfiguration and ValidatingWebhookConfiguration.', 'sidecar-terminator'),
+  webhookUrl: text('webhook-url', 'Register the webhooks with this base URL (e.g. https://127.0.0.1:9443) instead of the Service; for local runs.', ''),
+  failurePolicy: oneOf('failure-policy', 'failurePolicy of registered webhooks.', ['Ignore', 'Fail'] as const, 'Ignore'),
+} satisfies Record<string, FlagSpec>;
+
+export type ServeFlags = typeof SERVE_FLAGS;
+export type ServeConfig = { [K in keyof ServeFlags]: ServeFlags[K]['default'] };
