@@ -7,3 +7,4 @@ export * from './findings.ts';
 export * from './validate.ts';
 export * from './decide.ts';
 export * from './templates.ts';
+export * from './labels.ts';

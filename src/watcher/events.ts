@@ -1,0 +1,53 @@
+// Events on the pods the watcher acts on. One event per pod, reason and message: a reconcile
+// that runs again does not repeat it.
+import { createHash } from 'node:crypto';
+import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
+import { isApiError } from './api-errors.ts';
+
+export const COMPONENT = 'sidecar-terminator';
+
+export type EventType = 'Normal' | 'Warning';
+
+export class EventRecorder {
+  private readonly core: CoreV1Api;
+  /** Event ids already recorded, by pod uid; the deterministic name also dedupes across restarts. */
+  private readonly sent = new Map<string, Set<string>>();
+
+  constructor(core: CoreV1Api) {
+    this.core = core;
+  }
+
+  async record(pod: V1Pod, type: EventType, reason: string, message: string): Promise<void> {
+    const namespace = pod.metadata!.namespace!;
+    const uid = pod.metadata?.uid ?? '';
+    const id = createHash('sha256').update(`${uid}\n${reason}\n${message}`).digest('hex').slice(0, 16);
+    if (this.sent.get(uid)?.has(id)) return;
+    const now = new Date();
+    try {
+      await this.core.createNamespacedEvent({
+        namespace,
+        body: {
+          metadata: { name: `${pod.metadata!.name}.${id}`, namespace },
+          involvedObject: { kind: 'Pod', apiVersion: 'v1', namespace, name: pod.metadata!.name, uid: pod.metadata!.uid },
+          type,
+          reason,
+          message,
+          source: { component: COMPONENT },
+          reportingComponent: COMPONENT,
+          reportingInstance: process.env.HOSTNAME ?? COMPONENT,
+          firstTimestamp: now,
+          lastTimestamp: now,
+          count: 1,
+        },
+      });
+    } catch (error) {
+      if (!isApiError(error, 409)) throw error;
+    }
+    this.sent.set(uid, (this.sent.get(uid) ?? new Set()).add(id));
+  }
+
+  /** Forgets a pod once it leaves the watch, so memory follows the managed pods. */
+  forget(uid: string): void {
+    this.sent.delete(uid);
+  }
+}

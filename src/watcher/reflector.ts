@@ -1,0 +1,142 @@
+// List-then-watch of the pods matching a label selector, kept in a local cache: resourceVersion
+// bookkeeping, a fresh list when the API server says 410 Gone, and reconnects with backoff on
+// errors and on a silent watch (client-node's Watch aborts after 30 s without data; bookmarks
+// keep a healthy watch talking).
+import { CoreV1Api, Watch, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { exponentialBackoff } from './queue.ts';
+
+export type PodEvent = 'added' | 'modified' | 'deleted';
+
+export interface ReflectorOptions {
+  kubeConfig: KubeConfig;
+  labelSelector: string;
+  /** Watch one namespace; all namespaces when undefined. */
+  namespace?: string;
+  onEvent(event: PodEvent, pod: V1Pod): void;
+  /** Called after every complete list (the first one makes the watcher ready). */
+  onSynced?(): void;
+  onError?(error: unknown): void;
+  pageSize?: number;
+  /** Server-side watch timeout; the watch is then resumed from the last resourceVersion. */
+  watchTimeoutSeconds?: number;
+}
+
+export const podKey = (pod: V1Pod): string => `${pod.metadata?.namespace}/${pod.metadata?.name}`;
+
+export class PodReflector {
+  readonly cache = new Map<string, V1Pod>();
+  private readonly options: ReflectorOptions;
+  private readonly core: CoreV1Api;
+  private resourceVersion: string | undefined;
+  private abort: AbortController | undefined;
+  private stopped = false;
+  private failures = 0;
+  private readonly backoff = exponentialBackoff(500, 30_000);
+  private retryTimer: NodeJS.Timeout | undefined;
+
+  constructor(options: ReflectorOptions) {
+    this.options = options;
+    this.core = options.kubeConfig.makeApiClient(CoreV1Api);
+  }
+
+  start(): void {
+    void this.listAndWatch();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.retryTimer);
+    this.abort?.abort();
+  }
+
+  private async listAndWatch(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      await this.list();
+      await this.watch();
+    } catch (error) {
+      this.retry(error, true);
+    }
+  }
+
+  /** Lists page by page, then replaces the cache, announcing what changed meanwhile. */
+  private async list(): Promise<void> {
+    const { labelSelector, namespace, pageSize = 500 } = this.options;
+    const fresh = new Map<string, V1Pod>();
+    let continueToken: string | undefined;
+    let resourceVersion: string | undefined;
+    do {
+      const page = namespace
+        ? await this.core.listNamespacedPod({ namespace, labelSelector, limit: pageSize, _continue: continueToken })
+        : await this.core.listPodForAllNamespaces({ labelSelector, limit: pageSize, _continue: continueToken });
+      for (const pod of page.items) fresh.set(podKey(pod), pod);
+      continueToken = page.metadata?._continue || undefined;
+      resourceVersion = page.metadata?.resourceVersion;
+    } while (continueToken);
+
+    for (const [key, pod] of this.cache) if (!fresh.has(key)) this.options.onEvent('deleted', pod);
+    for (const [key, pod] of fresh) this.options.onEvent(this.cache.has(key) ? 'modified' : 'added', pod);
+    this.cache.clear();
+    for (const [key, pod] of fresh) this.cache.set(key, pod);
+    this.resourceVersion = resourceVersion;
+    this.failures = 0;
+    this.options.onSynced?.();
+  }
+
+  private async watch(): Promise<void> {
+    const { namespace, labelSelector, watchTimeoutSeconds = 300 } = this.options;
+    const path = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods` : '/api/v1/pods';
+    const params = { labelSelector, resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: watchTimeoutSeconds };
+    let gone = false;
+    this.abort = await new Watch(this.options.kubeConfig).watch(
+      path,
+      params,
+      (type: string, object: Record<string, unknown>) => {
+        if (type === 'ERROR') {
+          gone ||= object.code === 410;
+          return;
+        }
+        this.handle(type, object as V1Pod);
+      },
+      (error: unknown) => {
+        if (this.stopped) return;
+        if (gone || (error as { statusCode?: number } | null)?.statusCode === 410) {
+          this.resourceVersion = undefined;
+          this.retry(undefined, true);
+        } else if (error && !isTimeout(error)) {
+          this.retry(error, false);
+        } else {
+          void this.watch().catch((e: unknown) => this.retry(e, false));
+        }
+      },
+    );
+  }
+
+  private handle(type: string, pod: V1Pod): void {
+    this.failures = 0;
+    const resourceVersion = pod.metadata?.resourceVersion;
+    if (resourceVersion) this.resourceVersion = resourceVersion;
+    if (type === 'BOOKMARK') return;
+    const key = podKey(pod);
+    if (type === 'DELETED') {
+      this.cache.delete(key);
+      this.options.onEvent('deleted', pod);
+    } else if (type === 'ADDED' || type === 'MODIFIED') {
+      const known = this.cache.has(key);
+      this.cache.set(key, pod);
+      this.options.onEvent(known ? 'modified' : 'added', pod);
+    }
+  }
+
+  private retry(error: unknown, relist: boolean): void {
+    if (this.stopped) return;
+    if (error) this.options.onError?.(error);
+    this.failures++;
+    const next = relist || !this.resourceVersion ? () => this.listAndWatch() : () => this.watch().catch((e: unknown) => this.retry(e, false));
+    this.retryTimer = setTimeout(() => void next(), this.backoff(this.failures));
+  }
+}
+
+function isTimeout(error: unknown): boolean {
+  return error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError');
+}

@@ -1,0 +1,253 @@
+// The watcher: pods labelled managed=true only, one reconcile per pod at a time. Reconcile is
+// the policy's decision for the pod on its node, executed by the action modules.
+import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import type { FastifyBaseLogger } from 'fastify';
+import { Counter, Histogram, type Registry } from 'prom-client';
+import { DONE, MANAGED, MANAGED_LABEL, classifyContainers, decide, type Action } from '../policy/index.ts';
+import {
+  killByCrr,
+  killBySignal,
+  markTerminal,
+  replaceImage,
+  setLabel,
+  setTerminatedCondition,
+  type ActionClients,
+  type KillMechanism,
+  type SignalSettings,
+} from './actions.ts';
+import { isApiError } from './api-errors.ts';
+import { servedCrrVersion } from './discovery.ts';
+import { EventRecorder } from './events.ts';
+import { WorkQueue } from './queue.ts';
+import { PodReflector, podKey } from './reflector.ts';
+
+export interface WatcherOptions {
+  kubeConfig: KubeConfig;
+  /** Namespaces to watch; every namespace when empty. */
+  namespaces: readonly string[];
+  killMechanism: 'auto' | KillMechanism;
+  signal: SignalSettings;
+  concurrency: number;
+  logger: FastifyBaseLogger;
+  metrics: Registry;
+}
+
+const NODE_CACHE_MS = 5 * 60_000;
+
+export class Watcher {
+  private readonly options: WatcherOptions;
+  private readonly clients: ActionClients;
+  private readonly events: EventRecorder;
+  private readonly reflectors: PodReflector[];
+  private readonly queue: WorkQueue<string>;
+  private readonly nodes = new Map<string, { node: V1Node | undefined; fetchedAt: number }>();
+  private readonly synced = new Set<PodReflector>();
+  private readonly terminations: Counter<'mechanism' | 'result'>;
+  private readonly latency: Histogram<'mechanism'>;
+  private kill: { mechanism: 'crr'; version: string } | { mechanism: 'signal' } | undefined;
+
+  constructor(options: WatcherOptions) {
+    this.options = options;
+    this.clients = { core: options.kubeConfig.makeApiClient(CoreV1Api), custom: options.kubeConfig.makeApiClient(CustomObjectsApi) };
+    this.events = new EventRecorder(this.clients.core);
+    this.queue = new WorkQueue({
+      concurrency: options.concurrency,
+      process: (key) => this.reconcile(key),
+      onError: (key, error, attempt) => options.logger.warn({ pod: key, attempt, err: error }, 'reconcile failed, will retry'),
+    });
+    const namespaces = options.namespaces.length > 0 ? options.namespaces : [undefined];
+    this.reflectors = namespaces.map((namespace) => {
+      const reflector: PodReflector = new PodReflector({
+        kubeConfig: options.kubeConfig,
+        labelSelector: `${MANAGED_LABEL}=${MANAGED}`,
+        ...(namespace ? { namespace } : {}),
+        onEvent: (event, pod) => {
+          if (event === 'deleted') this.events.forget(pod.metadata?.uid ?? '');
+          else this.queue.add(podKey(pod));
+        },
+        onSynced: () => this.synced.add(reflector),
+        onError: (error) => options.logger.warn({ err: error, namespace: namespace ?? '*' }, 'pod watch failed, retrying'),
+      });
+      return reflector;
+    });
+    this.terminations = new Counter({
+      name: 'sidecar_terminator_terminations_total',
+      help: 'Sidecar stop actions by mechanism (crr, signal, image, phase) and result (ok, error, refused).',
+      labelNames: ['mechanism', 'result'],
+      registers: [options.metrics],
+    });
+    this.latency = new Histogram({
+      name: 'sidecar_terminator_termination_latency_seconds',
+      help: "Time from the last main container's finish to the stop action.",
+      labelNames: ['mechanism'],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
+      registers: [options.metrics],
+    });
+  }
+
+  async start(): Promise<void> {
+    this.kill = await this.resolveKillMechanism();
+    this.options.logger.info({ killMechanism: this.kill.mechanism, namespaces: this.options.namespaces }, 'watcher starting');
+    for (const reflector of this.reflectors) reflector.start();
+  }
+
+  /** Ready once every watched namespace has been listed. */
+  ready(): boolean {
+    return this.synced.size === this.reflectors.length;
+  }
+
+  async stop(): Promise<void> {
+    for (const reflector of this.reflectors) reflector.stop();
+    await this.queue.shutDown();
+  }
+
+  private async resolveKillMechanism(): Promise<NonNullable<Watcher['kill']>> {
+    if (this.options.killMechanism === 'signal') return { mechanism: 'signal' };
+    const version = await servedCrrVersion(this.options.kubeConfig);
+    if (version) return { mechanism: 'crr', version };
+    if (this.options.killMechanism === 'crr') {
+      throw new Error('--kill-mechanism crr: the cluster does not serve apps.kruise.io ContainerRecreateRequest; install OpenKruise or use --kill-mechanism signal');
+    }
+    return { mechanism: 'signal' };
+  }
+
+  private findPod(key: string): V1Pod | undefined {
+    for (const reflector of this.reflectors) {
+      const pod = reflector.cache.get(key);
+      if (pod) return pod;
+    }
+    return undefined;
+  }
+
+  private async nodeOf(pod: V1Pod): Promise<V1Node | undefined> {
+    const name = pod.spec?.nodeName;
+    if (!name) return undefined;
+    const cached = this.nodes.get(name);
+    if (cached && Date.now() - cached.fetchedAt < NODE_CACHE_MS) return cached.node;
+    let node: V1Node | undefined;
+    try {
+      node = await this.clients.core.readNode({ name });
+    } catch (error) {
+      if (!isApiError(error, 404)) throw error;
+    }
+    this.nodes.set(name, { node, fetchedAt: Date.now() });
+    return node;
+  }
+
+  private async reconcile(key: string): Promise<void> {
+    const pod = this.findPod(key);
+    if (!pod) return;
+    const log = this.options.logger.child({ pod: key, uid: pod.metadata?.uid });
+    const decision = decide(pod, await this.nodeOf(pod));
+    if (decision.outcome === 'finished') {
+      await setLabel(this.clients, pod, MANAGED_LABEL, DONE);
+      log.info('sidecars stopped; pod leaves the watch');
+      return;
+    }
+    if (decision.outcome !== 'act') {
+      log.debug({ outcome: decision.outcome, reason: decision.reason }, 'nothing to do');
+      return;
+    }
+    try {
+      await this.execute(pod, decision.actions, log);
+    } catch (error) {
+      await this.events.record(pod, 'Warning', 'SidecarTerminationFailed', `could not stop the sidecars: ${messageOf(error)}`).catch(() => {});
+      throw error;
+    }
+  }
+
+  private async execute(pod: V1Pod, actions: Action[], log: FastifyBaseLogger): Promise<void> {
+    const stopped: string[] = [];
+    for (const action of withKillsMerged(actions)) {
+      switch (action.type) {
+        case 'cannotStop':
+          await this.events.record(pod, 'Warning', 'SidecarTerminationFailed', `sidecar ${action.container} cannot be stopped: ${action.reason}`);
+          this.terminations.inc({ mechanism: 'none', result: 'refused' });
+          break;
+        case 'replaceImage':
+          await this.measured(pod, 'image', () => replaceImage(this.clients, pod, action.container, action.image));
+          stopped.push(`${action.container} (quick-exit image ${action.image})`);
+          break;
+        case 'markTerminal':
+          await this.measured(pod, 'phase', () => markTerminal(this.clients, pod, action.phase));
+          log.info({ phase: action.phase }, 'pod moved to its terminal phase; sidecar exit codes ignored');
+          break;
+        case 'killAll':
+          stopped.push(...(await this.killAll(pod, action.containers)));
+          break;
+      }
+    }
+    if (stopped.length === 0) return;
+    const message = `stopping sidecars: ${stopped.join(', ')}`;
+    await this.events.record(pod, 'Normal', 'SidecarTerminating', message);
+    await setTerminatedCondition(this.clients, pod, message);
+    log.info({ sidecars: stopped }, 'stopping sidecars');
+  }
+
+  /** Stops the containers by the kill mechanism; returns their descriptions for the event. */
+  private async killAll(pod: V1Pod, containers: string[]): Promise<string[]> {
+    const kill = this.kill!;
+    if (kill.mechanism === 'crr') {
+      await this.measured(pod, 'crr', () => killByCrr(this.clients, kill.version, pod, containers));
+      return containers.map((c) => `${c} (ContainerRecreateRequest)`);
+    }
+    if (pod.spec?.shareProcessNamespace) {
+      this.terminations.inc({ mechanism: 'signal', result: 'refused' });
+      await this.events.record(
+        pod,
+        'Warning',
+        'SidecarTerminationFailed',
+        `cannot signal ${containers.join(', ')}: the pod sets shareProcessNamespace, so PID 1 is the pause process, not the sidecar; use --kill-mechanism crr or a quick-exit image`,
+      );
+      return [];
+    }
+    for (const container of containers) {
+      await this.measured(pod, 'signal', () => killBySignal(this.clients, this.options.signal, pod, container));
+    }
+    return containers.map((c) => `${c} (SIGTERM)`);
+  }
+
+  private async measured(pod: V1Pod, mechanism: string, act: () => Promise<unknown>): Promise<void> {
+    try {
+      const result = await act();
+      this.terminations.inc({ mechanism, result: 'ok' });
+      const finishedAt = lastMainFinishedAt(pod);
+      if (result !== 'exists' && finishedAt !== undefined) this.latency.observe({ mechanism }, Math.max(0, Date.now() - finishedAt) / 1000);
+    } catch (error) {
+      this.terminations.inc({ mechanism, result: 'error' });
+      throw error;
+    }
+  }
+}
+
+/** When the last main container finished, in epoch milliseconds. */
+function lastMainFinishedAt(pod: V1Pod): number | undefined {
+  const mains = new Set(classifyContainers(pod.spec ?? {}).filter((r) => r.role === 'main').map((r) => r.name));
+  const times = (pod.status?.containerStatuses ?? [])
+    .filter((s) => mains.has(s.name) && s.state?.terminated?.finishedAt)
+    .map((s) => new Date(s.state!.terminated!.finishedAt!).getTime());
+  return times.length > 0 ? Math.max(...times) : undefined;
+}
+
+type Step = Exclude<Action, { type: 'kill' }> | { type: 'killAll'; containers: string[] };
+
+/** The decision's kills become one step where the first was, so a pod gets one ContainerRecreateRequest. */
+function withKillsMerged(actions: Action[]): Step[] {
+  const containers = actions.flatMap((a) => (a.type === 'kill' ? [a.container] : []));
+  return actions.flatMap((action): Step[] => {
+    if (action.type !== 'kill') return [action];
+    return action.container === containers[0] ? [{ type: 'killAll', containers }] : [];
+  });
+}
+
+function messageOf(error: unknown): string {
+  const body = (error as { body?: unknown } | null)?.body;
+  if (typeof body === 'string') {
+    try {
+      return (JSON.parse(body) as { message?: string }).message ?? body;
+    } catch {
+      return body;
+    }
+  }
+  return error instanceof Error ? error.message : String(error);
+}
