@@ -1,0 +1,332 @@
+// The kubelet simulator reproduces kubelet's (and kruise-daemon's) behaviour against a real
+// API server and the real Job controller. Outcomes only: Job conditions, phases, container
+// states and exit codes; waits are generous, nothing is timed.
+import {
+  ApiextensionsV1Api,
+  BatchV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Container,
+  type V1Job,
+  type V1Pod,
+  type V1PodSpec,
+} from '@kubernetes/client-node';
+import { readFileSync } from 'node:fs';
+import t from 'tap';
+import { startControlPlane } from '../support/control-plane.ts';
+import { CRR, findContainerStatus, KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+
+const cp = await startControlPlane();
+t.teardown(() => cp.stop());
+const sim = new KubeletSimulator(cp.kubeConfig, { maxGracePeriodMs: 1000, restartDelayMs: 200 });
+await sim.start();
+t.teardown(() => sim.stop());
+
+const core = cp.kubeConfig.makeApiClient(CoreV1Api);
+const batch = cp.kubeConfig.makeApiClient(BatchV1Api);
+const strategicMerge = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
+
+const main: V1Container = { name: 'main', image: 'busybox:1.36' };
+const sidecar: V1Container = {
+  name: 'sidecar',
+  image: 'envoy:1.30',
+  env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }],
+};
+
+t.test('Jobs and the real Job controller', async (t) => {
+  t.test('a Job without sidecar completes', async (t) => {
+    const namespace = await cp.createNamespace();
+    await createJob(namespace, 'plain', { restartPolicy: 'Never', containers: [main], annotations: { [simAnnotations.exitAfter('main')]: '500ms' } });
+    await waitForJobCondition(namespace, 'plain', 'Complete');
+    const pod = await jobPod(namespace, 'plain');
+    t.equal(pod.status?.phase, 'Succeeded');
+    t.equal(findContainerStatus(pod, 'main')?.state?.terminated?.exitCode, 0);
+  });
+
+  t.test('a failing main container fails a Never Job with backoffLimit 0', async (t) => {
+    const namespace = await cp.createNamespace();
+    await createJob(namespace, 'failing', {
+      restartPolicy: 'Never',
+      containers: [main],
+      annotations: { [simAnnotations.exitAfter('main')]: '500ms', [simAnnotations.exitCode('main')]: '3' },
+    });
+    await waitForJobCondition(namespace, 'failing', 'Failed');
+    const pod = await jobPod(namespace, 'failing');
+    t.equal(pod.status?.phase, 'Failed');
+    t.equal(findContainerStatus(pod, 'main')?.state?.terminated?.exitCode, 3);
+    t.equal(findContainerStatus(pod, 'main')?.state?.terminated?.reason, 'Error');
+  });
+
+  t.test('OnFailure: a main container that fails once is restarted, then the Job completes', async (t) => {
+    const namespace = await cp.createNamespace();
+    await createJob(namespace, 'flaky', {
+      restartPolicy: 'OnFailure',
+      containers: [main],
+      annotations: { [simAnnotations.exitAfter('main')]: '500ms', [simAnnotations.exitCode('main')]: '1,0' },
+      // The Job controller counts an OnFailure pod's container restarts against the backoff limit.
+      backoffLimit: 2,
+    });
+    await waitForJobCondition(namespace, 'flaky', 'Complete');
+    const pod = await jobPod(namespace, 'flaky');
+    const status = findContainerStatus(pod, 'main');
+    t.equal(pod.status?.phase, 'Succeeded');
+    t.equal(status?.restartCount, 1);
+    t.equal(status?.lastState?.terminated?.exitCode, 1);
+    t.equal(status?.state?.terminated?.exitCode, 0);
+  });
+
+  t.test('a native sidecar is stopped after the main container and the Job completes', async (t) => {
+    const namespace = await cp.createNamespace();
+    const nativeSidecar: V1Container = { name: 'proxy', image: 'envoy:1.30', restartPolicy: 'Always' };
+    await createJob(namespace, 'native', {
+      restartPolicy: 'Never',
+      containers: [main],
+      annotations: { [simAnnotations.exitAfter('main')]: '500ms' },
+      spec: { initContainers: [nativeSidecar] },
+    });
+    await waitForJobCondition(namespace, 'native', 'Complete');
+    const pod = await jobPod(namespace, 'native');
+    t.equal(findContainerStatus(pod, 'proxy')?.state?.terminated?.exitCode, 0);
+    t.equal(findContainerStatus(pod, 'main')?.state?.terminated?.exitCode, 0);
+  });
+
+  t.test('a Job whose sidecar is replaced in place by a quick-exit image completes', async (t) => {
+    const namespace = await cp.createNamespace();
+    const imageSidecar: V1Container = {
+      name: 'sidecar',
+      image: 'fluent-bit:3.0',
+      env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE', value: 'example.com/exit0:1.0' }],
+    };
+    await createJob(namespace, 'image', { restartPolicy: 'Never', containers: [main, imageSidecar], annotations: { [simAnnotations.exitAfter('main')]: '200ms' } });
+    const running = await sim.waitForPod(namespace, (pod) => isJobPod(pod, 'image') && isTerminated(pod, 'main') && isRunning(pod, 'sidecar'));
+    t.equal(running.status?.phase, 'Running', 'the sidecar keeps the pod running');
+    await setImage(running, 'sidecar', 'example.com/exit0:1.0');
+    await waitForJobCondition(namespace, 'image', 'Complete');
+    const status = findContainerStatus(await jobPod(namespace, 'image'), 'sidecar');
+    t.equal(status?.image, 'example.com/exit0:1.0');
+    t.equal(status?.restartCount, 1);
+    t.equal(status?.state?.terminated?.exitCode, 0);
+  });
+});
+
+t.test('in-place image change of a long-running container', async (t) => {
+  const namespace = await cp.createNamespace();
+  await createPod(namespace, 'graceful', [main, sidecar]);
+  await createPod(namespace, 'stubborn', [main, sidecar], { [simAnnotations.onSigterm('sidecar')]: 'ignore' });
+  for (const name of ['graceful', 'stubborn']) {
+    await waitForContainer(namespace, name, 'sidecar', isRunning);
+    await setImage(await core.readNamespacedPod({ name, namespace }), 'sidecar', 'registry.local/quick-exit:1');
+  }
+
+  const graceful = findContainerStatus(await waitForContainer(namespace, 'graceful', 'sidecar', isTerminated), 'sidecar');
+  t.equal(graceful?.state?.terminated?.exitCode, 0, 'the quick-exit image exits 0');
+  t.equal(graceful?.image, 'registry.local/quick-exit:1');
+  t.equal(graceful?.restartCount, 1, 'restarted although restartPolicy is Never');
+  t.equal(graceful?.lastState?.terminated?.exitCode, 0, 'the old process exited 0 on SIGTERM');
+
+  const stubborn = findContainerStatus(await waitForContainer(namespace, 'stubborn', 'sidecar', isTerminated), 'sidecar');
+  t.equal(stubborn?.state?.terminated?.exitCode, 0);
+  t.equal(stubborn?.lastState?.terminated?.exitCode, 137, 'the old process ignored SIGTERM and was killed');
+  t.ok(isRunning(await core.readNamespacedPod({ name: 'stubborn', namespace }), 'main'), 'the main container is untouched');
+});
+
+t.test('a ContainerRecreateRequest stops the container and is reported Completed', async (t) => {
+  await installCrrCrd();
+  const namespace = await cp.createNamespace();
+  await createPod(namespace, 'job-pod', [main, sidecar], { [simAnnotations.onSigterm('sidecar')]: 'exit143' });
+  await waitForContainer(namespace, 'job-pod', 'sidecar', isRunning);
+
+  const customObjects = cp.kubeConfig.makeApiClient(CustomObjectsApi);
+  await customObjects.createNamespacedCustomObject({
+    ...CRR,
+    namespace,
+    body: {
+      apiVersion: `${CRR.group}/${CRR.version}`,
+      kind: 'ContainerRecreateRequest',
+      metadata: { name: 'stop-sidecar' },
+      spec: { podName: 'job-pod', containers: [{ name: 'sidecar' }], strategy: { forceRecreate: true, failurePolicy: 'Ignore' } },
+    },
+  });
+  const crr = await waitFor('the CRR to complete', async () => {
+    const current = (await customObjects.getNamespacedCustomObject({ ...CRR, namespace, name: 'stop-sidecar' })) as {
+      status?: { phase?: string; completionTime?: string; containerRecreateStates?: unknown };
+    };
+    return current.status?.phase === 'Completed' && current;
+  });
+  t.ok(crr.status?.completionTime);
+  t.same(crr.status?.containerRecreateStates, [{ name: 'sidecar', phase: 'Succeeded' }]);
+
+  const pod = await waitForContainer(namespace, 'job-pod', 'sidecar', isTerminated);
+  t.equal(findContainerStatus(pod, 'sidecar')?.state?.terminated?.exitCode, 143, 'its SIGTERM reaction');
+  t.equal(findContainerStatus(pod, 'sidecar')?.restartCount, 0, 'restartPolicy Never: not restarted');
+  t.ok(isRunning(pod, 'main'));
+});
+
+t.test('an ephemeral container signals its target', async (t) => {
+  const namespace = await cp.createNamespace();
+  await createPod(namespace, 'separate', [main, sidecar]);
+  await createPod(namespace, 'shared', [main, sidecar], {}, { shareProcessNamespace: true });
+  for (const name of ['separate', 'shared']) {
+    await waitForContainer(namespace, name, 'sidecar', isRunning);
+    await core.patchNamespacedPodEphemeralcontainers(
+      { name, namespace, body: { spec: { ephemeralContainers: [{ name: 'killer', image: 'sidecar-terminator:dev', targetContainerName: 'sidecar' }] } } },
+      strategicMerge,
+    );
+  }
+
+  const separate = await waitForContainer(namespace, 'separate', 'killer', isTerminated);
+  t.equal(separate.status?.ephemeralContainerStatuses?.[0]?.state?.terminated?.exitCode, 0);
+  const target = findContainerStatus(await waitForContainer(namespace, 'separate', 'sidecar', isTerminated), 'sidecar');
+  t.equal(target?.state?.terminated?.exitCode, 0, 'the sidecar exited on SIGTERM');
+
+  const shared = await waitForContainer(namespace, 'shared', 'killer', isTerminated);
+  t.equal(findContainerStatus(shared, 'killer')?.state?.terminated?.exitCode, 0);
+  t.ok(isRunning(shared, 'sidecar'), 'with a shared PID namespace the signal hits the pause process');
+});
+
+t.test('a terminal phase set by someone else is kept and the remaining containers are stopped', async (t) => {
+  const namespace = await cp.createNamespace();
+  await createPod(namespace, 'patched', [main, sidecar], { [simAnnotations.onSigterm('sidecar')]: 'ignore' });
+  await sim.exitContainer(namespace, 'patched', 'main', 0);
+  await waitForContainer(namespace, 'patched', 'main', isTerminated);
+  // What the watcher does for KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE sidecars.
+  const sidecarTerminated = { type: 'SidecarTerminated', status: 'True', reason: 'MainContainersCompleted' };
+  await core.patchNamespacedPodStatus(
+    { name: 'patched', namespace, body: { status: { phase: 'Succeeded', conditions: [sidecarTerminated] } } },
+    strategicMerge,
+  );
+  const pod = await waitForContainer(namespace, 'patched', 'sidecar', isTerminated);
+  t.equal(findContainerStatus(pod, 'sidecar')?.state?.terminated?.exitCode, 137, 'ignored SIGTERM, killed after the grace period');
+  t.equal(pod.status?.phase, 'Succeeded');
+  const kept = pod.status?.conditions?.find((c) => c.type === sidecarTerminated.type);
+  t.match(kept, sidecarTerminated, 'a condition set by others survives the status writes');
+});
+
+t.test('a deleted pod has its containers stopped and is then removed with grace period 0', async (t) => {
+  const namespace = await cp.createNamespace();
+  // A finalizer of the test's own holds the deleted pod, so its last status can be read.
+  const hold = 'sim.sidecar-terminator.io/test-hold';
+  await core.createNamespacedPod({
+    namespace,
+    body: { metadata: { name: 'doomed', finalizers: [hold] }, spec: { restartPolicy: 'Never', containers: [main, sidecar] } },
+  });
+  await waitForContainer(namespace, 'doomed', 'main', isRunning);
+  await core.deleteNamespacedPod({ name: 'doomed', namespace });
+
+  const held = await sim.waitForPod(namespace, (pod) => pod.metadata?.deletionGracePeriodSeconds === 0, {
+    description: 'the deleted pod to be removed with grace period 0',
+  });
+  t.equal(findContainerStatus(held, 'main')?.state?.terminated?.exitCode, 0);
+  t.equal(findContainerStatus(held, 'sidecar')?.state?.terminated?.exitCode, 0);
+  t.equal(held.status?.phase, 'Succeeded', 'every container exited 0 on SIGTERM');
+
+  await core.patchNamespacedPod(
+    { name: 'doomed', namespace, body: { metadata: { finalizers: null } } },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
+  await waitFor('the pod to be gone', async () => (await core.listNamespacedPod({ namespace })).items.length === 0);
+});
+
+t.test('binding: virtual-kubelet pods go to the virtual node, others to a normal node', async (t) => {
+  const namespace = await cp.createNamespace();
+  await createPod(namespace, 'tolerates', [main], {}, {
+    tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists', effect: 'NoSchedule' }],
+  });
+  await createPod(namespace, 'selects', [main], {}, { nodeSelector: { type: 'virtual-kubelet' } });
+  await createPod(namespace, 'plain', [main]);
+  for (const [name, node] of [['tolerates', sim.virtualNodes[0]], ['selects', sim.virtualNodes[0]], ['plain', sim.normalNodes[0]]] as const) {
+    const pod = await waitForContainer(namespace, name, 'main', isRunning);
+    t.equal(pod.spec?.nodeName, node, name);
+    t.ok(pod.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.status === 'True'), `${name} is scheduled`);
+  }
+  const virtualNode = await core.readNode({ name: sim.virtualNodes[0] ?? '' });
+  t.equal(virtualNode.metadata?.labels?.type, 'virtual-kubelet');
+  t.same(virtualNode.spec?.taints?.map((taint) => `${taint.key}=${taint.value}:${taint.effect}`), ['virtual-kubelet.io/provider=mock:NoSchedule']);
+});
+
+t.test('the simulator keeps working across an API server restart', async (t) => {
+  const namespace = await cp.createNamespace();
+  await createPod(namespace, 'before', [main]);
+  await waitForContainer(namespace, 'before', 'main', isRunning);
+  await cp.restartApiServer();
+
+  await sim.exitContainer(namespace, 'before', 'main', 0);
+  await waitForContainer(namespace, 'before', 'main', isTerminated);
+  await createPod(namespace, 'after', [main], { [simAnnotations.exitAfter('main')]: '200ms' });
+  const after = await sim.waitForPod(namespace, (pod) => pod.metadata?.name === 'after' && pod.status?.phase === 'Succeeded');
+  t.equal(findContainerStatus(after, 'main')?.state?.terminated?.exitCode, 0, 'a pod created after the restart runs');
+});
+
+interface JobPlan {
+  restartPolicy: 'Never' | 'OnFailure';
+  containers: V1Container[];
+  annotations: Record<string, string>;
+  backoffLimit?: number;
+  spec?: Partial<V1PodSpec>;
+}
+
+async function createJob(namespace: string, name: string, plan: JobPlan): Promise<void> {
+  const { restartPolicy, containers, annotations, backoffLimit = 0, spec = {} } = plan;
+  const job: V1Job = {
+    metadata: { name },
+    spec: { backoffLimit, template: { metadata: { annotations }, spec: { restartPolicy, containers, ...spec } } },
+  };
+  await batch.createNamespacedJob({ namespace, body: job });
+}
+
+async function createPod(
+  namespace: string,
+  name: string,
+  containers: V1Container[],
+  annotations: Record<string, string> = {},
+  spec: Partial<V1PodSpec> = {},
+): Promise<void> {
+  await core.createNamespacedPod({ namespace, body: { metadata: { name, annotations }, spec: { restartPolicy: 'Never', containers, ...spec } } });
+}
+
+async function waitForJobCondition(namespace: string, name: string, type: 'Complete' | 'Failed'): Promise<void> {
+  await waitFor(`Job ${name} to be ${type}`, async () => {
+    const job = await batch.readNamespacedJob({ name, namespace });
+    return job.status?.conditions?.some((c) => c.type === type && c.status === 'True');
+  });
+}
+
+async function jobPod(namespace: string, job: string): Promise<V1Pod> {
+  return sim.waitForPod(namespace, (pod) => isJobPod(pod, job), { description: `the pod of Job ${job}` });
+}
+
+function waitForContainer(namespace: string, podName: string, container: string, state: (pod: V1Pod, container: string) => boolean): Promise<V1Pod> {
+  return sim.waitForPod(namespace, (pod) => pod.metadata?.name === podName && state(pod, container), {
+    description: `container ${container} of pod ${podName} to be ${state.name}`,
+  });
+}
+
+function isJobPod(pod: V1Pod, job: string): boolean {
+  return pod.metadata?.labels?.['job-name'] === job;
+}
+
+function isRunning(pod: V1Pod, container: string): boolean {
+  return !!findContainerStatus(pod, container)?.state?.running;
+}
+
+function isTerminated(pod: V1Pod, container: string): boolean {
+  return !!findContainerStatus(pod, container)?.state?.terminated;
+}
+
+async function setImage(pod: V1Pod, container: string, image: string): Promise<void> {
+  const { name = '', namespace = '' } = pod.metadata ?? {};
+  await core.patchNamespacedPod({ name, namespace, body: { spec: { containers: [{ name: container, image }] } } }, strategicMerge);
+}
+
+async function installCrrCrd(): Promise<void> {
+  const applied = await cp.kubectl(['apply', '-f', '-'], { input: readFileSync(new URL('../fixtures/kruise-crr-crd.yaml', import.meta.url), 'utf8') });
+  if (applied.code !== 0) throw new Error(`installing the CRR CRD failed: ${applied.stderr}`);
+  const extensions = cp.kubeConfig.makeApiClient(ApiextensionsV1Api);
+  await waitFor('the CRR CRD to be established', async () => {
+    const crd = await extensions.readCustomResourceDefinition({ name: `${CRR.plural}.${CRR.group}` });
+    return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
+  });
+}
+

@@ -1,0 +1,408 @@
+// A real Kubernetes control plane for tests: etcd, kube-apiserver and kube-controller-manager
+// on loopback, random free ports, everything in a fresh temporary directory.
+//
+// No process can outlive the test process: each binary is started through
+// `setpriv --pdeathsig KILL`, so the kernel kills it when Node dies, even on SIGKILL. On a
+// normal exit or a SIGINT/SIGTERM/SIGHUP the temporary directories are removed as well.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+
+const run = promisify(execFile);
+
+export interface ControlPlaneOptions {
+  /** Directory holding etcd, kube-apiserver, kube-controller-manager and kubectl. Default: built (or found cached) by scripts/build-control-plane.sh. */
+  binDir?: string;
+  /** How long startup may take before it fails with the processes' log tails. Default 90 s. */
+  startupTimeoutMs?: number;
+}
+
+export interface KubectlResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface ControlPlane {
+  serverUrl: string;
+  /** Admin kubeconfig (a token of a system:masters user). */
+  kubeconfigPath: string;
+  kubeConfig: KubeConfig;
+  binDir: string;
+  /** The temporary directory holding data, credentials and the processes' logs (`*.log`). */
+  dir: string;
+  kubectl(args: string[], opts?: { input?: string; namespace?: string }): Promise<KubectlResult>;
+  /** Creates a namespace (random name if none) and waits until its `default` ServiceAccount exists. */
+  createNamespace(name?: string): Promise<string>;
+  /** Stops every process and removes the temporary directory. Idempotent. */
+  stop(): Promise<void>;
+  /** Stops kube-apiserver and starts it again on the same port; etcd keeps the data. */
+  restartApiServer(): Promise<void>;
+}
+
+const repoRoot = resolve(import.meta.dirname, '../..');
+const serviceClusterIpRange = '10.0.0.0/24';
+// The first address of the service range: non-loopback, as kube-apiserver requires, and never dialled.
+const advertiseAddress = '10.0.0.1';
+
+export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  const binDir = options.binDir ?? (await buildControlPlane());
+  const dir = mkdtempSync(join(tmpdir(), 'sidecar-terminator-cp-'));
+  const cluster = new LocalCluster(binDir, dir);
+  try {
+    await cluster.start(options.startupTimeoutMs ?? 90_000);
+  } catch (err) {
+    const logs = cluster.logTails();
+    await cluster.stop();
+    throw new Error(`control plane failed to start: ${(err as Error).message}\n${logs}`, { cause: err });
+  }
+  return cluster;
+}
+
+/** Runs the build script, which prints the bin directory (at once when the binaries are cached). */
+async function buildControlPlane(): Promise<string> {
+  const { stdout } = await run('bash', [join(repoRoot, 'scripts/build-control-plane.sh')], {
+    cwd: repoRoot,
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  const binDir = stdout.trim().split('\n').pop();
+  if (!binDir) throw new Error('scripts/build-control-plane.sh printed no bin directory');
+  return binDir;
+}
+
+interface Ports {
+  etcdClient: number;
+  etcdPeer: number;
+  apiServer: number;
+  controllerManager: number;
+}
+
+class LocalCluster implements ControlPlane {
+  readonly binDir: string;
+  readonly dir: string;
+  readonly kubeconfigPath: string;
+  readonly kubeConfig = new KubeConfig();
+  serverUrl = '';
+  private readonly adminToken = randomBytes(24).toString('hex');
+  private readonly controllerManagerToken = randomBytes(24).toString('hex');
+  private ports: Ports | undefined;
+  private readonly processes = new Map<string, ManagedProcess>();
+  private stopping: Promise<void> | undefined;
+
+  constructor(binDir: string, dir: string) {
+    this.binDir = binDir;
+    this.dir = dir;
+    this.kubeconfigPath = join(dir, 'admin.kubeconfig');
+  }
+
+  async start(timeoutMs: number): Promise<void> {
+    liveClusters.add(this);
+    installExitHandlers();
+    const deadline = Date.now() + timeoutMs;
+    this.ports = {
+      etcdClient: await freePort(),
+      etcdPeer: await freePort(),
+      apiServer: await freePort(),
+      controllerManager: await freePort(),
+    };
+    this.serverUrl = `https://127.0.0.1:${this.ports.apiServer}`;
+    await this.writeCredentials();
+    this.kubeConfig.loadFromFile(this.kubeconfigPath);
+
+    // kube-apiserver retries etcd until it answers, so both start at once.
+    this.launch('etcd', this.etcdArgs());
+    this.launch('kube-apiserver', this.apiServerArgs());
+    await this.waitForApiServerReady(deadline);
+    // Started only now: kube-controller-manager gives up when the API server stays unhealthy too long.
+    this.launch('kube-controller-manager', this.controllerManagerArgs());
+    await this.waitForServiceAccount('default', deadline);
+  }
+
+  async kubectl(args: string[], opts: { input?: string; namespace?: string } = {}): Promise<KubectlResult> {
+    const fullArgs = ['--kubeconfig', this.kubeconfigPath, ...(opts.namespace ? ['--namespace', opts.namespace] : []), ...args];
+    const child = spawn(join(this.binDir, 'kubectl'), fullArgs, { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.stdin.end(opts.input ?? '');
+    const code = await new Promise<number>((resolveCode, reject) => {
+      child.on('error', reject);
+      child.on('close', (exitCode) => resolveCode(exitCode ?? 1));
+    });
+    return { code, stdout, stderr: withoutVersionSkewWarning(stderr) };
+  }
+
+  async createNamespace(name = `test-${randomBytes(4).toString('hex')}`): Promise<string> {
+    await this.kubeConfig.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name } } });
+    await this.waitForServiceAccount(name, Date.now() + 60_000);
+    return name;
+  }
+
+  async restartApiServer(): Promise<void> {
+    const apiServer = this.processes.get('kube-apiserver');
+    if (!apiServer) throw new Error('kube-apiserver is not running');
+    await apiServer.stop();
+    this.launch('kube-apiserver', this.apiServerArgs());
+    await this.waitForApiServerReady(Date.now() + 60_000);
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= this.stopAndClean();
+    return this.stopping;
+  }
+
+  /** The last lines of every process's log, to explain a failed startup. */
+  logTails(lines = 30): string {
+    return [...this.processes.values()].map((p) => `--- ${p.name} (${p.logPath}) ---\n${p.logTail(lines)}`).join('\n');
+  }
+
+  /** Synchronous last resort for process exit handlers. */
+  killNow(): void {
+    for (const managed of this.processes.values()) managed.killNow();
+    rmSync(this.dir, { recursive: true, force: true, maxRetries: 3 });
+  }
+
+  private async stopAndClean(): Promise<void> {
+    const byName = (name: string) => this.processes.get(name)?.stop();
+    await Promise.all([byName('kube-controller-manager'), byName('kube-apiserver')]);
+    await byName('etcd');
+    rmSync(this.dir, { recursive: true, force: true, maxRetries: 3 });
+    liveClusters.delete(this);
+  }
+
+  private launch(name: string, args: string[]): void {
+    this.processes.set(name, new ManagedProcess(name, join(this.binDir, name), args, join(this.dir, `${name}.log`)));
+  }
+
+  private path(file: string): string {
+    return join(this.dir, file);
+  }
+
+  private async writeCredentials(): Promise<void> {
+    // The service-account token signing key pair (ECDSA: fast to generate, accepted by both binaries).
+    const serviceAccountKey = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+    writeFileSync(this.path('sa.key'), serviceAccountKey.privateKey.export({ type: 'pkcs8', format: 'pem' }));
+    writeFileSync(this.path('sa.pub'), serviceAccountKey.publicKey.export({ type: 'spki', format: 'pem' }));
+    await this.writeServingCertificate();
+    writeFileSync(
+      this.path('tokens.csv'),
+      `${this.adminToken},admin,admin,system:masters\n` +
+        `${this.controllerManagerToken},system:kube-controller-manager,kcm,system:masters\n`,
+    );
+    writeFileSync(this.kubeconfigPath, this.kubeconfig('admin', this.adminToken));
+    writeFileSync(this.path('controller-manager.kubeconfig'), this.kubeconfig('kube-controller-manager', this.controllerManagerToken));
+  }
+
+  /** A CA and the API server's certificate signed by it (Node's crypto cannot issue certificates). */
+  private async writeServingCertificate(): Promise<void> {
+    const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2', '-sha256'];
+    await run('openssl', [
+      'req', '-x509', ...ec, '-keyout', this.path('ca.key'), '-out', this.path('ca.crt'),
+      '-subj', '/CN=sidecar-terminator-test-ca',
+      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+    ]);
+    await run('openssl', [
+      'req', '-x509', ...ec, '-CA', this.path('ca.crt'), '-CAkey', this.path('ca.key'),
+      '-keyout', this.path('apiserver.key'), '-out', this.path('apiserver.crt'), '-subj', '/CN=kube-apiserver',
+      '-addext', `subjectAltName=IP:127.0.0.1,IP:${advertiseAddress},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc`,
+      '-addext', 'basicConstraints=critical,CA:FALSE', '-addext', 'extendedKeyUsage=serverAuth',
+    ]);
+  }
+
+  /** kubeconfig files are YAML, and JSON is YAML. */
+  private kubeconfig(user: string, token: string): string {
+    return JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'local', cluster: { server: this.serverUrl, 'certificate-authority': this.path('ca.crt') } }],
+      users: [{ name: user, user: { token } }],
+      contexts: [{ name: 'local', context: { cluster: 'local', user } }],
+      'current-context': 'local',
+    }, null, 2);
+  }
+
+  private etcdArgs(): string[] {
+    const { etcdClient, etcdPeer } = this.requirePorts();
+    const client = `http://127.0.0.1:${etcdClient}`;
+    const peer = `http://127.0.0.1:${etcdPeer}`;
+    return [
+      '--name', 'default', '--data-dir', this.path('etcd'),
+      '--listen-client-urls', client, '--advertise-client-urls', client,
+      '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer, '--initial-cluster', `default=${peer}`,
+      // Test data need not survive a power cut; skipping fsync makes every write much faster.
+      '--unsafe-no-fsync',
+      '--log-level', 'warn',
+    ];
+  }
+
+  private apiServerArgs(): string[] {
+    const { etcdClient, apiServer } = this.requirePorts();
+    return [
+      '--etcd-servers', `http://127.0.0.1:${etcdClient}`,
+      '--bind-address', '127.0.0.1', '--secure-port', String(apiServer), '--advertise-address', advertiseAddress,
+      '--service-cluster-ip-range', serviceClusterIpRange,
+      '--tls-cert-file', this.path('apiserver.crt'), '--tls-private-key-file', this.path('apiserver.key'),
+      '--cert-dir', this.path('apiserver-certs'),
+      '--authorization-mode', 'RBAC', '--token-auth-file', this.path('tokens.csv'),
+      '--service-account-issuer', 'https://kubernetes.default.svc.cluster.local',
+      '--service-account-key-file', this.path('sa.pub'), '--service-account-signing-key-file', this.path('sa.key'),
+      '--profiling=false',
+    ];
+  }
+
+  private controllerManagerArgs(): string[] {
+    const { controllerManager } = this.requirePorts();
+    return [
+      '--kubeconfig', this.path('controller-manager.kubeconfig'),
+      '--controllers=*', '--leader-elect=false',
+      '--service-account-private-key-file', this.path('sa.key'), '--root-ca-file', this.path('ca.crt'),
+      '--bind-address', '127.0.0.1', '--secure-port', String(controllerManager),
+      '--cert-dir', this.path('controller-manager-certs'),
+      '--profiling=false',
+    ];
+  }
+
+  private requirePorts(): Ports {
+    if (!this.ports) throw new Error('ports are chosen in start()');
+    return this.ports;
+  }
+
+  private async waitForApiServerReady(deadline: number): Promise<void> {
+    const ca = readFileSync(this.path('ca.crt'));
+    await this.waitUntil('kube-apiserver /readyz', deadline, () => httpsGetOk(this.serverUrl + '/readyz', ca, this.adminToken));
+  }
+
+  /** The `default` ServiceAccount is created by the controller-manager: its arrival shows it works. */
+  private async waitForServiceAccount(namespace: string, deadline: number): Promise<void> {
+    const core = this.kubeConfig.makeApiClient(CoreV1Api);
+    await this.waitUntil(`ServiceAccount ${namespace}/default`, deadline, async () => {
+      try {
+        await core.readNamespacedServiceAccount({ name: 'default', namespace });
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  }
+
+  private async waitUntil(what: string, deadline: number, check: () => Promise<boolean>): Promise<void> {
+    while (!(await check())) {
+      const exited = [...this.processes.values()].find((p) => p.exitStatus !== undefined);
+      if (exited) throw new Error(`${exited.name} exited (${exited.exitStatus}) while waiting for ${what}`);
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await sleep(100);
+    }
+  }
+}
+
+/** One binary, its output appended to a log file. */
+class ManagedProcess {
+  readonly name: string;
+  readonly logPath: string;
+  exitStatus: string | undefined;
+  private readonly child: ChildProcess;
+  private readonly exited: Promise<void>;
+
+  constructor(name: string, binary: string, args: string[], logPath: string) {
+    this.name = name;
+    this.logPath = logPath;
+    const log = openSync(logPath, 'a');
+    // setpriv execs the binary with a parent-death signal: the kernel kills it if Node dies.
+    this.child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', binary, ...args], { stdio: ['ignore', log, log] });
+    closeSync(log);
+    this.exited = new Promise((resolveExit) => {
+      this.child.on('exit', (code, signal) => {
+        this.exitStatus = signal ?? `code ${code}`;
+        resolveExit();
+      });
+      this.child.on('error', (err) => {
+        this.exitStatus = err.message;
+        resolveExit();
+      });
+    });
+  }
+
+  /** SIGTERM, then SIGKILL when it has not exited after a short grace period. */
+  async stop(graceMs = 3000): Promise<void> {
+    if (this.exitStatus !== undefined) return;
+    this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  killNow(): void {
+    if (this.exitStatus === undefined) this.child.kill('SIGKILL');
+  }
+
+  logTail(lines: number): string {
+    try {
+      return readFileSync(this.logPath, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+    } catch {
+      return '(no log)';
+    }
+  }
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolveListen, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolveListen);
+  });
+  const address = server.address();
+  await new Promise((resolveClose) => server.close(resolveClose));
+  if (address === null || typeof address === 'string') throw new Error('no TCP port allocated');
+  return address.port;
+}
+
+function httpsGetOk(url: string, ca: Buffer, token: string): Promise<boolean> {
+  return new Promise((resolveOk) => {
+    const req = request(url, { ca, headers: { authorization: `Bearer ${token}` }, timeout: 2000 }, (res) => {
+      res.resume();
+      resolveOk(res.statusCode === 200);
+    });
+    req.on('error', () => resolveOk(false));
+    req.on('timeout', () => req.destroy());
+    req.end();
+  });
+}
+
+function withoutVersionSkewWarning(stderr: string): string {
+  return stderr
+    .split('\n')
+    .filter((line) => !/version difference between client .* and server/i.test(line))
+    .join('\n');
+}
+
+// Clean-up when the test process ends without calling stop().
+const liveClusters = new Set<LocalCluster>();
+const exitSignals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+let exitHandlersInstalled = false;
+
+function installExitHandlers(): void {
+  if (exitHandlersInstalled) return;
+  exitHandlersInstalled = true;
+  process.on('exit', killAllClusters);
+  for (const signal of exitSignals) process.on(signal, onSignal);
+}
+
+function killAllClusters(): void {
+  for (const cluster of liveClusters) cluster.killNow();
+  liveClusters.clear();
+}
+
+/** Cleans up, then re-raises the signal so it ends the process as it would have without us. */
+function onSignal(signal: NodeJS.Signals): void {
+  killAllClusters();
+  for (const s of exitSignals) process.removeListener(s, onSignal);
+  process.kill(process.pid, signal);
+}

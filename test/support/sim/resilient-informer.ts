@@ -1,0 +1,46 @@
+// A list+watch that never gives up. client-node's informer already relists on 410 Gone and
+// rewatches after its client-side timeout; on any other error (API server restarting, a CRD
+// not installed yet) it stops, so it is started again after a pause.
+import { makeInformer, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import { describeError, isApiError } from './api-errors.ts';
+
+const retryDelayMs = 1000;
+
+export interface InformerHandlers<T> {
+  /** Added or modified (also for every object of a relist). */
+  changed(object: T): void;
+  deleted(object: T): void;
+}
+
+export interface RunningInformer {
+  stop(): Promise<void>;
+}
+
+export async function startResilientInformer<T extends KubernetesObject>(
+  kubeConfig: KubeConfig,
+  path: string,
+  list: () => Promise<KubernetesListObject<T>>,
+  handlers: InformerHandlers<T>,
+  log: (message: string) => void,
+): Promise<RunningInformer> {
+  const informer = makeInformer(kubeConfig, path, list);
+  let stopped = false;
+  let retry: NodeJS.Timeout | undefined;
+  informer.on('add', handlers.changed);
+  informer.on('update', handlers.changed);
+  informer.on('delete', handlers.deleted);
+  informer.on('error', (err: unknown) => {
+    if (stopped) return;
+    // 404: the resource is not served (yet); 429: its storage is still starting. Quietly look again later.
+    if (!isApiError(err, 404) && !isApiError(err, 429)) log(`watch ${path}: ${describeError(err)}; retrying`);
+    retry = setTimeout(() => void informer.start(), retryDelayMs);
+  });
+  await informer.start();
+  return {
+    async stop() {
+      stopped = true;
+      clearTimeout(retry);
+      await informer.stop();
+    },
+  };
+}
