@@ -1,13 +1,22 @@
 # Small entry points; npm scripts hold the details.
-.PHONY: test control-plane
+.PHONY: test control-plane build
 
 # Node 24 comes from the `node` devDependency.
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+
+# npm packages, reinstalled when the lock file changes.
+node_modules: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch node_modules
 
 # Builds (once, then cached under ~/.cache/sidecar-terminator) etcd, kube-apiserver,
 # kube-controller-manager and kubectl for the end-to-end tests; prints the bin directory.
 control-plane:
 	bash scripts/build-control-plane.sh
 
-test:
+build: node_modules
+	npm run build
+
+# The test command: installs what is missing, type-checks, runs unit and end-to-end tests.
+test: node_modules
 	npm test
