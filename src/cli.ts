@@ -1,0 +1,262 @@
+#!/usr/bin/env node
+// The sidecar-terminator command: `serve`, `lint`, `help` and `--version`. The flags of serve
+// come from the table in config.ts, which also writes `serve --help`; lint shares two of them.
+// Exit codes: 0 success, 1 lint found errors (or serve failed), 2 usage or input errors.
+import { readFileSync } from 'node:fs';
+import { SERVE_FLAGS, type FlagSpec, type FlagValue } from './config.ts';
+import { MAX_FILE_BYTES, runLint } from './lint.ts';
+
+const PROGRAM = 'sidecar-terminator';
+
+/** A mistake in the command line or its environment: the message says what and how to fix it. */
+export class UsageError extends Error {}
+
+type FlagTable = Record<string, FlagSpec>;
+export type FlagValues<T extends FlagTable> = { [K in keyof T]: T[K]['default'] };
+type Env = Readonly<Record<string, string | undefined>>;
+
+const LINT_FLAGS = { enforcement: SERVE_FLAGS.enforcement, quickExitImageAllowlist: SERVE_FLAGS.quickExitImageAllowlist };
+
+export async function main(args: readonly string[], env: Env = process.env): Promise<number> {
+  const [command, ...rest] = args;
+  try {
+    switch (command) {
+      case 'serve':
+        return await serve(rest, env);
+      case 'lint':
+        return await lint(rest, env);
+      case 'help':
+      case '--help':
+      case '-h':
+        return help(command === 'help' ? rest[0] : undefined);
+      case '--version':
+        process.stdout.write(`${PROGRAM} ${packageVersion()}\n`);
+        return 0;
+      case undefined:
+        process.stderr.write(usage());
+        return 2;
+      default:
+        throw new UsageError(`unknown command "${command}": the commands are serve, lint and help; run "${PROGRAM} --help"`);
+    }
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`${PROGRAM}: ${error.message}\n`);
+    return 2;
+  }
+}
+
+async function serve(args: readonly string[], env: Env): Promise<number> {
+  const { values, positionals, help } = parseFlags('serve', SERVE_FLAGS, args, env);
+  if (help) return print(serveHelp());
+  if (positionals.length > 0) throw new UsageError(`serve takes no arguments, got "${positionals[0]}"; run "${PROGRAM} serve --help"`);
+  // Loaded on demand: lint should not pay for the Kubernetes client.
+  const { runServe } = await import('./serve.ts');
+  await runServe(values);
+  return 0;
+}
+
+async function lint(args: readonly string[], env: Env): Promise<number> {
+  const { values, positionals, help } = parseFlags('lint', LINT_FLAGS, args, env);
+  if (help) return print(lintHelp());
+  if (positionals.length === 0) throw new UsageError(`lint needs at least one FILE ("-" reads stdin); run "${PROGRAM} lint --help"`);
+  return runLint(positionals, values, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
+}
+
+function help(topic: string | undefined): number {
+  if (topic === undefined) return print(usage());
+  if (topic === 'serve') return print(serveHelp());
+  if (topic === 'lint') return print(lintHelp());
+  throw new UsageError(`no help for "${topic}": the commands are serve and lint`);
+}
+
+function print(text: string): number {
+  process.stdout.write(text);
+  return 0;
+}
+
+/**
+ * Reads `--name value`, `--name=value`, `--flag` and `--flag=false` (booleans), `--` and
+ * positionals. Each value comes from the command line, else its environment variable (unless
+ * empty), else the table's default.
+ */
+export function parseFlags<T extends FlagTable>(
+  command: string,
+  table: T,
+  args: readonly string[],
+  env: Env,
+): { values: FlagValues<T>; positionals: string[]; help: boolean } {
+  const keyOf = new Map(Object.entries(table).map(([key, spec]) => [spec.name, key]));
+  const given = new Map<string, FlagValue>();
+  const positionals: string[] = [];
+  let help = false;
+  for (let index = 0; index < args.length; index++) {
+    const arg = args[index]!;
+    if (arg === '--') {
+      positionals.push(...args.slice(index + 1));
+      break;
+    }
+    if (arg === '--help' || arg === '-h') help = true;
+    else if (arg === '-' || !arg.startsWith('-')) positionals.push(arg);
+    else {
+      const [, name = arg.replace(/^-+/, ''), inline] = /^--([^=]+)(?:=(.*))?$/s.exec(arg) ?? [];
+      const key = keyOf.get(name);
+      if (key === undefined) throw new UsageError(unknownFlag(command, name, [...keyOf.keys()]));
+      const spec = table[key]!;
+      let raw = inline;
+      if (raw === undefined && typeof spec.default === 'boolean') raw = 'true';
+      else if (raw === undefined) {
+        raw = args[++index];
+        if (raw === undefined) throw new UsageError(`--${spec.name} needs a value: --${spec.name} VALUE or --${spec.name}=VALUE`);
+      }
+      given.set(key, parseValue(spec, raw));
+    }
+  }
+  const values = Object.fromEntries(
+    Object.entries(table).map(([key, spec]) => {
+      if (given.has(key)) return [key, given.get(key)];
+      const fromEnv = env[spec.env];
+      return [key, fromEnv === undefined || fromEnv === '' ? spec.default : parseValue(spec, fromEnv, spec.env)];
+    }),
+  ) as FlagValues<T>;
+  return { values, positionals, help };
+}
+
+function parseValue(spec: FlagSpec, raw: string, envVar?: string): FlagValue {
+  try {
+    return spec.parse(raw);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    throw new UsageError(envVar ? `${message} (from the environment variable ${envVar})` : message);
+  }
+}
+
+function unknownFlag(command: string, name: string, known: string[]): string {
+  const close = known.filter((candidate) => editDistance(name, candidate) <= 2 || candidate.startsWith(name));
+  const hint = close.length > 0 ? `did you mean ${close.map((flag) => `--${flag}`).join(' or ')}? ` : '';
+  return `unknown flag --${name} for ${command}: ${hint}run "${PROGRAM} ${command} --help" for the list of flags`;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
+function usage(): string {
+  return `${PROGRAM} ${packageVersion()}: completes Kubernetes Jobs whose pods run long-lived sidecars.
+
+Usage:
+  ${PROGRAM} serve [flags]          run the admission webhook and the watcher
+  ${PROGRAM} lint [flags] FILE...   check manifests offline, as the webhook would ("-" reads stdin)
+  ${PROGRAM} help [COMMAND]         show this help, or the flags of a command
+  ${PROGRAM} --version              print the version
+
+Run "${PROGRAM} COMMAND --help" for the flags of a command.
+`;
+}
+
+function serveHelp(): string {
+  return `Usage: ${PROGRAM} serve [flags]
+
+Runs the admission webhook (HTTPS: /validate, /mutate, /healthz, /readyz, /metrics) and the
+watcher. Every flag can also be set by its environment variable: a flag on the command line
+wins over the variable, which wins over the default.
+
+Flags:
+${flagsHelp(SERVE_FLAGS)}`;
+}
+
+function lintHelp(): string {
+  return `Usage: ${PROGRAM} lint [flags] FILE...
+
+Validates the pod specs of the Pods, Jobs, CronJobs and workloads in multi-document YAML
+files (List items too) with the admission webhook's rules, and prints one line per finding.
+"-" reads stdin. Files larger than ${MAX_FILE_BYTES / 1024 / 1024} MiB are refused.
+
+Exit status: 0 when there is no error (warnings alone are fine), 1 when there is an error,
+2 for a usage error or a file that cannot be read or parsed.
+
+Flags (also set by their environment variables, as for serve):
+${flagsHelp(LINT_FLAGS)}`;
+}
+
+function flagsHelp(table: FlagTable): string {
+  return Object.values(table)
+    .map((spec) => {
+      const form = typeof spec.default === 'boolean' ? `--${spec.name}[=false]` : `--${spec.name} VALUE`;
+      return `  ${form}\n${wrap(spec.help, '      ')}\n      env ${spec.env}, default: ${defaultText(spec)}\n`;
+    })
+    .join('\n');
+}
+
+/** The default as a person would type it: for numbers, the first rendering the flag's own parser reads back. */
+function defaultText(spec: FlagSpec): string {
+  const value = spec.default;
+  if (Array.isArray(value)) return value.length > 0 ? value.join(',') : 'none';
+  if (typeof value !== 'number') return value === '' ? 'none' : String(value);
+  return [durationText(value), bytesText(value), String(value)].find((text) => readsBack(spec, text)) ?? String(value);
+}
+
+function readsBack(spec: FlagSpec, text: string): boolean {
+  try {
+    return spec.parse(text) === spec.default;
+  } catch {
+    return false;
+  }
+}
+
+const DURATION_UNITS: Array<[string, number]> = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]];
+
+function durationText(ms: number): string {
+  const [unit, size] = DURATION_UNITS.find(([, size]) => ms % size === 0) ?? ['ms', 1];
+  return `${ms / size}${unit}`;
+}
+
+function bytesText(bytes: number): string {
+  if (bytes > 0 && bytes % (1024 * 1024) === 0) return `${bytes / 1024 / 1024}Mi`;
+  if (bytes > 0 && bytes % 1024 === 0) return `${bytes / 1024}Ki`;
+  return String(bytes);
+}
+
+function wrap(text: string, indent: string, width = 100): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(/\s+/)) {
+    if (line !== '' && indent.length + line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line === '' ? word : `${line} ${word}`;
+  }
+  return [...lines, line].map((each) => indent + each).join('\n');
+}
+
+/** src/cli.ts runs from the repository, dist/src/cli.js from the built package. */
+function packageVersion(): string {
+  for (const path of ['../package.json', '../../package.json']) {
+    try {
+      const manifest = JSON.parse(readFileSync(new URL(path, import.meta.url), 'utf8')) as { name?: unknown; version?: unknown };
+      if (manifest.name === PROGRAM && typeof manifest.version === 'string') return manifest.version;
+    } catch {
+      // not at this level
+    }
+  }
+  return 'unknown';
+}
+
+if (import.meta.main) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error: unknown) => {
+      process.stderr.write(`${PROGRAM}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}

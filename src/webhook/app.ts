@@ -1,0 +1,138 @@
+// The HTTP layer of the webhook, and the only part that deals with HTTP: bodies, content
+// types, size limits, status codes, logs and metrics. The decisions come from the pure
+// handlers in validate.ts and mutate.ts. Every answer on an admission route, errors included,
+// is a well-formed AdmissionReview carrying the request's uid when the body had a readable one.
+import type * as http from 'node:http';
+import type * as https from 'node:https';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import { Registry } from 'prom-client';
+import { isRecord } from '../policy/index.ts';
+import { errored, review, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
+import { createAdmissionMetrics, ADMISSION_ENDPOINTS, type AdmissionEndpoint, type AdmissionMetrics, type AdmissionResult } from './metrics.ts';
+import { mutate } from './mutate.ts';
+import { AJV_OPTIONS, admissionReviewSchema, describeSchemaError, parseJsonBody } from './schema.ts';
+import { validate, type AdmissionSettings } from './validate.ts';
+
+export interface AppOptions extends AdmissionSettings {
+  /** Largest request body in bytes; larger ones get a 413. */
+  bodyLimit: number;
+  /** pino options (false in tests), or a logger to use as it is. */
+  logger: FastifyServerOptions['logger'] | FastifyBaseLogger;
+  /** PEM key and certificate: serve HTTPS (TLS 1.2 at least). Swap them later with app.server.setSecureContext. */
+  https?: { key: string; cert: string };
+  /** /readyz answers 503 with the reason until this says ready (certificate loaded, ...). */
+  readiness: () => { ready: boolean; reason?: string };
+  /** Where the metrics go; a fresh registry per app by default. */
+  metrics?: Registry;
+}
+
+/** The app; its server is an https.Server when AppOptions.https is given. */
+export type WebhookApp = FastifyInstance<http.Server | https.Server>;
+
+const HANDLERS: Record<AdmissionEndpoint, (request: AdmissionRequest, settings: AdmissionSettings) => AdmissionDecision> = {
+  validate,
+  mutate,
+};
+
+export function buildApp(options: AppOptions & { https: { key: string; cert: string } }): FastifyInstance<https.Server>;
+export function buildApp(options: AppOptions): WebhookApp;
+export function buildApp(options: AppOptions): WebhookApp {
+  const serverOptions = {
+    ...(isLogger(options.logger) ? { loggerInstance: options.logger } : { logger: options.logger }),
+    bodyLimit: options.bodyLimit,
+    // One log line per admission decision instead (below); probes and scrapes stay quiet.
+    logController: new LogController({ disableRequestLogging: true }),
+    ajv: { customOptions: AJV_OPTIONS },
+  };
+  const app: WebhookApp = options.https
+    ? Fastify({ ...serverOptions, https: { ...options.https, minVersion: 'TLSv1.2' } })
+    : Fastify(serverOptions);
+
+  const registry = options.metrics ?? new Registry();
+  const metrics = createAdmissionMetrics(registry);
+  const settings: AdmissionSettings = { enforcement: options.enforcement, quickExitImageAllowlist: options.quickExitImageAllowlist };
+
+  app.get('/healthz', async () => 'ok');
+  app.get('/readyz', async (_request, reply) => {
+    const { ready, reason } = options.readiness();
+    if (!ready) reply.code(503);
+    return ready ? 'ok' : `not ready: ${reason ?? 'starting'}`;
+  });
+  app.get('/metrics', async (_request, reply) => {
+    reply.type(registry.contentType);
+    return registry.metrics();
+  });
+
+  // Only JSON is accepted; any other content type is an error the route answers itself.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    try {
+      done(null, parseJsonBody(String(body)));
+    } catch (error) {
+      done(error as Error);
+    }
+  });
+
+  for (const endpoint of ADMISSION_ENDPOINTS) {
+    const answer = answerWith(endpoint, metrics);
+    app.post(
+      `/${endpoint}`,
+      {
+        schema: { body: admissionReviewSchema },
+        errorHandler: (error: FastifyError, request, reply) => {
+          const status = error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? 413 : (error.statusCode ?? 500) < 500 ? 400 : 500;
+          if (status === 500) request.log.error({ err: error }, 'admission handler failed');
+          const message = protocolErrorMessage(error, status, options.bodyLimit, request.headers['content-type']);
+          return answer(request, reply, 'error', errored(status, message), status);
+        },
+      },
+      async (request, reply) => {
+        const decision = HANDLERS[endpoint]((request.body as { request: AdmissionRequest }).request, settings);
+        const result: AdmissionResult = !decision.allowed ? 'denied' : decision.patch ? 'patched' : 'allowed';
+        return answer(request, reply, result, decision, 200);
+      },
+    );
+  }
+  return app;
+}
+
+type Answer = (request: FastifyRequest, reply: FastifyReply, result: AdmissionResult, decision: AdmissionDecision, status: number) => FastifyReply;
+
+/** Sends the AdmissionReview, counts it, and logs one line bound to the request (never the object). */
+function answerWith(endpoint: AdmissionEndpoint, metrics: AdmissionMetrics): Answer {
+  return (request, reply, result, decision, status) => {
+    const { uid, ...context } = requestContext(request.body);
+    metrics.observe(endpoint, result, reply.elapsedTime / 1000);
+    const log = request.log.child({ uid, ...context });
+    const line = { endpoint, result, status, code: decision.status?.code, message: decision.status?.message, warnings: decision.warnings?.length ?? 0 };
+    if (result === 'error') log.warn(line, 'admission request rejected');
+    else log.info(line, 'admission decision');
+    return reply.code(status).send(review(uid, decision));
+  };
+}
+
+/** The identifying fields of a body that may be anything (it failed validation when an error is answered). */
+function requestContext(body: unknown) {
+  const request = isRecord(body) && isRecord(body.request) ? body.request : {};
+  const text = (value: unknown) => (typeof value === 'string' ? value : undefined);
+  return {
+    uid: text(request.uid) ?? '',
+    namespace: text(request.namespace),
+    name: text(request.name),
+    operation: text(request.operation),
+    kind: isRecord(request.kind) ? text(request.kind.kind) : undefined,
+    dryRun: request.dryRun === true,
+  };
+}
+
+function protocolErrorMessage(error: FastifyError, status: number, bodyLimit: number, contentType: string | undefined): string {
+  if (status === 413) return `request body is larger than the limit of ${bodyLimit} bytes; raise --body-limit if pods this large are expected`;
+  if (status === 500) return 'internal error while handling the admission request';
+  if (error.validation) return describeSchemaError(error.validation);
+  if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return `Content-Type must be application/json, got ${contentType === undefined ? 'none' : JSON.stringify(contentType.slice(0, 100))}`;
+  return error.message;
+}
+
+function isLogger(logger: AppOptions['logger']): logger is FastifyBaseLogger {
+  return typeof logger === 'object' && logger !== null && typeof (logger as Partial<FastifyBaseLogger>).child === 'function';
+}

@@ -1,0 +1,39 @@
+// Prometheus metrics of the admission endpoints, plus prom-client's default process metrics.
+import { Counter, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
+
+export const ADMISSION_ENDPOINTS = ['validate', 'mutate'] as const;
+export type AdmissionEndpoint = (typeof ADMISSION_ENDPOINTS)[number];
+export const ADMISSION_RESULTS = ['allowed', 'denied', 'patched', 'error'] as const;
+export type AdmissionResult = (typeof ADMISSION_RESULTS)[number];
+
+export interface AdmissionMetrics {
+  observe(endpoint: AdmissionEndpoint, result: AdmissionResult, seconds: number): void;
+}
+
+/** Registers the admission metrics in `registry`, and the default process metrics unless it has them already. */
+export function createAdmissionMetrics(registry: Registry): AdmissionMetrics {
+  if (!registry.getSingleMetric('process_cpu_user_seconds_total')) collectDefaultMetrics({ register: registry });
+  const requests = new Counter({
+    name: 'sidecar_terminator_admission_requests_total',
+    help: 'Admission requests answered, by endpoint and result (allowed, denied, patched, or error for malformed requests).',
+    labelNames: ['endpoint', 'result'] as const,
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'sidecar_terminator_admission_duration_seconds',
+    help: 'Time from receiving an admission request to answering it.',
+    labelNames: ['endpoint'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [registry],
+  });
+  // Every series exists from the start, so rate() and alerts see a zero rather than nothing.
+  for (const endpoint of ADMISSION_ENDPOINTS) {
+    for (const result of ADMISSION_RESULTS) requests.inc({ endpoint, result }, 0);
+  }
+  return {
+    observe(endpoint, result, seconds) {
+      requests.inc({ endpoint, result });
+      duration.observe({ endpoint }, seconds);
+    },
+  };
+}

@@ -1,0 +1,172 @@
+// POST /validate: every rule of DESIGN.md section 3, reached through AdmissionReview fixtures,
+// for the pod spec of a Pod, a Job and a CronJob; enforcement modes; what is left alone.
+import t from 'tap';
+import type { RuleId, Severity } from '../../src/policy/index.ts';
+import { FIELD_PREFIX, asKind, loadReview, post, testApp } from './support.ts';
+
+const W = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT';
+const I = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE';
+const X = 'KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE';
+
+interface RuleCase {
+  severity: Severity;
+  /** The field below the pod spec. */
+  field: string;
+  says: RegExp;
+  allowlist?: string[];
+}
+
+// One fixture per rule, test/fixtures/admission/job-<rule>.json. The Record type makes a rule
+// without a case a type error.
+const cases: Record<RuleId, RuleCase> = {
+  'marker-value': { severity: 'error', field: `containers[1].env[${W}]`, says: /Invalid value: "yes": must be "true" or "false"/ },
+  'marker-value-from': { severity: 'error', field: `containers[1].env[${W}].valueFrom`, says: /Forbidden: sidecar markers must be literal values/ },
+  'quick-exit-image-empty': { severity: 'error', field: `containers[1].env[${I}]`, says: /Required value: set it to an image that exits 0/ },
+  'quick-exit-image-invalid': { severity: 'error', field: `containers[1].env[${I}]`, says: /Invalid value: "Not An Image": not a valid image reference/ },
+  'quick-exit-image-own': { severity: 'error', field: `containers[1].env[${I}]`, says: /Invalid value: "nginx:1.27": the quick-exit image is the sidecar's own image/ },
+  'quick-exit-image-not-allowed': {
+    severity: 'error',
+    field: `containers[1].env[${I}]`,
+    says: /Forbidden: "docker.io\/library\/busybox:1.36": not in this cluster's quick-exit image allowlist \(registry.example.com\/quick-exit:\*\)/,
+    allowlist: ['registry.example.com/quick-exit:*'],
+  },
+  'no-main-container': { severity: 'error', field: 'containers', says: /Forbidden: every container is marked as a sidecar/ },
+  'ignore-exit-code-without-kill': { severity: 'error', field: `containers[1].env[${X}]`, says: /Forbidden: takes effect only together with KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT="true"/ },
+  'restart-policy-always': { severity: 'error', field: 'restartPolicy', says: /Unsupported value: "Always": sidecar markers take effect only when restartPolicy is "Never" or "OnFailure"/ },
+  'quick-exit-image-unpinned': { severity: 'warning', field: `containers[1].env[${I}]`, says: /Invalid value: "busybox:latest": .*pin a tag or a digest/ },
+  'quick-exit-image-command': { severity: 'warning', field: `containers[1].env[${I}]`, says: /this container sets command/ },
+  'on-failure-kill-exit-code': { severity: 'warning', field: `containers[1].env[${W}]`, says: /with restartPolicy OnFailure, kubelet restarts a sidecar/ },
+  'virtual-node-without-image': { severity: 'warning', field: 'containers[1]', says: /virtual-kubelet nodes/ },
+  'marker-on-init-container': { severity: 'warning', field: `initContainers[0].env[${W}]`, says: /markers have no effect on init containers/ },
+  'duplicate-marker': { severity: 'warning', field: `containers[1].env[${W}]`, says: /Duplicate value: "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT": defined 2 times/ },
+};
+
+for (const [rule, c] of Object.entries(cases) as Array<[RuleId, RuleCase]>) {
+  t.test(`rule ${rule}`, async (t) => {
+    for (const kind of ['Pod', 'Job', 'CronJob'] as const) {
+      const review = asKind(loadReview(`job-${rule}`), kind);
+      const field = `${FIELD_PREFIX[kind]}.${c.field}`;
+      const expected = (text: string) => text.startsWith(`${field}: `) && c.says.test(text);
+
+      const denyApp = testApp({ quickExitImageAllowlist: c.allowlist ?? [] });
+      const { statusCode, review: answer } = await post(denyApp, 'validate', review);
+      t.equal(statusCode, 200, `${kind}: HTTP 200`);
+      t.equal(answer.response?.uid, review.request.uid, `${kind}: uid echoed`);
+      if (c.severity === 'error') {
+        t.equal(answer.response?.allowed, false, `${kind}: denied`);
+        t.match(answer.response?.status, { code: 422, reason: 'Invalid' }, `${kind}: 422 Invalid`);
+        const message = answer.response?.status?.message ?? '';
+        t.match(message, /^1 sidecar configuration error: /, `${kind}: one error, counted`);
+        t.ok(expected(message.replace(/^1 sidecar configuration error: /, '')), `${kind}: the message names ${field}`);
+      } else {
+        t.equal(answer.response?.allowed, true, `${kind}: allowed`);
+        t.equal(answer.response?.status, undefined, `${kind}: no status`);
+        t.equal(answer.response?.warnings?.filter(expected).length, 1, `${kind}: one warning names ${field}`);
+      }
+
+      // warn mode admits everything and reports the same finding as a warning, word for word.
+      const warnApp = testApp({ enforcement: 'warn', quickExitImageAllowlist: c.allowlist ?? [] });
+      const warned = (await post(warnApp, 'validate', review)).review.response;
+      t.equal(warned?.allowed, true, `${kind}, warn mode: allowed`);
+      t.equal(warned?.warnings?.filter(expected).length, 1, `${kind}, warn mode: reported as a warning`);
+      await Promise.all([denyApp.close(), warnApp.close()]);
+    }
+  });
+}
+
+t.test('several errors: one message listing each, and the warnings beside it', async (t) => {
+  const app = testApp();
+  const review = loadReview('job-two-errors');
+  review.request.object.spec.template.spec.containers[2].env.push({ name: W, value: 'true' }, { name: W, value: 'true' });
+  const { review: answer } = await post(app, 'validate', review);
+  t.same(answer.response, {
+    uid: review.request.uid,
+    allowed: false,
+    status: {
+      code: 422,
+      reason: 'Invalid',
+      message:
+        '2 sidecar configuration errors: ' +
+        `spec.template.spec.containers[1].env[${W}]: Invalid value: "yes": must be "true" or "false" (any case); ` +
+        `spec.template.spec.containers[2].env[${I}]: Invalid value: "nginx:1.27": the quick-exit image is the sidecar's own image, so replacing it changes nothing and the sidecar never stops`,
+    },
+    warnings: [`spec.template.spec.containers[2].env[${W}]: Duplicate value: "${W}": defined 2 times in this container; only the last definition takes effect, so remove the others`],
+  });
+  t.ok(answer.response?.warnings?.every((warning) => !/[\r\n]/.test(warning)), 'each warning is a single line');
+});
+
+t.test('valid objects are allowed without warnings', async (t) => {
+  const app = testApp({ quickExitImageAllowlist: ['registry.example.com/quick-exit:*'] });
+  for (const name of ['job-valid', 'cronjob-valid', 'pod-manageable', 'configmap']) {
+    const review = loadReview(name);
+    t.same((await post(app, 'validate', review)).review.response, { uid: review.request.uid, allowed: true }, name);
+  }
+});
+
+t.test('pods: restartPolicy Always is a warning unless the pod asks for strict validation', async (t) => {
+  const app = testApp();
+  const plain = (await post(app, 'validate', loadReview('pod-always'))).review.response;
+  t.equal(plain?.allowed, true, 'a pod of a Deployment is never denied for it');
+  t.match(plain?.warnings, [/^spec\.restartPolicy: Unsupported value: "Always"/]);
+  const strict = (await post(app, 'validate', loadReview('pod-always-strict'))).review.response;
+  t.equal(strict?.allowed, false);
+  t.match(strict?.status?.message, /spec\.restartPolicy: Unsupported value: "Always"/);
+});
+
+t.test('a Deployment reaching the webhook is validated with the non-strict rules', async (t) => {
+  const app = testApp();
+  const response = (await post(app, 'validate', loadReview('deployment-markers'))).review.response;
+  t.equal(response?.allowed, true);
+  t.match(response?.warnings, [/^spec\.template\.spec\.restartPolicy: Unsupported value: "Always"/]);
+  const broken = loadReview('deployment-markers');
+  broken.request.object.spec.template.spec.containers[1].env[0].value = 'yes';
+  t.match((await post(app, 'validate', broken)).review.response, { allowed: false, status: { code: 422 } }, 'its real errors still deny');
+});
+
+t.test('pod UPDATE is allowed untouched: the in-place image replacement must pass', async (t) => {
+  const app = testApp();
+  const review = loadReview('pod-update-image-replaced');
+  t.same((await post(app, 'validate', review)).review.response, { uid: review.request.uid, allowed: true });
+  // The same pod on CREATE would be denied: its sidecar's image is its quick-exit image.
+  const created = loadReview('pod-update-image-replaced');
+  created.request.operation = 'CREATE';
+  created.request.oldObject = null;
+  t.match((await post(app, 'validate', created)).review.response, { allowed: false, status: { message: /own image/ } });
+});
+
+t.test('Job UPDATE: new errors deny, errors the old object already had are warnings', async (t) => {
+  const app = testApp();
+  const update = (oldName: string, newName: string) => {
+    const review = loadReview(newName);
+    review.request.operation = 'UPDATE';
+    review.request.oldObject = loadReview(oldName).request.object;
+    return post(app, 'validate', review);
+  };
+  t.match((await update('job-valid', 'job-marker-value')).review.response, { allowed: false, status: { code: 422 } }, 'introduced by the update');
+  const kept = (await update('job-marker-value', 'job-marker-value')).review.response;
+  t.equal(kept?.allowed, true, 'already there: the Job stays updatable (finalizers, labels, suspend)');
+  t.match(kept?.warnings, [/Invalid value: "yes"/]);
+});
+
+t.test('requests the webhook does not judge are allowed untouched', async (t) => {
+  const app = testApp();
+  const job = loadReview('job-marker-value');
+  const variants: Array<[string, (review: ReturnType<typeof loadReview>) => void]> = [
+    ['DELETE of a Job', (r) => Object.assign(r.request, { operation: 'DELETE', oldObject: r.request.object, object: null })],
+    ['a subresource', (r) => Object.assign(r.request, { operation: 'UPDATE', subResource: 'status', oldObject: r.request.object })],
+    ['CONNECT', (r) => Object.assign(r.request, { operation: 'CONNECT' })],
+  ];
+  for (const [name, change] of variants) {
+    const review = structuredClone(job);
+    change(review);
+    t.same((await post(app, 'validate', review)).review.response, { uid: review.request.uid, allowed: true }, name);
+  }
+});
+
+t.test('request.kind decides the kind, whatever the object says', async (t) => {
+  const app = testApp();
+  const review = loadReview('job-marker-value');
+  delete review.request.object.apiVersion;
+  delete review.request.object.kind;
+  t.equal((await post(app, 'validate', review)).review.response?.allowed, false);
+});
