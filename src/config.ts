@@ -32,14 +32,14 @@ const bool = (name: string, help: string, fallback = false): FlagSpec<boolean> =
   },
 });
 
-const oneOf = <const T extends string>(name: string, help: string, values: readonly T[], fallback: T): FlagSpec<string> => ({
+const oneOf = <const T extends string>(name: string, help: string, values: readonly T[], fallback: T): FlagSpec<T> => ({
   name,
   env: envName(name),
   help: `${help} One of: ${values.join(', ')}.`,
   default: fallback,
   parse: (raw) => {
     if (!values.includes(raw as T)) throw new Error(`--${name}: expected one of ${values.join(', ')}, got ${JSON.stringify(raw)}`);
-    return raw;
+    return raw as T;
   },
 });
 
@@ -96,10 +96,25 @@ export const SERVE_FLAGS = {
   certHosts: list('cert-hosts', 'Extra DNS names or IP addresses for the serving certificate (127.0.0.1 and localhost are always included).'),
   certValidity: duration('cert-validity', 'Lifetime of a newly issued serving certificate (the CA lives ten times longer).', '365d'),
   certRenewBefore: duration('cert-renew-before', 'Renew the serving certificate when it expires within this window.', '30d'),
+  certCheckInterval: duration('cert-check-interval', 'How often to re-read the stored certificates (picking up a renewal by another replica), renew them when due and re-check the caBundle of the webhook configurations.', '1m'),
   registerWebhooks: bool('register-webhooks', 'Create or update the Mutating and Validating webhook configurations (otherwise only their caBundle is patched, when they exist).'),
   webhookConfigName: text('webhook-config-name', 'Name of the MutatingWebhookConfiguration and ValidatingWebhookConfiguration.', 'sidecar-terminator'),
   webhookUrl: text('webhook-url', 'Register the webhooks with this base URL (e.g. https://127.0.0.1:9443) instead of the Service; for local runs.', ''),
   failurePolicy: oneOf('failure-policy', 'failurePolicy of registered webhooks.', ['Ignore', 'Fail'] as const, 'Ignore'),
+  namespaces: list('namespaces', 'Namespaces whose managed pods the watcher acts on; empty means every namespace.'),
+  killMechanism: oneOf('kill-mechanism', 'How sidecars on normal nodes are stopped: crr creates an OpenKruise ContainerRecreateRequest (kruise-daemon kills the container), signal adds an ephemeral container that sends SIGTERM to the sidecar, auto uses crr when the cluster serves the Kruise CRD and signal otherwise.', ['auto', 'crr', 'signal'] as const, 'auto'),
+  signalImage: text('signal-image', "Image of the ephemeral container that signals a sidecar (it runs `node -e process.kill(1, 'SIGTERM')`); the chart sets it to the add-on's own image.", 'ghcr.io/sidecar-terminator/sidecar-terminator:0.1.0'),
+  concurrency: {
+    name: 'concurrency',
+    env: envName('concurrency'),
+    help: 'Pods the watcher reconciles at the same time.',
+    default: 16,
+    parse: (raw: string) => {
+      const value = Number(raw);
+      if (!Number.isInteger(value) || value < 1) throw new Error(`--concurrency: expected a whole number of at least 1, got ${JSON.stringify(raw)}`);
+      return value;
+    },
+  },
 } satisfies Record<string, FlagSpec>;
 
 export type ServeFlags = typeof SERVE_FLAGS;

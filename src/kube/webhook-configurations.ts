@@ -1,0 +1,150 @@
+// The MutatingWebhookConfiguration and ValidatingWebhookConfiguration that make the API server
+// call us. With --register-webhooks the add-on writes them itself (local runs, simple
+// installs); otherwise the chart creates them and the add-on only keeps their caBundle current.
+import type {
+  AdmissionregistrationV1Api,
+  AdmissionregistrationV1WebhookClientConfig,
+  V1MutatingWebhookConfiguration,
+  V1RuleWithOperations,
+  V1ValidatingWebhookConfiguration,
+} from '@kubernetes/client-node';
+import { isApiError } from './api-errors.ts';
+
+export interface WebhookTarget {
+  /** Name of both configurations. */
+  name: string;
+  /** The add-on's namespace: home of the Service, and never subject to the webhooks. */
+  namespace: string;
+  serviceName: string;
+  /** Base URL to call instead of the Service (local runs), '' for the Service. */
+  url: string;
+  failurePolicy: string;
+}
+
+type WebhookConfiguration = V1MutatingWebhookConfiguration | V1ValidatingWebhookConfiguration;
+
+const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'sidecar-terminator' };
+const podCreate: V1RuleWithOperations = { apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' };
+// Pod UPDATE is left out on purpose: the watcher's in-place image replacement is one.
+const jobTemplates: V1RuleWithOperations = { apiGroups: ['batch'], apiVersions: ['v1'], resources: ['jobs', 'cronjobs'], operations: ['CREATE', 'UPDATE'], scope: 'Namespaced' };
+
+export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: string): { mutating: V1MutatingWebhookConfiguration; validating: V1ValidatingWebhookConfiguration } {
+  const common = (path: string) => ({
+    clientConfig: clientConfig(target, path, caBundle),
+    admissionReviewVersions: ['v1'],
+    sideEffects: 'None',
+    failurePolicy: target.failurePolicy,
+    timeoutSeconds: 10,
+    namespaceSelector: {
+      matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: [...new Set(['kube-system', target.namespace])] }],
+    },
+  });
+  const metadata = { name: target.name, labels: MANAGED_BY };
+  return {
+    mutating: {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'MutatingWebhookConfiguration',
+      metadata,
+      webhooks: [{ name: 'mutate.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'Never', ...common('/mutate') }],
+    },
+    validating: {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingWebhookConfiguration',
+      metadata,
+      webhooks: [{ name: 'validate.sidecar-terminator.io', rules: [podCreate, jobTemplates], ...common('/validate') }],
+    },
+  };
+}
+
+function clientConfig(target: WebhookTarget, path: string, caBundle: string): AdmissionregistrationV1WebhookClientConfig {
+  const base = { caBundle: Buffer.from(caBundle).toString('base64') };
+  if (target.url) return { ...base, url: target.url.replace(/\/+$/, '') + path };
+  return { ...base, service: { name: target.serviceName, namespace: target.namespace, path, port: 443 } };
+}
+
+/** Creates both configurations, or replaces them with the desired content. */
+export async function registerWebhookConfigurations(api: AdmissionregistrationV1Api, target: WebhookTarget, caBundle: string): Promise<void> {
+  const desired = desiredWebhookConfigurations(target, caBundle);
+  const kinds = configurationApis(api);
+  await createOrReplace(kinds.mutating, desired.mutating);
+  await createOrReplace(kinds.validating, desired.validating);
+}
+
+async function createOrReplace(kind: ConfigurationApi, body: WebhookConfiguration): Promise<void> {
+  const name = body.metadata!.name!;
+  // 409 means another replica created or updated it in between: read again and retry.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const existing = await readIfExists(kind, name);
+      if (!existing) await kind.create(body);
+      else await kind.replace(name, { ...body, metadata: { ...body.metadata, resourceVersion: existing.metadata?.resourceVersion } });
+      return;
+    } catch (err) {
+      if (attempt >= 5 || !isApiError(err, 409)) throw err;
+    }
+  }
+}
+
+/**
+ * Sets caBundle on every webhook of both configurations named `name`, patching only those that
+ * differ; configurations that do not exist are skipped. Returns the kinds it patched.
+ */
+export async function syncCaBundles(api: AdmissionregistrationV1Api, name: string, caBundle: string): Promise<string[]> {
+  const encoded = Buffer.from(caBundle).toString('base64');
+  const patched: string[] = [];
+  for (const kind of Object.values(configurationApis(api))) {
+    const existing = await readIfExists(kind, name);
+    // Each change is guarded by a test of the webhook's name, so a concurrent reordering makes
+    // the patch fail (and the next check retry) instead of touching the wrong webhook.
+    const ops = (existing?.webhooks ?? []).flatMap((webhook, index) =>
+      webhook.clientConfig.caBundle === encoded
+        ? []
+        : [
+            { op: 'test', path: `/webhooks/${index}/name`, value: webhook.name },
+            { op: 'add', path: `/webhooks/${index}/clientConfig/caBundle`, value: encoded },
+          ],
+    );
+    if (ops.length === 0) continue;
+    await kind.patch(name, ops);
+    patched.push(kind.kind);
+  }
+  return patched;
+}
+
+async function readIfExists(kind: ConfigurationApi, name: string): Promise<WebhookConfiguration | undefined> {
+  try {
+    return await kind.read(name);
+  } catch (err) {
+    if (isApiError(err, 404)) return undefined;
+    throw err;
+  }
+}
+
+/** The same four calls for both kinds, so the logic above is written once. */
+interface ConfigurationApi {
+  kind: string;
+  read(name: string): Promise<WebhookConfiguration>;
+  create(body: WebhookConfiguration): Promise<unknown>;
+  replace(name: string, body: WebhookConfiguration): Promise<unknown>;
+  /** A JSON Patch (client-node 2 sends application/json-patch+json unless told otherwise). */
+  patch(name: string, ops: object[]): Promise<unknown>;
+}
+
+function configurationApis(api: AdmissionregistrationV1Api): { mutating: ConfigurationApi; validating: ConfigurationApi } {
+  return {
+    mutating: {
+      kind: 'MutatingWebhookConfiguration',
+      read: (name) => api.readMutatingWebhookConfiguration({ name }),
+      create: (body) => api.createMutatingWebhookConfiguration({ body: body as V1MutatingWebhookConfiguration }),
+      replace: (name, body) => api.replaceMutatingWebhookConfiguration({ name, body: body as V1MutatingWebhookConfiguration }),
+      patch: (name, body) => api.patchMutatingWebhookConfiguration({ name, body }),
+    },
+    validating: {
+      kind: 'ValidatingWebhookConfiguration',
+      read: (name) => api.readValidatingWebhookConfiguration({ name }),
+      create: (body) => api.createValidatingWebhookConfiguration({ body: body as V1ValidatingWebhookConfiguration }),
+      replace: (name, body) => api.replaceValidatingWebhookConfiguration({ name, body: body as V1ValidatingWebhookConfiguration }),
+      patch: (name, body) => api.patchValidatingWebhookConfiguration({ name, body }),
+    },
+  };
+}

@@ -1,0 +1,169 @@
+// `sidecar-terminator serve`: starts each enabled component in turn, waits for SIGTERM or
+// SIGINT, then stops them in reverse order. A component is a function that starts something
+// and returns how to stop it, so the watcher joins as one more entry in the list.
+import { AdmissionregistrationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { FastifyBaseLogger } from 'fastify';
+import { pino } from 'pino';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import { UsageError } from './cli.ts';
+import type { ServeConfig } from './config.ts';
+import { loadKubeConfig, resolveNamespace } from './kube/client.ts';
+import { registerWebhookConfigurations, syncCaBundles, type WebhookTarget } from './kube/webhook-configurations.ts';
+import { isServingCertificateValid, servingHosts, type CertificateBundle } from './tls/certificates.ts';
+import { createRotator, describeCertificate } from './tls/rotator.ts';
+import { secretStore } from './tls/secret-store.ts';
+import { secureContextOptions } from './tls/secure-context.ts';
+import { directoryStore } from './tls/store.ts';
+import { buildApp } from './webhook/app.ts';
+import { Watcher } from './watcher/watcher.ts';
+
+interface Context {
+  config: ServeConfig;
+  kubeConfig: KubeConfig;
+  /** The add-on's own namespace. */
+  namespace: string;
+  logger: FastifyBaseLogger;
+  /** One Prometheus registry for every component, served on /metrics. */
+  metrics: Registry;
+}
+
+type Stop = () => Promise<void>;
+type Component = (context: Context) => Promise<Stop>;
+
+export async function runServe(config: ServeConfig): Promise<void> {
+  const components: Component[] = [];
+  if (!config.noWatcher) components.push(startWatcher);
+  if (!config.noWebhook) components.push(startWebhook);
+  if (components.length === 0) throw new UsageError('nothing to run: both --no-webhook and --no-watcher are set; drop one of them');
+
+  const logger = pino({ level: config.logLevel });
+  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const namespace = resolveNamespace(config.namespace);
+  logger.info({ server: kubeConfig.getCurrentCluster()?.server, namespace }, 'Kubernetes client configured');
+  const metrics = new Registry();
+  collectDefaultMetrics({ register: metrics });
+  const context: Context = { config, kubeConfig, namespace, logger, metrics };
+
+  const stops: Stop[] = [];
+  const stopAll = async () => {
+    for (const stop of stops.reverse()) await stop();
+  };
+  try {
+    for (const start of components) stops.push(await start(context));
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+  logger.info('started');
+  const signal = await nextSignal();
+  logger.info({ signal }, 'shutting down');
+  await stopAll();
+  logger.info('stopped');
+}
+
+/** The watcher: acts on the pods the webhook labelled. */
+async function startWatcher({ config, kubeConfig, logger, metrics }: Context): Promise<Stop> {
+  const watcher = new Watcher({
+    kubeConfig,
+    namespaces: config.namespaces,
+    killMechanism: config.killMechanism,
+    signal: { image: config.signalImage, command: ['node', '-e', "process.kill(1, 'SIGTERM')"] },
+    concurrency: config.concurrency,
+    logger: logger.child({ component: 'watcher' }),
+    metrics,
+  });
+  await watcher.start();
+  return () => watcher.stop();
+}
+
+/** The admission webhook: certificates, the HTTPS server, the webhook configurations. */
+async function startWebhook({ config, kubeConfig, namespace, logger, metrics }: Context): Promise<Stop> {
+  const listenAddress = parseListenAddress(config.listenAddress);
+  const store = config.certDir ? directoryStore(config.certDir) : secretStore(kubeConfig.makeApiClient(CoreV1Api), namespace, config.tlsSecret);
+  const rotator = createRotator({
+    store,
+    hosts: servingHosts(config.serviceName, namespace, config.certHosts),
+    validityMs: config.certValidity,
+    renewBeforeMs: config.certRenewBefore,
+    checkIntervalMs: config.certCheckInterval,
+    logger,
+  });
+  let served: CertificateBundle = await rotator.ensure();
+  logger.info({ store: store.description, ...describeCertificate(served) }, 'certificates loaded');
+
+  const app = buildApp({
+    enforcement: config.enforcement,
+    quickExitImageAllowlist: config.quickExitImageAllowlist,
+    bodyLimit: config.bodyLimit,
+    logger,
+    metrics,
+    https: { key: served.key, cert: served.cert },
+    readiness: () => (isServingCertificateValid(served, new Date()) ? { ready: true } : { ready: false, reason: 'the serving certificate is not valid now' }),
+  });
+  await app.listen(listenAddress);
+
+  const admissionApi = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+  const target: WebhookTarget = {
+    name: config.webhookConfigName,
+    namespace,
+    serviceName: config.serviceName,
+    url: config.webhookUrl,
+    failurePolicy: config.failurePolicy,
+  };
+  try {
+    if (config.registerWebhooks) {
+      await registerWebhookConfigurations(admissionApi, target, served.caBundle);
+      logger.info({ name: target.name, via: target.url || `service ${namespace}/${target.serviceName}` }, 'webhook configurations registered');
+    } else {
+      const patched = await syncCaBundles(admissionApi, target.name, served.caBundle);
+      logger.info({ name: target.name, patched }, 'caBundle of existing webhook configurations checked');
+    }
+  } catch (err) {
+    await app.close();
+    throw err;
+  }
+
+  rotator.watch(async (bundle) => {
+    // The API server must trust a new CA before any replica serves a certificate it signed.
+    const patched = await syncCaBundles(admissionApi, target.name, bundle.caBundle);
+    if (patched.length > 0) logger.info({ name: target.name, patched }, 'caBundle of the webhook configurations updated');
+    if (bundle.cert === served.cert) return;
+    app.server.setSecureContext(secureContextOptions(bundle));
+    served = bundle;
+    logger.info(describeCertificate(bundle), 'serving the renewed certificate');
+  });
+
+  return async () => {
+    await rotator.stop();
+    await closeWithin(app, config.shutdownGrace, logger);
+  };
+}
+
+/** Stops accepting connections and waits for in-flight requests, closing what is left after `graceMs`. */
+async function closeWithin(app: ReturnType<typeof buildApp>, graceMs: number, logger: FastifyBaseLogger): Promise<void> {
+  const timer = setTimeout(() => {
+    logger.warn({ graceMs }, 'shutdown grace period over; closing the remaining connections');
+    app.server.closeAllConnections();
+  }, graceMs);
+  await app.close();
+  clearTimeout(timer);
+}
+
+/** `host:port`, `[ipv6]:port` or `:port` (all interfaces). */
+function parseListenAddress(address: string): { host: string; port: number } {
+  const match = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(address);
+  if (!match) throw new UsageError(`--listen-address: expected host:port, got ${JSON.stringify(address)}`);
+  return { host: match[1] ?? (match[2] || '0.0.0.0'), port: Number(match[3]) };
+}
+
+function nextSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      resolve(signal);
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+}

@@ -1,0 +1,150 @@
+// Certificates kept in a Secret: replicas share them, and they are renewed while serve runs,
+// without a restart and without the API server losing trust in the webhook.
+import { X509Certificate } from 'node:crypto';
+import { CoreV1Api } from '@kubernetes/client-node';
+import t, { type Test } from 'tap';
+import { issueWithNewCa, servingHosts } from '../../src/tls/certificates.ts';
+import { secretStore } from '../../src/tls/secret-store.ts';
+import { startControlPlane } from '../support/control-plane.ts';
+import { waitFor } from '../support/kubelet-simulator.ts';
+import { servedCertificate, startServe, type ServeProcess } from '../support/serve-process.ts';
+
+const cp = await startControlPlane();
+t.teardown(() => cp.stop());
+const addonNamespace = await cp.createNamespace();
+const core = cp.kubeConfig.makeApiClient(CoreV1Api);
+
+const serveArgs = (secret: string, extra: string[]) => [
+  '--kubeconfig', cp.kubeconfigPath,
+  '--namespace', addonNamespace,
+  '--tls-secret', secret,
+  '--no-watcher',
+  ...extra,
+];
+
+/** Starts the replicas at once, so they race to create the Secret. */
+async function startReplicas(t: Test, ...argLists: (string[] | ((port: number) => string[]))[]): Promise<ServeProcess[]> {
+  const replicas = await Promise.all(argLists.map((args) => startServe(args)));
+  t.teardown(() => Promise.all(replicas.map((replica) => replica.stop())));
+  return replicas;
+}
+
+const ownImageJob = `
+apiVersion: batch/v1
+kind: Job
+metadata: {name: own-image}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - {name: main, image: "busybox:1.36"}
+        - name: proxy
+          image: "nginx:1.27"
+          env: [{name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE, value: "nginx:1.27"}]
+`;
+
+async function secretCertificates(name: string) {
+  const secret = await core.readNamespacedSecret({ name, namespace: addonNamespace });
+  const text = (key: string) => Buffer.from(secret.data?.[key] ?? '', 'base64').toString();
+  return { type: secret.type, keys: Object.keys(secret.data ?? {}).sort(), cert: new X509Certificate(text('tls.crt')), caBundle: text('ca.crt') };
+}
+
+t.test('the Secret store: the first writer wins, later writers adopt what it stored', async (t) => {
+  const store = secretStore(core, addonNamespace, 'race-tls');
+  const issue = () => issueWithNewCa({ hosts: servingHosts('svc', addonNamespace), validityMs: 3_600_000, now: new Date() });
+  const [mine, theirs] = await Promise.all([issue(), issue()]);
+
+  const first = await store.save(mine, undefined);
+  t.equal(first.bundle, mine, 'created');
+  t.equal((await store.save(theirs, undefined)).bundle.cert, mine.cert, 'a second create (AlreadyExists) returns the stored certificates');
+
+  const renewed = await store.save(theirs, first);
+  t.equal(renewed.bundle, theirs, 'an update with the current resourceVersion is stored');
+  t.equal((await store.save(mine, first)).bundle.cert, theirs.cert, 'an update with a stale resourceVersion (Conflict) returns the stored certificates');
+  t.same((await store.load())?.bundle, theirs);
+});
+
+t.test('two replicas share one certificate through the Secret', async (t) => {
+  const [a, b] = await startReplicas(t, serveArgs('shared-tls', []), serveArgs('shared-tls', []));
+  const stored = await secretCertificates('shared-tls');
+  t.equal(stored.type, 'kubernetes.io/tls');
+  t.same(stored.keys, ['ca.crt', 'ca.key', 'tls.crt', 'tls.key']);
+  t.equal((await servedCertificate(a!.port)).serialNumber, stored.cert.serialNumber, 'replica A serves the stored certificate');
+  t.equal((await servedCertificate(b!.port)).serialNumber, stored.cert.serialNumber, 'so does replica B');
+  for (const replica of [a!, b!]) t.notMatch(replica.output(), /PRIVATE KEY/, 'no key material in the logs');
+});
+
+t.test('without --register-webhooks, the caBundle of configurations created by others is kept current', async (t) => {
+  const [serve] = await startReplicas(t, serveArgs('chart-tls', ['--webhook-config-name', 'chart', '--cert-check-interval', '1s']));
+  // What a chart would install: everything but the caBundle, which it cannot know.
+  const applied = await cp.kubectl(['apply', '-f', '-'], {
+    input: `
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: chart}
+webhooks:
+  - name: validate.sidecar-terminator.io
+    admissionReviewVersions: [v1]
+    sideEffects: None
+    failurePolicy: Ignore
+    clientConfig: {url: "${serve!.url}/validate"}
+    namespaceSelector:
+      matchExpressions: [{key: kubernetes.io/metadata.name, operator: In, values: [chart-users]}]
+    rules: [{apiGroups: [batch], apiVersions: [v1], resources: [jobs], operations: [CREATE]}]
+`,
+  });
+  t.equal(applied.code, 0, 'applied', { stderr: applied.stderr });
+  await cp.createNamespace('chart-users');
+
+  const { caBundle } = await secretCertificates('chart-tls');
+  await waitFor('the caBundle to be patched in', async () => {
+    const read = await cp.kubectl(['get', 'validatingwebhookconfiguration', 'chart', '-o', 'jsonpath={.webhooks[0].clientConfig.caBundle}']);
+    return Buffer.from(read.stdout, 'base64').toString() === caBundle;
+  });
+  t.pass('the CA of the Secret');
+  t.ok(serve!.logs().some((line) => line.msg === 'caBundle of the webhook configurations updated'), 'logged');
+
+  const denied = await cp.kubectl(['apply', '-f', '-'], { namespace: 'chart-users', input: ownImageJob });
+  t.not(denied.code, 0, 'the API server now calls the webhook');
+  t.match(denied.stderr, "the quick-exit image is the sidecar's own image");
+});
+
+t.test('the serving certificate is renewed while serve runs, and the API server keeps trusting it', async (t) => {
+  const userNamespace = await cp.createNamespace();
+  // Renewed about 15 s after each issue; checked every 2 s.
+  const shortLived = ['--cert-validity', '2m', '--cert-renew-before', '1m45s', '--cert-check-interval', '2s'];
+  // failurePolicy Ignore: were the API server unable to reach the webhook, the bad Job below would be admitted.
+  const [a, b] = await startReplicas(
+    t,
+    (port) => serveArgs('rotating-tls', [...shortLived, '--register-webhooks', '--webhook-url', `https://127.0.0.1:${port}`, '--webhook-config-name', 'rotation', '--failure-policy', 'Ignore']),
+    serveArgs('rotating-tls', [...shortLived, '--webhook-config-name', 'rotation']),
+  );
+  const initial = await servedCertificate(a!.port);
+  const initialCa = (await secretCertificates('rotating-tls')).caBundle;
+
+  const renewed = await waitFor(
+    'replica A to serve a renewed certificate',
+    async () => {
+      const served = await servedCertificate(a!.port);
+      return served.fingerprint256 !== initial.fingerprint256 && served;
+    },
+    { timeoutMs: 90_000, intervalMs: 500 },
+  );
+  t.not(renewed.serialNumber, initial.serialNumber, 'a new certificate is served');
+  t.ok(renewed.validToDate > initial.validToDate, 'that expires later');
+  t.equal((await secretCertificates('rotating-tls')).caBundle, initialCa, 'signed by the same CA');
+  t.ok(a!.running(), 'replica A never stopped');
+  t.ok(a!.logs().some((line) => line.msg === 'serving the renewed certificate' && line.pid === a!.pid), 'it swapped the certificate itself (same pid)');
+
+  await waitFor(
+    'both replicas to serve the same certificate',
+    async () => (await servedCertificate(a!.port)).serialNumber === (await servedCertificate(b!.port)).serialNumber,
+    { timeoutMs: 60_000, intervalMs: 250 },
+  );
+  t.pass('replica B picked up the renewal from the Secret (or A picked up B’s)');
+
+  const denied = await cp.kubectl(['apply', '-f', '-'], { namespace: userNamespace, input: ownImageJob });
+  t.not(denied.code, 0, 'still denied after the renewal: the API server called the webhook');
+  t.match(denied.stderr, "the quick-exit image is the sidecar's own image");
+});

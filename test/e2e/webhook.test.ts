@@ -1,0 +1,159 @@
+// The admission webhook as a user meets it: `serve` registers itself with a real API server,
+// and `kubectl apply` shows its denials and warnings.
+import { X509Certificate } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import t from 'tap';
+import { startControlPlane } from '../support/control-plane.ts';
+import { waitFor } from '../support/kubelet-simulator.ts';
+import { runServe, servedCertificate, startServe, type ServeProcess } from '../support/serve-process.ts';
+
+const WITH_IMAGE = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE';
+const WHEN_JOB_EXIT = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT';
+const CONFIG_NAME = 'sidecar-terminator-e2e';
+
+const cp = await startControlPlane();
+t.teardown(() => cp.stop());
+const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
+t.teardown(() => rm(certDir, { recursive: true, force: true }));
+const namespace = await cp.createNamespace();
+const core = cp.kubeConfig.makeApiClient(CoreV1Api);
+
+const startWebhook = (extra: string[] = []) =>
+  startServe((port) => [
+    '--kubeconfig', cp.kubeconfigPath,
+    '--cert-dir', certDir,
+    '--register-webhooks',
+    '--webhook-url', `https://127.0.0.1:${port}`,
+    '--webhook-config-name', CONFIG_NAME,
+    '--failure-policy', 'Fail',
+    '--no-watcher',
+    ...extra,
+  ]);
+
+let serve: ServeProcess = await startWebhook();
+t.teardown(() => serve.stop());
+
+const apply = (yaml: string) => cp.kubectl(['apply', '-f', '-'], { namespace, input: yaml });
+
+function job(name: string, sidecarEnv: string): string {
+  return `
+apiVersion: batch/v1
+kind: Job
+metadata: {name: ${name}}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - {name: main, image: "busybox:1.36", command: [sh, -c, "echo done"]}
+        - name: proxy
+          image: "nginx:1.27"
+          env: [${sidecarEnv}]
+`;
+}
+
+t.test('the registered configurations call this process with the CA of --cert-dir', async (t) => {
+  const admission = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+  const mutating = await admission.readMutatingWebhookConfiguration({ name: CONFIG_NAME });
+  const validating = await admission.readValidatingWebhookConfiguration({ name: CONFIG_NAME });
+  const caFile = await readFile(join(certDir, 'ca.crt'), 'utf8');
+  for (const config of [mutating, validating]) {
+    const [webhook] = config.webhooks ?? [];
+    t.equal(Buffer.from(webhook?.clientConfig.caBundle ?? '', 'base64').toString(), caFile, `${config.kind} trusts ca.crt`);
+    t.equal(webhook?.sideEffects, 'None');
+    t.equal(webhook?.failurePolicy, 'Fail');
+    t.same(webhook?.admissionReviewVersions, ['v1']);
+    t.match(webhook?.namespaceSelector?.matchExpressions, [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'sidecar-terminator'] }]);
+  }
+  t.match(mutating.webhooks?.[0]?.rules, [{ apiGroups: [''], resources: ['pods'], operations: ['CREATE'] }]);
+  t.match(validating.webhooks?.[0]?.rules, [
+    { apiGroups: [''], resources: ['pods'], operations: ['CREATE'] },
+    { apiGroups: ['batch'], resources: ['jobs', 'cronjobs'], operations: ['CREATE', 'UPDATE'] },
+  ]);
+  t.equal(mutating.webhooks?.[0]?.clientConfig.url, `${serve.url}/mutate`);
+  t.equal(validating.webhooks?.[0]?.clientConfig.url, `${serve.url}/validate`);
+  const served = await servedCertificate(serve.port);
+  t.ok(served.verify(new X509Certificate(caFile).publicKey), 'the served certificate is signed by that CA');
+});
+
+t.test('a Job whose sidecar quick-exit image is its own image is rejected, with the field path and the reason', async (t) => {
+  const result = await apply(job('own-image', `{name: ${WITH_IMAGE}, value: "nginx:1.27"}`));
+  t.not(result.code, 0);
+  t.match(result.stderr, 'admission webhook "validate.sidecar-terminator.io" denied the request');
+  t.match(result.stderr, `spec.template.spec.containers[1].env[${WITH_IMAGE}]: Invalid value: "nginx:1.27"`);
+  t.match(result.stderr, "the quick-exit image is the sidecar's own image");
+  const jobs = await cp.kubectl(['get', 'jobs', '-o', 'name'], { namespace });
+  t.notMatch(jobs.stdout, 'own-image', 'nothing was created');
+});
+
+t.test('a Job with a :latest quick-exit image is created, and kubectl prints the warning', async (t) => {
+  const result = await apply(job('latest-image', `{name: ${WITH_IMAGE}, value: "quick-exit:latest"}`));
+  t.equal(result.code, 0, 'applied', { stderr: result.stderr });
+  t.match(result.stdout, 'job.batch/latest-image created');
+  t.match(result.stderr, /^Warning: .*containers\[1\]\.env\[KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE\].*:latest/m);
+});
+
+t.test("a valid Job's pod, created by the Job controller, carries the managed label", async (t) => {
+  const result = await apply(job('valid', `{name: ${WHEN_JOB_EXIT}, value: "true"}`));
+  t.equal(result.code, 0, 'applied', { stderr: result.stderr });
+  t.equal(result.stderr.trim(), '', 'no warnings');
+  const pod = await waitFor('the pod of Job valid', async () => {
+    const pods = await core.listNamespacedPod({ namespace, labelSelector: 'job-name=valid' });
+    return pods.items[0];
+  });
+  t.equal(pod.metadata?.labels?.['sidecar-terminator.io/managed'], 'true');
+});
+
+t.test('a bare pod with restartPolicy Always and a marker (as a Deployment makes) is admitted with a warning, unlabelled', async (t) => {
+  const result = await apply(`
+apiVersion: v1
+kind: Pod
+metadata: {name: always}
+spec:
+  containers:
+    - {name: main, image: "busybox:1.36"}
+    - name: proxy
+      image: "nginx:1.27"
+      env: [{name: ${WHEN_JOB_EXIT}, value: "true"}]
+`);
+  t.equal(result.code, 0, 'applied', { stderr: result.stderr });
+  t.match(result.stderr, /^Warning: spec\.restartPolicy: .*/m);
+  const pod = await core.readNamespacedPod({ name: 'always', namespace });
+  t.equal(pod.metadata?.labels?.['sidecar-terminator.io/managed'], undefined);
+});
+
+t.test('SIGTERM stops serve gracefully, with exit code 0', async (t) => {
+  const exit = await serve.stop();
+  t.same(exit, { code: 0, signal: null }, 'exit code 0', { output: serve.output() });
+  const messages = serve.logs().map((line) => line.msg);
+  t.same(messages.slice(-2), ['shutting down', 'stopped'], 'logged');
+});
+
+t.test('--enforcement warn admits a pod with errors and returns them as warnings', async (t) => {
+  serve = await startWebhook(['--enforcement', 'warn']);
+  const result = await apply(`
+apiVersion: v1
+kind: Pod
+metadata: {name: warned}
+spec:
+  restartPolicy: Never
+  containers:
+    - {name: main, image: "busybox:1.36"}
+    - name: proxy
+      image: "nginx:1.27"
+      env: [{name: ${WITH_IMAGE}, value: "nginx:1.27"}]
+`);
+  t.equal(result.code, 0, 'applied', { stderr: result.stderr });
+  t.match(result.stderr, `Warning: spec.containers[1].env[${WITH_IMAGE}]: Invalid value: "nginx:1.27": the quick-exit image is the sidecar's own image`);
+  t.ok(await core.readNamespacedPod({ name: 'warned', namespace }), 'created');
+});
+
+t.test('serve with nothing to run exits with a clear message', async (t) => {
+  const result = await runServe(['--no-webhook', '--no-watcher']);
+  t.equal(result.code, 2);
+  t.match(result.output, /nothing to run/);
+});

@@ -1,0 +1,134 @@
+// Runs `node src/cli.ts serve ...` as a child process, the way an operator would, on a free
+// loopback port: waits for /readyz over HTTPS, keeps its output, stops it with SIGTERM.
+import { spawn } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
+import { get } from 'node:https';
+import { createServer } from 'node:net';
+import { resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { connect } from 'node:tls';
+
+const cli = resolve(import.meta.dirname, '../../src/cli.ts');
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface ServeProcess {
+  pid: number;
+  port: number;
+  /** https://127.0.0.1:PORT, the value for --webhook-url. */
+  url: string;
+  /** Everything written to stdout and stderr so far. */
+  output(): string;
+  /** The JSON log lines written so far. */
+  logs(): Record<string, unknown>[];
+  /** Settles when the process exits. */
+  exited: Promise<Exit>;
+  running(): boolean;
+  /** SIGTERM, then waits for the exit (SIGKILL after `graceMs`). */
+  stop(graceMs?: number): Promise<Exit>;
+}
+
+/**
+ * Starts `serve` with `--listen-address 127.0.0.1:PORT` plus `args` (a function receives the
+ * port, for flags such as --webhook-url) and resolves once /readyz answers 200.
+ */
+export async function startServe(args: string[] | ((port: number) => string[]), options: { readyTimeoutMs?: number } = {}): Promise<ServeProcess> {
+  const port = await freePort();
+  const extra = typeof args === 'function' ? args(port) : args;
+  const serve = spawnServe(['--listen-address', `127.0.0.1:${port}`, ...extra], port);
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
+  let status: number | undefined;
+  let exited: Exit | undefined;
+  void serve.exited.then((exit) => (exited = exit));
+  while ((status = await readyzStatus(port)) !== 200) {
+    if (exited) throw new Error(`serve exited (${JSON.stringify(exited)}) before it was ready:\n${serve.output()}`);
+    if (Date.now() > deadline) {
+      await serve.stop();
+      throw new Error(`serve was not ready within the timeout (last /readyz: ${status ?? 'no answer'}):\n${serve.output()}`);
+    }
+    await sleep(100);
+  }
+  return serve;
+}
+
+/** Runs `serve` with `args` to its end (for runs expected to exit by themselves). */
+export async function runServe(args: string[]): Promise<Exit & { output: string }> {
+  const serve = spawnServe(args, 0);
+  return { ...(await serve.exited), output: serve.output() };
+}
+
+function spawnServe(args: string[], port: number): ServeProcess {
+  // setpriv gives the child a parent-death signal: it cannot outlive the test process.
+  const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', process.execPath, cli, 'serve', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, KUBECONFIG: '' },
+  });
+  let output = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  const exited = new Promise<Exit>((resolveExit) => child.on('close', (code, signal) => resolveExit({ code, signal })));
+  let exit: Exit | undefined;
+  void exited.then((value) => (exit = value));
+  return {
+    pid: child.pid!,
+    port,
+    url: `https://127.0.0.1:${port}`,
+    output: () => output,
+    logs: () =>
+      output.split('\n').flatMap((line) => {
+        try {
+          const parsed: unknown = JSON.parse(line);
+          return parsed !== null && typeof parsed === 'object' ? [parsed as Record<string, unknown>] : [];
+        } catch {
+          return [];
+        }
+      }),
+    exited,
+    running: () => exit === undefined,
+    async stop(graceMs = 30_000) {
+      if (exit) return exit;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      const result = await exited;
+      clearTimeout(timer);
+      return result;
+    },
+  };
+}
+
+/** The certificate a TLS client is served on a fresh connection to 127.0.0.1:port. */
+export function servedCertificate(port: number): Promise<X509Certificate> {
+  return new Promise((resolveCert, reject) => {
+    const socket = connect({ host: '127.0.0.1', port, rejectUnauthorized: false }, () => {
+      resolveCert(socket.getPeerX509Certificate()!);
+      socket.destroy();
+    });
+    socket.on('error', reject);
+  });
+}
+
+function readyzStatus(port: number): Promise<number | undefined> {
+  return new Promise((resolveStatus) => {
+    const req = get({ host: '127.0.0.1', port, path: '/readyz', rejectUnauthorized: false, timeout: 2000 }, (res) => {
+      res.resume();
+      resolveStatus(res.statusCode);
+    });
+    req.on('error', () => resolveStatus(undefined));
+    req.on('timeout', () => req.destroy());
+  });
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolveListen, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolveListen);
+  });
+  const address = server.address();
+  await new Promise((resolveClose) => server.close(resolveClose));
+  if (address === null || typeof address === 'string') throw new Error('no TCP port allocated');
+  return address.port;
+}
