@@ -10,7 +10,7 @@ import {
   type V1EphemeralContainer,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { isApiError } from './api-errors.ts';
+import { isApiError } from '../kube/api-errors.ts';
 
 export type KillMechanism = 'crr' | 'signal';
 
@@ -130,7 +130,6 @@ export async function markTerminal(clients: ActionClients, pod: V1Pod, phase: 'S
 }
 
 export async function setTerminatedCondition(clients: ActionClients, pod: V1Pod, message: string): Promise<void> {
-  if (hasTerminatedCondition(pod)) return;
   await clients.core.patchNamespacedPodStatus({ ...nameOf(pod), body: { status: { conditions: [terminatedCondition(message)] } } }, strategicMerge);
 }
 

@@ -2,7 +2,7 @@
 // that runs again does not repeat it.
 import { createHash } from 'node:crypto';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
-import { isApiError } from './api-errors.ts';
+import { isApiError } from '../kube/api-errors.ts';
 
 export const COMPONENT = 'sidecar-terminator';
 

@@ -74,11 +74,13 @@ export class PodReflector {
       resourceVersion = page.metadata?.resourceVersion;
     } while (continueToken);
 
-    for (const [key, pod] of this.cache) if (!fresh.has(key)) this.options.onEvent('deleted', pod);
-    for (const [key, pod] of fresh) this.options.onEvent(this.cache.has(key) ? 'modified' : 'added', pod);
+    // The cache is replaced before anyone hears of the change: handlers read it at once.
+    const previous = new Map(this.cache);
     this.cache.clear();
     for (const [key, pod] of fresh) this.cache.set(key, pod);
     this.resourceVersion = resourceVersion;
+    for (const [key, pod] of previous) if (!fresh.has(key)) this.options.onEvent('deleted', pod);
+    for (const [key, pod] of fresh) this.options.onEvent(previous.has(key) ? 'modified' : 'added', pod);
     this.failures = 0;
     this.options.onSynced?.();
   }

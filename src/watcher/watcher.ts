@@ -7,6 +7,7 @@ import { DONE, MANAGED, MANAGED_LABEL, classifyContainers, decide, type Action }
 import {
   killByCrr,
   killBySignal,
+  hasTerminatedCondition,
   markTerminal,
   replaceImage,
   setLabel,
@@ -15,7 +16,7 @@ import {
   type KillMechanism,
   type SignalSettings,
 } from './actions.ts';
-import { isApiError } from './api-errors.ts';
+import { isApiError } from '../kube/api-errors.ts';
 import { servedCrrVersion } from './discovery.ts';
 import { EventRecorder } from './events.ts';
 import { WorkQueue } from './queue.ts';
@@ -158,6 +159,7 @@ export class Watcher {
 
   private async execute(pod: V1Pod, actions: Action[], log: FastifyBaseLogger): Promise<void> {
     const stopped: string[] = [];
+    let conditionSet = hasTerminatedCondition(pod);
     for (const action of withKillsMerged(actions)) {
       switch (action.type) {
         case 'cannotStop':
@@ -170,6 +172,7 @@ export class Watcher {
           break;
         case 'markTerminal':
           await this.measured(pod, 'phase', () => markTerminal(this.clients, pod, action.phase));
+          conditionSet = true;
           log.info({ phase: action.phase }, 'pod moved to its terminal phase; sidecar exit codes ignored');
           break;
         case 'killAll':
@@ -180,7 +183,7 @@ export class Watcher {
     if (stopped.length === 0) return;
     const message = `stopping sidecars: ${stopped.join(', ')}`;
     await this.events.record(pod, 'Normal', 'SidecarTerminating', message);
-    await setTerminatedCondition(this.clients, pod, message);
+    if (!conditionSet) await setTerminatedCondition(this.clients, pod, message);
     log.info({ sidecars: stopped }, 'stopping sidecars');
   }
 

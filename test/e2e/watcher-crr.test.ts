@@ -1,0 +1,99 @@
+// The watcher on the CRR mechanism: OpenKruise's ContainerRecreateRequest CRD is installed, so
+// `auto` must pick it; the simulator plays kruise-daemon. Also: the watcher restarted in the
+// middle of a burst of finishing Jobs loses none and duplicates none.
+import t from 'tap';
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
+import { CRR, findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { apply, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+
+const stack = await startStack(t, { installCrrCrd: true, sim: { restartDelayMs: 200 } });
+const { cp } = stack;
+const custom = cp.kubeConfig.makeApiClient(CustomObjectsApi);
+
+interface Crr {
+  metadata: { name: string; ownerReferences?: Array<{ kind: string; name: string; uid: string }> };
+  spec: { podName: string; containers: Array<{ name: string }>; strategy: { forceRecreate: boolean; failurePolicy: string } };
+  status?: { phase?: string };
+}
+
+const listCrrs = async (namespace: string): Promise<Crr[]> =>
+  ((await custom.listNamespacedCustomObject({ group: CRR.group, version: CRR.version, namespace, plural: CRR.plural })) as { items: Crr[] }).items;
+
+const containers = `        - name: main
+          image: busybox:1.36
+        - name: proxy
+          image: envoyproxy/envoy:v1.31.0
+          env:
+            - name: ${ENV_WHEN_JOB_EXIT}
+              value: "true"
+        - name: sql
+          image: gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.14.0
+          env:
+            - name: ${ENV_WHEN_JOB_EXIT}
+              value: "TRUE"`;
+
+t.test('auto picks the CRR mechanism when the cluster serves the Kruise CRD', async (t) => {
+  const started = await waitFor('the watcher start log', async () => stack.serve.logs().find((l) => l.msg === 'watcher starting'));
+  t.equal(started.killMechanism, 'crr');
+});
+
+t.test('one ContainerRecreateRequest per pod, owned by it, stops every kill sidecar', async (t) => {
+  const namespace = await cp.createNamespace();
+  await apply(cp, namespace, jobYaml('crr', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers }));
+  await waitForJob(stack, namespace, 'crr', 'Complete');
+  const pod = await podOfJob(stack, namespace, 'crr');
+  const crrs = await listCrrs(namespace);
+  t.equal(crrs.length, 1);
+  t.match(crrs[0], {
+    metadata: { name: `sidecar-termination-${pod.metadata!.uid}`, ownerReferences: [{ kind: 'Pod', name: pod.metadata!.name, uid: pod.metadata!.uid }] },
+    spec: { podName: pod.metadata!.name, strategy: { forceRecreate: true, failurePolicy: 'Ignore' } },
+    status: { phase: 'Completed' },
+  });
+  t.same(crrs[0]!.spec.containers.map((c) => c.name).sort(), ['proxy', 'sql']);
+  t.notOk(pod.spec?.ephemeralContainers, 'no signal when CRR is used');
+  t.ok(findContainerStatus(pod, 'proxy')?.state?.terminated && findContainerStatus(pod, 'sql')?.state?.terminated);
+});
+
+t.test('the watcher restarted in the middle of a burst of 200 finishing Jobs', async (t) => {
+  const namespace = await cp.createNamespace();
+  const count = 200;
+  const manifests = Array.from({ length: count }, (_, i) =>
+    jobYaml(`burst-${i}`, { annotations: { [simAnnotations.exitAfter('main')]: `${5 + (i % 10)}s` }, containers }),
+  ).join('\n---\n');
+  await apply(cp, namespace, manifests);
+  // The burst is of finishing Jobs: every pod exists before the watcher goes down (with the
+  // webhook's failurePolicy Fail, pods cannot be created while it is down).
+  await waitFor(`${count} labelled pods`, async () => (await stack.core.listNamespacedPod({ namespace, labelSelector: 'sidecar-terminator.io/managed' })).items.length === count, {
+    timeoutMs: 180_000,
+    intervalMs: 1000,
+  });
+
+  // Kill the watcher hard once some pods have been handled, and start it again.
+  await waitFor('the first CRRs of the burst', async () => (await listCrrs(namespace)).length >= 20, { timeoutMs: 120_000 });
+  const killed = stack.serve;
+  process.kill(killed.pid, 'SIGKILL');
+  await killed.exited;
+  const handledWhileDown = (await listCrrs(namespace)).length;
+  await stack.restartServe();
+
+  let progress = '';
+  await waitFor(
+    `all ${count} Jobs to complete`,
+    async () => {
+      const jobs = await stack.batch.listNamespacedJob({ namespace });
+      const complete = jobs.items.filter((job) => job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True')).length;
+      const status = `${complete} complete, ${(await listCrrs(namespace)).length} CRRs`;
+      if (status !== progress) t.comment((progress = status));
+      return complete === count;
+    },
+    { timeoutMs: 300_000, intervalMs: 1000 },
+  );
+  const crrs = await listCrrs(namespace);
+  const pods = new Set(crrs.map((crr) => crr.spec.podName));
+  t.ok(handledWhileDown < count, `the restart happened mid-burst (${handledWhileDown} of ${count} handled before it)`);
+  t.equal(crrs.length, count, 'one CRR per pod');
+  t.equal(pods.size, count, 'no pod got two CRRs');
+  const pendingPods = (await stack.core.listNamespacedPod({ namespace })).items.filter((p) => p.status?.phase !== 'Succeeded');
+  t.same(pendingPods.map((p) => p.metadata?.name), [], 'every pod succeeded');
+});

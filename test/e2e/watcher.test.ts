@@ -1,0 +1,194 @@
+// The watcher end to end: Jobs applied with kubectl, the webhook labelling their pods, the
+// simulated kubelet running them, and the watcher stopping the sidecars, on the signal
+// mechanism (no OpenKruise here, so `auto` must pick signal).
+import t from 'tap';
+import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { apply, eventsOf, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+
+const stack = await startStack(t);
+const { cp, core } = stack;
+
+const QUICK_EXIT = 'registry.example.com/quick-exit:1.0';
+const main = (name = 'main') => `        - name: ${name}
+          image: busybox:1.36`;
+const killSidecar = (name = 'proxy', extraEnv = '') => `        - name: ${name}
+          image: envoyproxy/envoy:v1.31.0
+          env:
+            - name: ${ENV_WHEN_JOB_EXIT}
+              value: "true"${extraEnv}`;
+const imageSidecar = (name = 'logs', alsoKill = false) => `        - name: ${name}
+          image: fluent/fluent-bit:3.1
+          env:
+            - name: ${ENV_WITH_IMAGE}
+              value: ${QUICK_EXIT}${alsoKill ? `\n            - name: ${ENV_WHEN_JOB_EXIT}\n              value: "true"` : ''}`;
+const onVirtualNode = `
+      nodeSelector:
+        type: virtual-kubelet
+      tolerations:
+        - key: virtual-kubelet.io/provider
+          operator: Exists`;
+
+const exitAfter = (container: string, after: string, code?: string) => ({
+  [simAnnotations.exitAfter(container)]: after,
+  ...(code ? { [simAnnotations.exitCode(container)]: code } : {}),
+});
+
+t.test('auto picks the signal mechanism without the Kruise CRD', async (t) => {
+  const started = await waitFor('the watcher start log', async () => stack.serve.logs().find((l) => l.msg === 'watcher starting'));
+  t.equal(started.killMechanism, 'signal');
+});
+
+t.test('Never, normal node, kill sidecar: stopped by signal, the Job completes', async (t) => {
+  const namespace = await cp.createNamespace();
+  await apply(cp, namespace, jobYaml('kill', { annotations: exitAfter('main', '1s'), containers: `${main()}\n${killSidecar()}` }));
+  await waitForJob(stack, namespace, 'kill', 'Complete');
+  const pod = await podOfJob(stack, namespace, 'kill');
+  t.equal(pod.status?.phase, 'Succeeded');
+  t.same(pod.spec?.ephemeralContainers?.map((c) => [c.name, c.targetContainerName]), [['stop-proxy', 'proxy']], 'one ephemeral container targeting the sidecar');
+  const ephemeral = pod.spec!.ephemeralContainers![0]!;
+  t.same(ephemeral.securityContext?.capabilities?.drop, ['ALL']);
+  t.equal(ephemeral.securityContext?.allowPrivilegeEscalation, false);
+  t.match(pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), { status: 'True' });
+  const done = await waitFor('the managed label to become done', async () => {
+    const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
+    return current.metadata?.labels?.[MANAGED_LABEL] === 'done' && current;
+  });
+  t.ok(done, 'the pod leaves the watch');
+  const events = await eventsOf(stack, namespace, pod.metadata!.name!);
+  t.match(events, [{ reason: 'SidecarTerminating', type: 'Normal', message: /proxy \(SIGTERM\)/ }]);
+});
+
+t.test('Never, the main container fails: the sidecar is still stopped, the Job fails', async (t) => {
+  const namespace = await cp.createNamespace();
+  await apply(cp, namespace, jobYaml('fails', { annotations: exitAfter('main', '1s', '3'), containers: `${main()}\n${killSidecar()}` }));
+  await waitForJob(stack, namespace, 'fails', 'Failed');
+  const pod = await waitFor('the pod to be Failed', async () => {
+    const pod = await podOfJob(stack, namespace, 'fails');
+    return pod.status?.phase === 'Failed' && pod;
+  });
+  t.equal(findContainerStatus(pod, 'main')?.state?.terminated?.exitCode, 3);
+  t.ok(findContainerStatus(pod, 'proxy')?.state?.terminated, 'the sidecar was stopped');
+  t.equal(pod.spec?.ephemeralContainers?.length, 1);
+});
+
+t.test('OnFailure, the main container fails once: the sidecar runs on until it succeeds', async (t) => {
+  const namespace = await cp.createNamespace();
+  const ignore = `\n            - name: ${ENV_IGNORE_EXIT_CODE}\n              value: "true"`;
+  await apply(cp, namespace, jobYaml('retry', { restartPolicy: 'OnFailure', annotations: exitAfter('main', '1s', '1,0'), containers: `${main()}\n${killSidecar('proxy', ignore)}` }));
+  await waitForJob(stack, namespace, 'retry', 'Complete');
+  const pod = await podOfJob(stack, namespace, 'retry');
+  const mainStatus = findContainerStatus(pod, 'main')!;
+  const proxyStatus = findContainerStatus(pod, 'proxy')!;
+  t.equal(mainStatus.restartCount, 1, 'the main container was restarted once');
+  t.equal(proxyStatus.restartCount, 0, 'the sidecar was never restarted');
+  t.ok(
+    new Date(proxyStatus.state!.terminated!.finishedAt!).getTime() >= new Date(mainStatus.state!.terminated!.finishedAt!).getTime(),
+    'the sidecar stopped after the main container succeeded',
+  );
+  t.equal(pod.status?.phase, 'Succeeded');
+});
+
+t.test('a sidecar exiting 143 with ignore-exit-code: the pod ends Succeeded', async (t) => {
+  const namespace = await cp.createNamespace();
+  const ignore = `\n            - name: ${ENV_IGNORE_EXIT_CODE}\n              value: "true"`;
+  await apply(cp, namespace, jobYaml('ignore', { annotations: { ...exitAfter('main', '1s'), [simAnnotations.onSigterm('proxy')]: 'exit143' }, containers: `${main()}\n${killSidecar('proxy', ignore)}` }));
+  await waitForJob(stack, namespace, 'ignore', 'Complete');
+  const pod = await podOfJob(stack, namespace, 'ignore');
+  t.equal(pod.status?.phase, 'Succeeded');
+  t.match(pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), { status: 'True', message: /Succeeded/ });
+  const proxy = findContainerStatus(pod, 'proxy')?.state?.terminated;
+  t.ok(proxy, 'the sidecar terminated');
+});
+
+t.test('virtual node with a quick-exit image: image replaced, the Job completes', async (t) => {
+  const namespace = await cp.createNamespace();
+  await apply(cp, namespace, jobYaml('virtual', { annotations: exitAfter('main', '1s'), spec: onVirtualNode, containers: `${main()}\n${imageSidecar('logs', true)}` }));
+  await waitForJob(stack, namespace, 'virtual', 'Complete');
+  const pod = await podOfJob(stack, namespace, 'virtual');
+  t.equal(pod.spec?.nodeName, stack.sim.virtualNodes[0]);
+  t.equal(pod.spec?.containers.find((c) => c.name === 'logs')?.image, QUICK_EXIT, 'the image was replaced in place');
+  t.equal(findContainerStatus(pod, 'logs')?.state?.terminated?.exitCode, 0);
+  t.notOk(pod.spec?.ephemeralContainers, 'no signal on a virtual node');
+});
+
+t.test('virtual node without a quick-exit image: a Warning event, nothing else touched', async (t) => {
+  const namespace = await cp.createNamespace();
+  const warned = await apply(cp, namespace, jobYaml('stuck', { annotations: exitAfter('main', '1s'), spec: onVirtualNode, containers: `${main()}\n${killSidecar()}` }));
+  t.match(warned, /virtual-kubelet nodes/, 'the webhook warned at creation');
+  const pod = await podOfJob(stack, namespace, 'stuck');
+  const events = await waitFor('a Warning event', async () => {
+    const events = await eventsOf(stack, namespace, pod.metadata!.name!);
+    return events.length > 0 && events;
+  });
+  t.match(events, [{ type: 'Warning', reason: 'SidecarTerminationFailed', message: /proxy cannot be stopped: .*virtual-kubelet/ }]);
+  const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
+  t.equal(current.status?.phase, 'Running');
+  t.ok(findContainerStatus(current, 'proxy')?.state?.running, 'the sidecar still runs');
+  t.notOk(current.spec?.ephemeralContainers, 'no ephemeral container');
+  t.equal(current.spec?.containers.find((c) => c.name === 'proxy')?.image, 'envoyproxy/envoy:v1.31.0', 'image untouched');
+});
+
+t.test('normal node with only a quick-exit image: stopped by image', async (t) => {
+  const namespace = await cp.createNamespace();
+  await apply(cp, namespace, jobYaml('image', { annotations: exitAfter('main', '1s'), containers: `${main()}\n${imageSidecar()}` }));
+  await waitForJob(stack, namespace, 'image', 'Complete');
+  const pod = await podOfJob(stack, namespace, 'image');
+  t.equal(pod.spec?.nodeName, stack.sim.normalNodes[0]);
+  t.equal(pod.spec?.containers.find((c) => c.name === 'logs')?.image, QUICK_EXIT);
+  t.notOk(pod.spec?.ephemeralContainers);
+});
+
+t.test('two sidecars with different mechanisms in one pod', async (t) => {
+  const namespace = await cp.createNamespace();
+  await apply(cp, namespace, jobYaml('mixed', { annotations: exitAfter('main', '1s'), containers: `${main()}\n${killSidecar()}\n${imageSidecar()}` }));
+  await waitForJob(stack, namespace, 'mixed', 'Complete');
+  const pod = await podOfJob(stack, namespace, 'mixed');
+  t.same(pod.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['proxy']);
+  t.equal(pod.spec?.containers.find((c) => c.name === 'logs')?.image, QUICK_EXIT);
+});
+
+t.test('three main containers finishing at different times: nothing happens before the last', async (t) => {
+  const namespace = await cp.createNamespace();
+  const annotations = { ...exitAfter('a', '1s'), ...exitAfter('b', '3s', '1'), ...exitAfter('c', '5s') };
+  await apply(cp, namespace, jobYaml('three', { annotations, containers: `${main('a')}\n${main('b')}\n${main('c')}\n${killSidecar()}` }));
+  await waitForJob(stack, namespace, 'three', 'Failed');
+  const pod = await waitFor('the pod to end', async () => {
+    const pod = await podOfJob(stack, namespace, 'three');
+    return pod.status?.phase === 'Failed' && pod;
+  });
+  const finished = (name: string) => new Date(findContainerStatus(pod, name)!.state!.terminated!.finishedAt!).getTime();
+  t.ok(finished('proxy') >= finished('c'), 'the sidecar stopped after the last main container');
+  t.ok(finished('c') > finished('a'), 'the main containers did finish at different times');
+  t.equal(pod.spec?.ephemeralContainers?.length, 1, 'one signal');
+});
+
+t.test('pods without the label, and labelled pods with restartPolicy Always, are not touched', async (t) => {
+  // The add-on's own namespace is excluded from the webhook, so nothing labels pods there.
+  const namespace = await cp.createNamespace('sidecar-terminator');
+  const pod = (name: string, restartPolicy: string, labels: string) => `apiVersion: v1
+kind: Pod
+metadata:
+  name: ${name}
+  labels: {${labels}}
+  annotations:
+    ${simAnnotations.exitAfter('main')}: "1s"
+spec:
+  restartPolicy: ${restartPolicy}
+  containers:
+${main()}
+${killSidecar()}`;
+  await apply(cp, namespace, pod('unlabelled', 'Never', ''));
+  await apply(cp, namespace, pod('always', 'Always', `${MANAGED_LABEL}: "true"`));
+  await apply(cp, namespace, pod('control', 'Never', `${MANAGED_LABEL}: "true"`));
+  await waitFor('the labelled control pod to succeed', async () => (await core.readNamespacedPod({ name: 'control', namespace })).status?.phase === 'Succeeded');
+  await waitFor('the Always pod to have restarted its main container', async () =>
+    (findContainerStatus(await core.readNamespacedPod({ name: 'always', namespace }), 'main')?.restartCount ?? 0) >= 2,
+  );
+  for (const name of ['unlabelled', 'always']) {
+    const current = await core.readNamespacedPod({ name, namespace });
+    t.notOk(current.spec?.ephemeralContainers, `${name}: no ephemeral container`);
+    t.ok(findContainerStatus(current, 'proxy')?.state?.running, `${name}: the sidecar still runs`);
+    t.same(await eventsOf(stack, namespace, name), [], `${name}: no event`);
+  }
+});

@@ -1,0 +1,128 @@
+// The whole system for end-to-end tests: a real control plane, the kubelet simulator, and
+// `sidecar-terminator serve` (webhook and watcher) registered with the API server, as an
+// operator would run it. Plus the few helpers the watcher tests share.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ApiextensionsV1Api, BatchV1Api, CoreV1Api, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
+import { startControlPlane, type ControlPlane } from './control-plane.ts';
+import { CRR, KubeletSimulator, waitFor, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
+import { startServe, type ServeProcess } from './serve-process.ts';
+
+export interface Stack {
+  cp: ControlPlane;
+  sim: KubeletSimulator;
+  serve: ServeProcess;
+  core: CoreV1Api;
+  batch: BatchV1Api;
+  /** Starts serve again with the same flags (after it was stopped or killed). */
+  restartServe(): Promise<ServeProcess>;
+  stop(): Promise<void>;
+}
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+export async function startStack(
+  t: Teardown,
+  options: { serveArgs?: string[]; sim?: KubeletSimulatorOptions; installCrrCrd?: boolean } = {},
+): Promise<Stack> {
+  const cp = await startControlPlane();
+  t.teardown(() => cp.stop());
+  if (options.installCrrCrd) await installCrrCrd(cp);
+  const sim = new KubeletSimulator(cp.kubeConfig, options.sim);
+  await sim.start();
+  t.teardown(() => sim.stop());
+  const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
+  t.teardown(() => rm(certDir, { recursive: true, force: true }));
+  const start = () =>
+    startServe((port) => [
+      '--kubeconfig', cp.kubeconfigPath,
+      '--cert-dir', certDir,
+      '--register-webhooks',
+      '--webhook-url', `https://127.0.0.1:${port}`,
+      '--failure-policy', 'Fail',
+      ...(options.serveArgs ?? []),
+    ]);
+  const stack: Stack = {
+    cp,
+    sim,
+    serve: await start(),
+    core: cp.kubeConfig.makeApiClient(CoreV1Api),
+    batch: cp.kubeConfig.makeApiClient(BatchV1Api),
+    async restartServe() {
+      stack.serve = await start();
+      return stack.serve;
+    },
+    async stop() {
+      await stack.serve.stop();
+      await sim.stop();
+      await cp.stop();
+    },
+  };
+  t.teardown(() => stack.serve.stop());
+  return stack;
+}
+
+export async function installCrrCrd(cp: ControlPlane): Promise<void> {
+  const applied = await cp.kubectl(['apply', '-f', '-'], { input: readFileSync(new URL('../fixtures/kruise-crr-crd.yaml', import.meta.url), 'utf8') });
+  if (applied.code !== 0) throw new Error(`installing the CRR CRD failed: ${applied.stderr}`);
+  const extensions = cp.kubeConfig.makeApiClient(ApiextensionsV1Api);
+  await waitFor('the CRR CRD to be established', async () => {
+    const crd = await extensions.readCustomResourceDefinition({ name: `${CRR.plural}.${CRR.group}` });
+    return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
+  });
+}
+
+/** `kubectl apply -f -` as a user would; fails loudly with kubectl's stderr. */
+export async function apply(cp: ControlPlane, namespace: string, yaml: string): Promise<string> {
+  const result = await cp.kubectl(['apply', '-f', '-'], { namespace, input: yaml });
+  if (result.code !== 0) throw new Error(`kubectl apply failed: ${result.stderr}`);
+  return result.stderr;
+}
+
+export async function waitForJob(stack: Stack, namespace: string, name: string, condition: 'Complete' | 'Failed', timeoutMs = 90_000) {
+  return waitFor(
+    `Job ${namespace}/${name} to be ${condition}`,
+    async () => {
+      const job = await stack.batch.readNamespacedJob({ name, namespace });
+      return job.status?.conditions?.some((c) => c.type === condition && c.status === 'True') && job;
+    },
+    { timeoutMs },
+  );
+}
+
+export async function podsOfJob(stack: Stack, namespace: string, job: string): Promise<V1Pod[]> {
+  return (await stack.core.listNamespacedPod({ namespace, labelSelector: `job-name=${job}` })).items;
+}
+
+export async function podOfJob(stack: Stack, namespace: string, job: string): Promise<V1Pod> {
+  return waitFor(`a pod of Job ${job}`, async () => (await podsOfJob(stack, namespace, job))[0]);
+}
+
+export async function eventsOf(stack: Stack, namespace: string, pod: string): Promise<CoreV1Event[]> {
+  const events = await stack.core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${pod}` });
+  return events.items.filter((e) => e.source?.component === 'sidecar-terminator');
+}
+
+/** A Job manifest: `containers` is YAML for the container list, indented by the caller's template. */
+export function jobYaml(name: string, options: { restartPolicy?: 'Never' | 'OnFailure'; annotations?: Record<string, string>; containers: string; spec?: string }): string {
+  const annotations = Object.entries(options.annotations ?? {})
+    .map(([key, value]) => `\n        ${key}: ${JSON.stringify(value)}`)
+    .join('');
+  return `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: ${name}
+spec:
+  backoffLimit: ${options.restartPolicy === 'OnFailure' ? 3 : 0}
+  template:
+    metadata:
+      annotations:${annotations || ' {}'}
+    spec:
+      restartPolicy: ${options.restartPolicy ?? 'Never'}${options.spec ?? ''}
+      containers:
+${options.containers}`;
+}
