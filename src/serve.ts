@@ -14,6 +14,7 @@ import { createRotator, describeCertificate } from './tls/rotator.ts';
 import { secretStore } from './tls/secret-store.ts';
 import { secureContextOptions } from './tls/secure-context.ts';
 import { directoryStore } from './tls/store.ts';
+import { buildProbeApp, type Readiness } from './health.ts';
 import { buildApp } from './webhook/app.ts';
 import { Watcher } from './watcher/watcher.ts';
 
@@ -25,6 +26,10 @@ interface Context {
   logger: FastifyBaseLogger;
   /** One Prometheus registry for every component, served on /metrics. */
   metrics: Registry;
+  /** Ready when every component says so; served on /readyz. */
+  readiness: Readiness;
+  /** Components add what their readiness depends on. */
+  readinessChecks: Readiness[];
 }
 
 type Stop = () => Promise<void>;
@@ -34,6 +39,7 @@ export async function runServe(config: ServeConfig): Promise<void> {
   const components: Component[] = [];
   if (!config.noWatcher) components.push(startWatcher);
   if (!config.noWebhook) components.push(startWebhook);
+  if (config.probeAddress) components.push(startProbes);
   if (components.length === 0) throw new UsageError('nothing to run: both --no-webhook and --no-watcher are set; drop one of them');
 
   const logger = pino({ level: config.logLevel });
@@ -42,7 +48,9 @@ export async function runServe(config: ServeConfig): Promise<void> {
   logger.info({ server: kubeConfig.getCurrentCluster()?.server, namespace }, 'Kubernetes client configured');
   const metrics = new Registry();
   collectDefaultMetrics({ register: metrics });
-  const context: Context = { config, kubeConfig, namespace, logger, metrics };
+  const readinessChecks: Readiness[] = [];
+  const readiness: Readiness = () => readinessChecks.map((check) => check()).find((result) => !result.ready) ?? { ready: true };
+  const context: Context = { config, kubeConfig, namespace, logger, metrics, readiness, readinessChecks };
 
   const stops: Stop[] = [];
   const stopAll = async () => {
@@ -62,7 +70,7 @@ export async function runServe(config: ServeConfig): Promise<void> {
 }
 
 /** The watcher: acts on the pods the webhook labelled. */
-async function startWatcher({ config, kubeConfig, logger, metrics }: Context): Promise<Stop> {
+async function startWatcher({ config, kubeConfig, logger, metrics, readinessChecks }: Context): Promise<Stop> {
   const watcher = new Watcher({
     kubeConfig,
     namespaces: config.namespaces,
@@ -72,13 +80,22 @@ async function startWatcher({ config, kubeConfig, logger, metrics }: Context): P
     logger: logger.child({ component: 'watcher' }),
     metrics,
   });
+  readinessChecks.push(() => (watcher.ready() ? { ready: true } : { ready: false, reason: 'the watcher has not listed the managed pods yet' }));
   await watcher.start();
   return () => watcher.stop();
 }
 
+/** Plain-HTTP /healthz, /readyz and /metrics, for probes and scrapes of any component. */
+async function startProbes({ config, metrics, readiness, logger }: Context): Promise<Stop> {
+  const app = buildProbeApp(readiness, metrics);
+  await app.listen(parseListenAddress(config.probeAddress, 'probe-address'));
+  logger.info({ address: config.probeAddress }, 'probe listener started');
+  return () => app.close();
+}
+
 /** The admission webhook: certificates, the HTTPS server, the webhook configurations. */
-async function startWebhook({ config, kubeConfig, namespace, logger, metrics }: Context): Promise<Stop> {
-  const listenAddress = parseListenAddress(config.listenAddress);
+async function startWebhook({ config, kubeConfig, namespace, logger, metrics, readiness, readinessChecks }: Context): Promise<Stop> {
+  const listenAddress = parseListenAddress(config.listenAddress, 'listen-address');
   const store = config.certDir ? directoryStore(config.certDir) : secretStore(kubeConfig.makeApiClient(CoreV1Api), namespace, config.tlsSecret);
   const rotator = createRotator({
     store,
@@ -89,6 +106,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics }: 
     logger,
   });
   let served: CertificateBundle = await rotator.ensure();
+  readinessChecks.push(() => (isServingCertificateValid(served, new Date()) ? { ready: true } : { ready: false, reason: 'the serving certificate is not valid now' }));
   logger.info({ store: store.description, ...describeCertificate(served) }, 'certificates loaded');
 
   const app = buildApp({
@@ -98,7 +116,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics }: 
     logger,
     metrics,
     https: { key: served.key, cert: served.cert },
-    readiness: () => (isServingCertificateValid(served, new Date()) ? { ready: true } : { ready: false, reason: 'the serving certificate is not valid now' }),
+    readiness,
   });
   await app.listen(listenAddress);
 
@@ -150,9 +168,9 @@ async function closeWithin(app: ReturnType<typeof buildApp>, graceMs: number, lo
 }
 
 /** `host:port`, `[ipv6]:port` or `:port` (all interfaces). */
-function parseListenAddress(address: string): { host: string; port: number } {
+function parseListenAddress(address: string, flag: string): { host: string; port: number } {
   const match = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(address);
-  if (!match) throw new UsageError(`--listen-address: expected host:port, got ${JSON.stringify(address)}`);
+  if (!match) throw new UsageError(`--${flag}: expected host:port, got ${JSON.stringify(address)}`);
   return { host: match[1] ?? (match[2] || '0.0.0.0'), port: Number(match[3]) };
 }
 

@@ -12,6 +12,7 @@ import {
   replaceImage,
   setLabel,
   setTerminatedCondition,
+  signalContainerName,
   type ActionClients,
   type KillMechanism,
   type SignalSettings,
@@ -73,7 +74,7 @@ export class Watcher {
     });
     this.terminations = new Counter({
       name: 'sidecar_terminator_terminations_total',
-      help: 'Sidecar stop actions by mechanism (crr, signal, image, phase) and result (ok, error, refused).',
+      help: 'Sidecar stop actions by mechanism (crr, signal, image, phase, none) and result (ok, error, refused, ignored: a signalled sidecar still running after its grace period).',
       labelNames: ['mechanism', 'result'],
       registers: [options.metrics],
     });
@@ -205,17 +206,43 @@ export class Watcher {
       return [];
     }
     for (const container of containers) {
-      await this.measured(pod, 'signal', () => killBySignal(this.clients, this.options.signal, pod, container));
+      const result = await this.measured(pod, 'signal', () => killBySignal(this.clients, this.options.signal, pod, container));
+      if (result === 'exists') await this.checkSignalTakenEffect(pod, container);
     }
     return containers.map((c) => `${c} (SIGTERM)`);
   }
 
-  private async measured(pod: V1Pod, mechanism: string, act: () => Promise<unknown>): Promise<void> {
+  /**
+   * A sidecar still running a grace period after its SIGTERM ignores the signal: its PID 1 has no
+   * handler, and nothing inside its PID namespace can SIGKILL it. Say so once; until then, look again.
+   */
+  private async checkSignalTakenEffect(pod: V1Pod, container: string): Promise<void> {
+    const signal = pod.status?.ephemeralContainerStatuses?.find((s) => s.name === signalContainerName(container));
+    const signalledAt = signal?.state?.terminated?.finishedAt ?? signal?.state?.running?.startedAt;
+    if (!signalledAt) return;
+    const graceMs = (pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
+    const remainingMs = new Date(signalledAt).getTime() + graceMs - Date.now();
+    if (remainingMs > 0) {
+      this.queue.addAfter(podKey(pod), remainingMs + 1000);
+      return;
+    }
+    this.terminations.inc({ mechanism: 'signal', result: 'ignored' });
+    await this.events.record(
+      pod,
+      'Warning',
+      'SidecarTerminationFailed',
+      `sidecar ${container} still runs ${Math.round(graceMs / 1000)}s after SIGTERM: its PID 1 ignores SIGTERM and cannot be killed from inside its PID namespace; make it exit on SIGTERM, or stop it with a quick-exit image or --kill-mechanism crr`,
+    );
+  }
+
+  private async measured<T>(pod: V1Pod, mechanism: string, act: () => Promise<T>): Promise<T> {
     try {
       const result = await act();
+      if (result === 'exists') return result; // done by an earlier reconcile
       this.terminations.inc({ mechanism, result: 'ok' });
       const finishedAt = lastMainFinishedAt(pod);
-      if (result !== 'exists' && finishedAt !== undefined) this.latency.observe({ mechanism }, Math.max(0, Date.now() - finishedAt) / 1000);
+      if (finishedAt !== undefined) this.latency.observe({ mechanism }, Math.max(0, Date.now() - finishedAt) / 1000);
+      return result;
     } catch (error) {
       this.terminations.inc({ mechanism, result: 'error' });
       throw error;

@@ -6,6 +6,7 @@ import type * as http from 'node:http';
 import type * as https from 'node:https';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { Registry } from 'prom-client';
+import { healthRoutes, type Readiness } from '../health.ts';
 import { isRecord } from '../policy/index.ts';
 import { errored, review, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
 import { createAdmissionMetrics, ADMISSION_ENDPOINTS, type AdmissionEndpoint, type AdmissionMetrics, type AdmissionResult } from './metrics.ts';
@@ -21,7 +22,7 @@ export interface AppOptions extends AdmissionSettings {
   /** PEM key and certificate: serve HTTPS (TLS 1.2 at least). Swap them later with app.server.setSecureContext. */
   https?: { key: string; cert: string };
   /** /readyz answers 503 with the reason until this says ready (certificate loaded, ...). */
-  readiness: () => { ready: boolean; reason?: string };
+  readiness: Readiness;
   /** Where the metrics go; a fresh registry per app by default. */
   metrics?: Registry;
 }
@@ -52,16 +53,7 @@ export function buildApp(options: AppOptions): WebhookApp {
   const metrics = createAdmissionMetrics(registry);
   const settings: AdmissionSettings = { enforcement: options.enforcement, quickExitImageAllowlist: options.quickExitImageAllowlist };
 
-  app.get('/healthz', async () => 'ok');
-  app.get('/readyz', async (_request, reply) => {
-    const { ready, reason } = options.readiness();
-    if (!ready) reply.code(503);
-    return ready ? 'ok' : `not ready: ${reason ?? 'starting'}`;
-  });
-  app.get('/metrics', async (_request, reply) => {
-    reply.type(registry.contentType);
-    return registry.metrics();
-  });
+  void app.register(healthRoutes, { readiness: options.readiness, registry });
 
   // Only JSON is accepted; any other content type is an error the route answers itself.
   app.removeAllContentTypeParsers();

@@ -192,3 +192,17 @@ ${killSidecar()}`;
     t.same(await eventsOf(stack, namespace, name), [], `${name}: no event`);
   }
 });
+
+t.test('a sidecar that ignores SIGTERM: a Warning event after its grace period', async (t) => {
+  const namespace = await cp.createNamespace();
+  const annotations = { ...exitAfter('main', '1s'), [simAnnotations.onSigterm('proxy')]: 'ignore' };
+  await apply(cp, namespace, jobYaml('deaf', { annotations, spec: '\n      terminationGracePeriodSeconds: 2', containers: `${main()}\n${killSidecar()}` }));
+  const pod = await podOfJob(stack, namespace, 'deaf');
+  const warning = await waitFor('the ignored-SIGTERM warning', async () =>
+    (await eventsOf(stack, namespace, pod.metadata!.name!)).find((e) => e.type === 'Warning' && /ignores SIGTERM/.test(e.message ?? '')),
+  );
+  t.match(warning, { reason: 'SidecarTerminationFailed', message: /sidecar proxy still runs 2s after SIGTERM/ });
+  const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
+  t.ok(findContainerStatus(current, 'proxy')?.state?.running, 'the sidecar still runs: nothing could kill it');
+  t.equal(current.spec?.ephemeralContainers?.length, 1, 'signalled once');
+});
