@@ -105,6 +105,10 @@ export const SERVE_FLAGS = {
   namespaces: list('namespaces', 'Namespaces whose managed pods the watcher acts on; empty means every namespace.'),
   killMechanism: oneOf('kill-mechanism', 'How sidecars on normal nodes are stopped: crr creates an OpenKruise ContainerRecreateRequest (kruise-daemon kills the container), signal adds an ephemeral container that sends SIGTERM to the sidecar, auto uses crr when the cluster serves the Kruise CRD and signal otherwise.', ['auto', 'crr', 'signal'] as const, 'auto'),
   signalImage: text('signal-image', "Image of the ephemeral container that signals a sidecar (it runs `node -e process.kill(1, 'SIGTERM')`); the chart sets it to the add-on's own image.", 'ghcr.io/sidecar-terminator/sidecar-terminator:0.1.0'),
+  sweepInterval: duration('sweep-interval', 'How often the watcher lists running Never/OnFailure pods without the managed label and labels those with sidecar markers (pods admitted while the webhook was down); 0s turns it off.', '5m'),
+  leaderElect: bool('leader-elect', 'Run the watcher only while holding a coordination.k8s.io Lease in --namespace, so several replicas never act twice; needed with more than one watcher replica.'),
+  leaderElectionLease: text('leader-election-lease', 'Name of the Lease used for leader election.', 'sidecar-terminator-watcher'),
+  leaderElectionDuration: duration('leader-election-duration', 'How long a leader holds the Lease without renewing it before another replica may take over.', '15s'),
   concurrency: {
     name: 'concurrency',
     env: envName('concurrency'),

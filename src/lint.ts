@@ -5,8 +5,7 @@
 import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { LineCounter, parseAllDocuments } from 'yaml';
-import { applyEnforcement, formatFinding, isRecord, type EnforcementMode } from './policy/index.ts';
-import { inspectObject } from './webhook/validate.ts';
+import { applyEnforcement, formatFinding, inspectObject, isRecord, type EnforcementMode } from './policy/index.ts';
 
 export const MAX_FILE_BYTES = 8 * 1024 * 1024;
 const MAX_ALIAS_COUNT = 50;

@@ -1,6 +1,8 @@
 // `sidecar-terminator serve`: starts each enabled component in turn, waits for SIGTERM or
 // SIGINT, then stops them in reverse order. A component is a function that starts something
 // and returns how to stop it, so the watcher joins as one more entry in the list.
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { AdmissionregistrationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { FastifyBaseLogger } from 'fastify';
 import { pino } from 'pino';
@@ -8,7 +10,7 @@ import { Registry, collectDefaultMetrics } from 'prom-client';
 import { UsageError } from './cli.ts';
 import type { ServeConfig } from './config.ts';
 import { loadKubeConfig, resolveNamespace } from './kube/client.ts';
-import { registerWebhookConfigurations, syncCaBundles, type WebhookTarget } from './kube/webhook-configurations.ts';
+import { excludedNamespaces, registerWebhookConfigurations, syncCaBundles, type WebhookTarget } from './kube/webhook-configurations.ts';
 import { isServingCertificateValid, servingHosts, type CertificateBundle } from './tls/certificates.ts';
 import { createRotator, describeCertificate } from './tls/rotator.ts';
 import { secretStore } from './tls/secret-store.ts';
@@ -16,7 +18,9 @@ import { secureContextOptions } from './tls/secure-context.ts';
 import { directoryStore } from './tls/store.ts';
 import { buildProbeApp, type Readiness } from './health.ts';
 import { buildApp } from './webhook/app.ts';
+import { createWatcherMetrics } from './watcher/metrics.ts';
 import { Watcher } from './watcher/watcher.ts';
+import { LeaderElector } from './kube/leader-election.ts';
 
 interface Context {
   config: ServeConfig;
@@ -70,19 +74,65 @@ export async function runServe(config: ServeConfig): Promise<void> {
 }
 
 /** The watcher: acts on the pods the webhook labelled. */
-async function startWatcher({ config, kubeConfig, logger, metrics, readinessChecks }: Context): Promise<Stop> {
-  const watcher = new Watcher({
+async function startWatcher({ config, kubeConfig, namespace, logger, metrics, readinessChecks }: Context): Promise<Stop> {
+  const watcherMetrics = createWatcherMetrics(metrics);
+  const newWatcher = () =>
+    new Watcher({
+      kubeConfig,
+      namespaces: config.namespaces,
+      killMechanism: config.killMechanism,
+      signal: { image: config.signalImage, command: ['node', '-e', "process.kill(1, 'SIGTERM')"] },
+      concurrency: config.concurrency,
+      sweepIntervalMs: config.sweepInterval,
+      excludedNamespaces: excludedNamespaces(namespace),
+      quickExitImageAllowlist: config.quickExitImageAllowlist,
+      logger: logger.child({ component: 'watcher' }),
+      metrics: watcherMetrics,
+    });
+  if (!config.leaderElect) {
+    const watcher = newWatcher();
+    readinessChecks.push(() => watcherReadiness(watcher));
+    await watcher.start();
+    return () => watcher.stop();
+  }
+
+  // A standby replica is ready: it serves probes and takes over when the leader goes.
+  let watcher: Watcher | undefined;
+  let running: Promise<void> = Promise.resolve();
+  readinessChecks.push(() => (watcher ? watcherReadiness(watcher) : { ready: true }));
+  const elector = new LeaderElector({
     kubeConfig,
-    namespaces: config.namespaces,
-    killMechanism: config.killMechanism,
-    signal: { image: config.signalImage, command: ['node', '-e', "process.kill(1, 'SIGTERM')"] },
-    concurrency: config.concurrency,
-    logger: logger.child({ component: 'watcher' }),
-    metrics,
+    namespace,
+    name: config.leaderElectionLease,
+    identity: `${hostname()}_${randomUUID().slice(0, 8)}`,
+    leaseDurationMs: config.leaderElectionDuration,
+    renewDeadlineMs: (config.leaderElectionDuration * 2) / 3,
+    retryPeriodMs: Math.max(500, config.leaderElectionDuration / 7),
+    logger,
   });
-  readinessChecks.push(() => (watcher.ready() ? { ready: true } : { ready: false, reason: 'the watcher has not listed the managed pods yet' }));
-  await watcher.start();
-  return () => watcher.stop();
+  elector.run(
+    () => {
+      const current = (watcher = newWatcher());
+      running = running.then(() => current.start()).catch((error: unknown) => logger.error({ err: error }, 'watcher failed to start'));
+    },
+    () => {
+      const current = watcher;
+      watcher = undefined;
+      running = running.then(() => current?.stop());
+    },
+  );
+  return async () => {
+    const current = watcher;
+    watcher = undefined;
+    await running;
+    // Stop acting first, then hand the lease over.
+    await current?.stop();
+    await elector.stop();
+  };
+}
+
+function watcherReadiness(watcher: Watcher): { ready: boolean; reason?: string } {
+  return watcher.ready() ? { ready: true } : { ready: false, reason: 'the watcher has not listed the managed pods yet' };
 }
 
 /** Plain-HTTP /healthz, /readyz and /metrics, for probes and scrapes of any component. */

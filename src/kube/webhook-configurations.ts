@@ -10,6 +10,12 @@ import type {
 } from '@kubernetes/client-node';
 import { isApiError } from './api-errors.ts';
 
+
+/** Namespaces the webhook never sees (so the sweeper leaves them alone too): kube-system and the add-on's own. */
+export function excludedNamespaces(ownNamespace: string): string[] {
+  return [...new Set(['kube-system', ownNamespace])];
+}
+
 export interface WebhookTarget {
   /** Name of both configurations. */
   name: string;
@@ -36,7 +42,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
     failurePolicy: target.failurePolicy,
     timeoutSeconds: 10,
     namespaceSelector: {
-      matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: [...new Set(['kube-system', target.namespace])] }],
+      matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excludedNamespaces(target.namespace) }],
     },
   });
   const metadata = { name: target.name, labels: MANAGED_BY };

@@ -8,3 +8,4 @@ export * from './validate.ts';
 export * from './decide.ts';
 export * from './templates.ts';
 export * from './labels.ts';
+export * from './inspect.ts';

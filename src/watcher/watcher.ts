@@ -2,7 +2,7 @@
 // the policy's decision for the pod on its node, executed by the action modules.
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import type { FastifyBaseLogger } from 'fastify';
-import { Counter, Histogram, type Registry } from 'prom-client';
+import type { Counter, Histogram } from 'prom-client';
 import { DONE, MANAGED, MANAGED_LABEL, classifyContainers, decide, type Action } from '../policy/index.ts';
 import {
   killByCrr,
@@ -20,7 +20,9 @@ import {
 import { isApiError } from '../kube/api-errors.ts';
 import { servedCrrVersion } from './discovery.ts';
 import { EventRecorder } from './events.ts';
+import type { WatcherMetrics } from './metrics.ts';
 import { WorkQueue } from './queue.ts';
+import { sweep } from './sweeper.ts';
 import { PodReflector, podKey } from './reflector.ts';
 
 export interface WatcherOptions {
@@ -31,7 +33,12 @@ export interface WatcherOptions {
   signal: SignalSettings;
   concurrency: number;
   logger: FastifyBaseLogger;
-  metrics: Registry;
+  metrics: WatcherMetrics;
+  /** How often the sweeper labels pods the webhook missed; 0 turns it off. */
+  sweepIntervalMs: number;
+  /** Namespaces the webhook does not serve; the sweeper skips them. */
+  excludedNamespaces: readonly string[];
+  quickExitImageAllowlist: readonly string[];
 }
 
 const NODE_CACHE_MS = 5 * 60_000;
@@ -47,6 +54,8 @@ export class Watcher {
   private readonly terminations: Counter<'mechanism' | 'result'>;
   private readonly latency: Histogram<'mechanism'>;
   private kill: { mechanism: 'crr'; version: string } | { mechanism: 'signal' } | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private stopped = false;
 
   constructor(options: WatcherOptions) {
     this.options = options;
@@ -72,25 +81,32 @@ export class Watcher {
       });
       return reflector;
     });
-    this.terminations = new Counter({
-      name: 'sidecar_terminator_terminations_total',
-      help: 'Sidecar stop actions by mechanism (crr, signal, image, phase, none) and result (ok, error, refused, ignored: a signalled sidecar still running after its grace period).',
-      labelNames: ['mechanism', 'result'],
-      registers: [options.metrics],
-    });
-    this.latency = new Histogram({
-      name: 'sidecar_terminator_termination_latency_seconds',
-      help: "Time from the last main container's finish to the stop action.",
-      labelNames: ['mechanism'],
-      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
-      registers: [options.metrics],
-    });
+    this.terminations = options.metrics.terminations;
+    this.latency = options.metrics.latency;
   }
 
   async start(): Promise<void> {
     this.kill = await this.resolveKillMechanism();
     this.options.logger.info({ killMechanism: this.kill.mechanism, namespaces: this.options.namespaces }, 'watcher starting');
     for (const reflector of this.reflectors) reflector.start();
+    if (this.options.sweepIntervalMs > 0) this.scheduleSweep(0);
+  }
+
+  private scheduleSweep(delayMs: number): void {
+    this.sweepTimer = setTimeout(async () => {
+      try {
+        const labelled = await sweep({
+          core: this.clients.core,
+          namespaces: this.options.namespaces,
+          excludedNamespaces: this.options.excludedNamespaces,
+          quickExitImageAllowlist: this.options.quickExitImageAllowlist,
+        });
+        if (labelled.length > 0) this.options.logger.info({ pods: labelled }, 'sweeper labelled pods the webhook missed');
+      } catch (error) {
+        this.options.logger.warn({ err: error }, 'sweep failed; trying again at the next interval');
+      }
+      if (!this.stopped) this.scheduleSweep(this.options.sweepIntervalMs);
+    }, delayMs);
   }
 
   /** Ready once every watched namespace has been listed. */
@@ -99,6 +115,8 @@ export class Watcher {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.sweepTimer);
     for (const reflector of this.reflectors) reflector.stop();
     await this.queue.shutDown();
   }

@@ -1,10 +1,10 @@
 // The mutating handler (DESIGN.md section 3): a pod the watcher should manage gets the managed
 // label (src/policy/labels.ts): the watcher watches those pods only. The patch is the
 // difference between the pod and a labelled deep copy of it.
-import { MANAGED, MANAGED_LABEL, isManageable, isRecord } from '../policy/index.ts';
+import { MANAGED, MANAGED_LABEL, isRecord, shouldManage } from '../policy/index.ts';
 import { allowed, patched, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
 import { diff } from './json-patch.ts';
-import { inspectObject, isPod, objectOf, type AdmissionSettings } from './validate.ts';
+import { isPod, objectOf, type AdmissionSettings } from './validate.ts';
 
 /**
  * The decision depends on the request alone and has no side effect, so a dryRun request is
@@ -12,9 +12,7 @@ import { inspectObject, isPod, objectOf, type AdmissionSettings } from './valida
  */
 export function mutate(request: AdmissionRequest, settings: AdmissionSettings): AdmissionDecision {
   if (!isPod(request) || request.operation !== 'CREATE' || request.subResource || !isRecord(request.object)) return allowed();
-  const inspection = inspectObject(objectOf(request), settings.quickExitImageAllowlist);
-  // The findings before enforcement: a pod with errors is not managed, even when warn mode admits it.
-  if (!inspection || !isManageable(inspection.spec, inspection.findings)) return allowed();
+  if (!shouldManage(objectOf(request), settings.quickExitImageAllowlist)) return allowed();
   return patched(diff(request.object, withManagedLabel(request.object)));
 }
 

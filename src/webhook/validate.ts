@@ -4,8 +4,7 @@ import {
   applyEnforcement,
   errorsOf,
   formatFinding,
-  podSpecOf,
-  validatePodSpec,
+  inspectObject,
   warningsOf,
   isRecord,
   type EnforcementMode,
@@ -17,24 +16,6 @@ export interface AdmissionSettings {
   enforcement: EnforcementMode;
   /** When non-empty, quick-exit images must match one of these patterns. */
   quickExitImageAllowlist: readonly string[];
-}
-
-export interface Inspection {
-  /** The object's pod spec, as found (possibly malformed). */
-  spec: unknown;
-  /** Every finding, before the enforcement mode is applied. */
-  findings: Finding[];
-}
-
-/**
- * The findings for the pod spec of a Pod, Job, CronJob or workload object, or undefined when
- * the object carries none. The webhook and the lint command both judge objects through this.
- */
-export function inspectObject(object: unknown, quickExitImageAllowlist: readonly string[]): Inspection | undefined {
-  const location = podSpecOf(object);
-  if (!location) return undefined;
-  const { spec, fieldPrefix, strictRestartPolicy } = location;
-  return { spec, findings: validatePodSpec(spec, { fieldPrefix, strictRestartPolicy, quickExitImageAllowlist }) };
 }
 
 /**
