@@ -2,7 +2,6 @@
 // API server and the real Job controller. Outcomes only: Job conditions, phases, container
 // states and exit codes; waits are generous, nothing is timed.
 import {
-  ApiextensionsV1Api,
   BatchV1Api,
   CoreV1Api,
   CustomObjectsApi,
@@ -13,10 +12,10 @@ import {
   type V1Pod,
   type V1PodSpec,
 } from '@kubernetes/client-node';
-import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { startControlPlane } from '../support/control-plane.ts';
 import { CRR, findContainerStatus, KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { installCrrCrd } from '../support/stack.ts';
 
 const cp = await startControlPlane();
 t.teardown(() => cp.stop());
@@ -133,7 +132,7 @@ t.test('in-place image change of a long-running container', async (t) => {
 });
 
 t.test('a ContainerRecreateRequest stops the container and is reported Completed', async (t) => {
-  await installCrrCrd();
+  await installCrrCrd(cp);
   const namespace = await cp.createNamespace();
   await createPod(namespace, 'job-pod', [main, sidecar], { [simAnnotations.onSigterm('sidecar')]: 'exit143' });
   await waitForContainer(namespace, 'job-pod', 'sidecar', isRunning);
@@ -318,15 +317,5 @@ function isTerminated(pod: V1Pod, container: string): boolean {
 async function setImage(pod: V1Pod, container: string, image: string): Promise<void> {
   const { name = '', namespace = '' } = pod.metadata ?? {};
   await core.patchNamespacedPod({ name, namespace, body: { spec: { containers: [{ name: container, image }] } } }, strategicMerge);
-}
-
-async function installCrrCrd(): Promise<void> {
-  const applied = await cp.kubectl(['apply', '-f', '-'], { input: readFileSync(new URL('../fixtures/kruise-crr-crd.yaml', import.meta.url), 'utf8') });
-  if (applied.code !== 0) throw new Error(`installing the CRR CRD failed: ${applied.stderr}`);
-  const extensions = cp.kubeConfig.makeApiClient(ApiextensionsV1Api);
-  await waitFor('the CRR CRD to be established', async () => {
-    const crd = await extensions.readCustomResourceDefinition({ name: `${CRR.plural}.${CRR.group}` });
-    return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
-  });
 }
 

@@ -352,7 +352,8 @@ class ManagedProcess {
   }
 }
 
-async function freePort(): Promise<number> {
+/** A TCP port free on 127.0.0.1 right now. */
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolveListen, reject) => {
     server.once('error', reject);

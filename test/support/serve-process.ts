@@ -3,10 +3,10 @@
 import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { get } from 'node:https';
-import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connect } from 'node:tls';
+import { freePort } from './control-plane.ts';
 
 const cli = resolve(import.meta.dirname, '../../src/cli.ts');
 
@@ -119,16 +119,4 @@ function readyzStatus(port: number): Promise<number | undefined> {
     req.on('error', () => resolveStatus(undefined));
     req.on('timeout', () => req.destroy());
   });
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolveListen, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolveListen);
-  });
-  const address = server.address();
-  await new Promise((resolveClose) => server.close(resolveClose));
-  if (address === null || typeof address === 'string') throw new Error('no TCP port allocated');
-  return address.port;
 }
