@@ -25,12 +25,16 @@ export interface AppOptions extends AdmissionSettings {
   readiness: Readiness;
   /** Where the metrics go; a fresh registry per app by default. */
   metrics?: Registry;
+  /** The handlers behind the routes; the pure validate and mutate by default. */
+  handlers?: Partial<Record<AdmissionEndpoint, AdmissionHandler>>;
 }
 
 /** The app; its server is an https.Server when AppOptions.https is given. */
 export type WebhookApp = FastifyInstance<http.Server | https.Server>;
 
-const HANDLERS: Record<AdmissionEndpoint, (request: AdmissionRequest, settings: AdmissionSettings) => AdmissionDecision> = {
+export type AdmissionHandler = (request: AdmissionRequest, settings: AdmissionSettings) => AdmissionDecision;
+
+const HANDLERS: Record<AdmissionEndpoint, AdmissionHandler> = {
   validate,
   mutate,
 };
@@ -79,7 +83,8 @@ export function buildApp(options: AppOptions): WebhookApp {
         },
       },
       async (request, reply) => {
-        const decision = HANDLERS[endpoint]((request.body as { request: AdmissionRequest }).request, settings);
+        const handle = options.handlers?.[endpoint] ?? HANDLERS[endpoint];
+        const decision = handle((request.body as { request: AdmissionRequest }).request, settings);
         const result: AdmissionResult = !decision.allowed ? 'denied' : decision.patch ? 'patched' : 'allowed';
         return answer(request, reply, result, decision, 200);
       },

@@ -3,6 +3,7 @@
 // Health, readiness, metrics and the per-request logs.
 import t from 'tap';
 import { DEFAULT_OPTIONS, loadReview, post, testApp } from './support.ts';
+import { buildApp } from '../../src/webhook/app.ts';
 
 const JSON_TYPE = { 'content-type': 'application/json' };
 
@@ -151,12 +152,11 @@ t.test('one structured log line per decision, bound to the request, never the ob
 });
 
 t.test('a handler that throws: a 500 AdmissionReview with the uid, the error logged', async (t) => {
-  const validateModule = await import('../../src/webhook/validate.ts');
-  const { buildApp } = await t.mockImport<typeof import('../../src/webhook/app.ts')>('../../src/webhook/app.ts', {
-    '../../src/webhook/validate.ts': { ...validateModule, validate: () => { throw new Error('boom'); } },
-  });
   const lines: Array<Record<string, any>> = [];
-  const app = buildApp({ ...DEFAULT_OPTIONS, logger: { level: 'info', stream: { write: (line: string) => lines.push(JSON.parse(line)) } } });
+  const throwing = () => {
+    throw new Error('boom');
+  };
+  const app = buildApp({ ...DEFAULT_OPTIONS, handlers: { validate: throwing }, logger: { level: 'info', stream: { write: (line: string) => lines.push(JSON.parse(line)) } } });
   const review = loadReview('job-valid');
   const answer = await post(app, 'validate', review);
   t.match(errorEnvelope(answer), errorAnswer(500, review.request.uid));
