@@ -12,7 +12,6 @@ import { applyPatch, loadReview, patchOf, post, testApp } from './support.ts';
 const CASES = Number(process.env.FUZZ_CASES ?? 3000);
 const SEED = Number(process.env.FUZZ_SEED ?? 0x5eed);
 const BODY_LIMIT = 1024 * 1024;
-// tap stops a test file after 30 s; a longer run gets a budget to match (about 2 ms a case here).
 // A safety net, not a timing assertion: on a loaded 2-core machine 3,000 cases can take a while.
 t.setTimeout(Math.max(300_000, CASES * 100));
 
