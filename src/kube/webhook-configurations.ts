@@ -33,6 +33,8 @@ const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'sidecar-terminator' };
 const podCreate: V1RuleWithOperations = { apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' };
 // Pod UPDATE is left out on purpose: the watcher's in-place image replacement is one.
 const jobTemplates: V1RuleWithOperations = { apiGroups: ['batch'], apiVersions: ['v1'], resources: ['jobs', 'cronjobs'], operations: ['CREATE', 'UPDATE'], scope: 'Namespaced' };
+// Workloads only get warnings (a template shared with a Job shows its problems), never a denial.
+const workloadTemplates: V1RuleWithOperations = { apiGroups: ['apps'], apiVersions: ['v1'], resources: ['deployments', 'statefulsets', 'daemonsets'], operations: ['CREATE', 'UPDATE'], scope: 'Namespaced' };
 
 export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: string): { mutating: V1MutatingWebhookConfiguration; validating: V1ValidatingWebhookConfiguration } {
   const common = (path: string) => ({
@@ -57,7 +59,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
       apiVersion: 'admissionregistration.k8s.io/v1',
       kind: 'ValidatingWebhookConfiguration',
       metadata,
-      webhooks: [{ name: 'validate.sidecar-terminator.io', rules: [podCreate, jobTemplates], ...common('/validate') }],
+      webhooks: [{ name: 'validate.sidecar-terminator.io', rules: [podCreate, jobTemplates, workloadTemplates], ...common('/validate') }],
     },
   };
 }

@@ -1,13 +1,13 @@
 // Judging a whole object: find its pod spec, validate it. The webhook, the lint command and
 // the watcher's sweeper all judge objects through these.
-import type { Finding } from './findings.ts';
+import { applyEnforcement, type Finding } from './findings.ts';
 import { podSpecOf } from './templates.ts';
 import { isManageable, validatePodSpec } from './validate.ts';
 
 export interface Inspection {
   /** The object's pod spec, as found (possibly malformed). */
   spec: unknown;
-  /** Every finding, before the enforcement mode is applied. */
+  /** Every finding, before the enforcement mode is applied (workloads' findings are warnings already). */
   findings: Finding[];
 }
 
@@ -15,8 +15,9 @@ export interface Inspection {
 export function inspectObject(object: unknown, quickExitImageAllowlist: readonly string[]): Inspection | undefined {
   const location = podSpecOf(object);
   if (!location) return undefined;
-  const { spec, fieldPrefix, strictRestartPolicy } = location;
-  return { spec, findings: validatePodSpec(spec, { fieldPrefix, strictRestartPolicy, quickExitImageAllowlist }) };
+  const { spec, fieldPrefix, strictRestartPolicy, advisory } = location;
+  const findings = validatePodSpec(spec, { fieldPrefix, strictRestartPolicy, quickExitImageAllowlist });
+  return { spec, findings: advisory ? applyEnforcement(findings, 'warn') : findings };
 }
 
 /** Whether a pod should carry the managed label: the webhook's rule, also applied by the sweeper. */

@@ -10,6 +10,11 @@ export interface PodSpecLocation {
   fieldPrefix: string;
   /** Job and CronJob templates, and pods that ask for it, must not carry markers with restartPolicy Always. */
   strictRestartPolicy: boolean;
+  /**
+   * Long-running workloads (Deployment & co) may share a container template with a Job: their
+   * findings are reported as warnings, never denials, so such a workload is never broken.
+   */
+  advisory: boolean;
 }
 
 /** Workload kinds whose pod template sits at spec.template (Job/CronJob handled apart). */
@@ -28,23 +33,24 @@ export function podSpecOf(object: unknown): PodSpecLocation | undefined {
   if (kind === 'Pod' && apiVersion === 'v1') {
     const annotations = at(['metadata', 'annotations']);
     const strict = isRecord(annotations) && annotations[STRICT_VALIDATION_ANNOTATION] === 'strict';
-    return { spec: at(['spec']), fieldPrefix: 'spec', strictRestartPolicy: strict };
+    return { spec: at(['spec']), fieldPrefix: 'spec', strictRestartPolicy: strict, advisory: false };
   }
   if (kind === 'Job' && apiVersion === 'batch/v1') {
-    return { spec: at(['spec', 'template', 'spec']), fieldPrefix: 'spec.template.spec', strictRestartPolicy: true };
+    return { spec: at(['spec', 'template', 'spec']), fieldPrefix: 'spec.template.spec', strictRestartPolicy: true, advisory: false };
   }
   if (kind === 'CronJob' && apiVersion === 'batch/v1') {
     return {
       spec: at(['spec', 'jobTemplate', 'spec', 'template', 'spec']),
       fieldPrefix: 'spec.jobTemplate.spec.template.spec',
       strictRestartPolicy: true,
+      advisory: false,
     };
   }
   if (kind === 'PodTemplate' && apiVersion === 'v1') {
-    return { spec: at(['template', 'spec']), fieldPrefix: 'template.spec', strictRestartPolicy: false };
+    return { spec: at(['template', 'spec']), fieldPrefix: 'template.spec', strictRestartPolicy: false, advisory: true };
   }
   if (typeof kind === 'string' && TEMPLATE_KINDS.has(kind)) {
-    return { spec: at(['spec', 'template', 'spec']), fieldPrefix: 'spec.template.spec', strictRestartPolicy: false };
+    return { spec: at(['spec', 'template', 'spec']), fieldPrefix: 'spec.template.spec', strictRestartPolicy: false, advisory: true };
   }
   return undefined;
 }

@@ -126,6 +126,32 @@ spec:
   t.equal(pod.metadata?.labels?.['sidecar-terminator.io/managed'], undefined);
 });
 
+t.test('a Deployment whose pod template has a marker is created with a warning, and its pods are not labelled', async (t) => {
+  const result = await apply(`
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+        - {name: main, image: "nginx:1.27"}
+        - name: proxy
+          image: "envoyproxy/envoy:v1.31.0"
+          env: [{name: ${WHEN_JOB_EXIT}, value: "true"}]
+`);
+  t.equal(result.code, 0, 'created, not denied', { stderr: result.stderr });
+  t.match(result.stderr, /^Warning: spec\.template\.spec\.restartPolicy: Unsupported value: "Always": .*/m, 'kubectl prints the warning');
+  const pods = await waitFor('the Deployment\'s pod', async () => {
+    const list = await core.listNamespacedPod({ namespace, labelSelector: 'app=web' });
+    return list.items.length > 0 && list.items;
+  });
+  t.equal(pods[0]?.metadata?.labels?.['sidecar-terminator.io/managed'], undefined, 'not labelled');
+});
+
 t.test('SIGTERM stops serve gracefully, with exit code 0', async (t) => {
   const exit = await serve.stop();
   t.same(exit, { code: 0, signal: null }, 'exit code 0', { output: serve.output() });

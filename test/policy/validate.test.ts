@@ -5,6 +5,7 @@ import {
   ENV_WITH_IMAGE,
   applyEnforcement,
   formatFinding,
+  inspectObject,
   isManageable,
   validatePodSpec,
   type Finding,
@@ -204,4 +205,11 @@ t.test('which pods the watcher manages', async (t) => {
   t.notOk(check(podSpec([main(), main('b')])), 'no sidecar');
   t.notOk(check(podSpec([main(), container('p', 'x:1', [{ name: ENV_WHEN_JOB_EXIT, value: 'false' }])])), 'marker set to false');
   t.notOk(check(podSpec([main(), container('p', 'nginx:1', [{ name: ENV_WITH_IMAGE, value: 'nginx:1' }])])), 'errors');
+});
+
+t.test('inspectObject: workloads get warnings only, Jobs get errors', async (t) => {
+  const spec = podSpec([killSidecar('a'), imageSidecar('b')]);
+  t.match(inspectObject({ apiVersion: 'batch/v1', kind: 'Job', spec: { template: { spec } } }, [])?.findings, [{ rule: 'no-main-container', severity: 'error' }]);
+  t.match(inspectObject({ apiVersion: 'apps/v1', kind: 'Deployment', spec: { template: { spec } } }, [])?.findings, [{ rule: 'no-main-container', severity: 'warning' }]);
+  t.equal(inspectObject({ apiVersion: 'v1', kind: 'Service' }, []), undefined);
 });
