@@ -20,3 +20,19 @@ build: node_modules
 # The test command: installs what is missing, type-checks, runs unit and end-to-end tests.
 test: node_modules
 	npm test
+
+.PHONY: dev helm chart-test
+
+# A local demo (README "Try it"): a real control plane, a kubelet simulator with a normal and a
+# virtual node, and sidecar-terminator serve registered with it; runs until Ctrl-C.
+dev: node_modules
+	bash scripts/build-control-plane.sh
+	node scripts/dev.ts
+
+# Builds helm (once, then cached under ~/.cache/sidecar-terminator); prints its path.
+helm:
+	bash scripts/build-helm.sh
+
+# The chart's tests: lint, template, schema, RBAC against the code, install on a real API server.
+chart-test: node_modules
+	npm test -- test/chart/*.test.ts

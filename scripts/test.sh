@@ -11,6 +11,7 @@ tsc -p tsconfig.json --noEmit
 
 echo "== control plane binaries"
 bash scripts/build-control-plane.sh
+bash scripts/build-helm.sh
 
 echo "== tests (node $(node --version))"
 log=$(mktemp)

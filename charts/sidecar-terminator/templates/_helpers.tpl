@@ -1,0 +1,175 @@
+{{/* Names. With the release called sidecar-terminator, every name equals the default of its serve flag. */}}
+{{- define "sidecar-terminator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "sidecar-terminator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* <full name>-<suffix>, within 63 characters. Call with (list $ "suffix"). */}}
+{{- define "sidecar-terminator.componentName" -}}
+{{- $root := index . 0 }}
+{{- $suffix := index . 1 }}
+{{- printf "%s-%s" (include "sidecar-terminator.fullname" $root | trunc (int (sub 62 (len $suffix))) | trimSuffix "-") $suffix }}
+{{- end }}
+
+{{/* The webhook Service (--service-name). */}}
+{{- define "sidecar-terminator.serviceName" -}}
+{{- include "sidecar-terminator.fullname" . }}
+{{- end }}
+
+{{/* The Mutating and Validating webhook configurations (--webhook-config-name). */}}
+{{- define "sidecar-terminator.configurationName" -}}
+{{- .Values.webhook.configurationName | default (include "sidecar-terminator.fullname" .) }}
+{{- end }}
+
+{{/* The certificate Secret (--tls-secret), created by the webhook itself. */}}
+{{- define "sidecar-terminator.tlsSecretName" -}}
+{{- .Values.webhook.tls.secretName | default (include "sidecar-terminator.componentName" (list . "tls")) }}
+{{- end }}
+
+{{/* The watcher's leader election Lease (--leader-election-lease). */}}
+{{- define "sidecar-terminator.leaseName" -}}
+{{- .Values.watcher.leaderElection.leaseName | default (include "sidecar-terminator.componentName" (list . "watcher")) }}
+{{- end }}
+
+{{- define "sidecar-terminator.webhookServiceAccountName" -}}
+{{- .Values.webhook.serviceAccount.name | default (include "sidecar-terminator.componentName" (list . "webhook")) }}
+{{- end }}
+
+{{- define "sidecar-terminator.watcherServiceAccountName" -}}
+{{- .Values.watcher.serviceAccount.name | default (include "sidecar-terminator.componentName" (list . "watcher")) }}
+{{- end }}
+
+{{- define "sidecar-terminator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/* Labels. Call the component ones with (list $ "webhook"). */}}
+{{- define "sidecar-terminator.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "sidecar-terminator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: sidecar-terminator
+{{- end }}
+
+{{- define "sidecar-terminator.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ include "sidecar-terminator.name" $root }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{- define "sidecar-terminator.componentLabels" -}}
+{{ include "sidecar-terminator.labels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/* Whether the watcher needs a permission for a kill mechanism: "true" or "". */}}
+{{- define "sidecar-terminator.usesCrr" -}}
+{{- if ne .Values.watcher.killMechanism "signal" }}true{{ end }}
+{{- end }}
+
+{{- define "sidecar-terminator.usesSignal" -}}
+{{- if ne .Values.watcher.killMechanism "crr" }}true{{ end }}
+{{- end }}
+
+{{/* The pod-level settings both Deployments share. Call with (list $ .Values.webhook). */}}
+{{- define "sidecar-terminator.podScheduling" -}}
+{{- $root := index . 0 }}
+{{- $component := index . 1 }}
+{{- with $root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $component.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $component.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $component.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $component.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml $root.Values.podSecurityContext | nindent 2 }}
+terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
+{{- end }}
+
+{{/* The watcher's pod permissions: one ClusterRole, or a Role per --namespaces entry. */}}
+{{- define "sidecar-terminator.watcherPodRules" -}}
+# The reflector lists and watches the managed pods (listPodForAllNamespaces or
+# listNamespacedPod, then a watch); the sweeper lists unlabelled running pods the same way.
+# Patches (patchNamespacedPod): the managed label (sweeper, setLabel) and the quick-exit image (replaceImage).
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, watch, patch]
+# markTerminal and setTerminatedCondition: phase and the SidecarTerminated condition (patchNamespacedPodStatus).
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [patch]
+{{- if include "sidecar-terminator.usesSignal" . }}
+# killBySignal: the ephemeral container that sends SIGTERM (patchNamespacedPodEphemeralcontainers).
+- apiGroups: [""]
+  resources: [pods/ephemeralcontainers]
+  verbs: [patch]
+{{- end }}
+# SidecarTerminating and SidecarTerminationFailed events on the pods (createNamespacedEvent).
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- if include "sidecar-terminator.usesCrr" . }}
+# killByCrr: an OpenKruise ContainerRecreateRequest (createNamespacedCustomObject).
+- apiGroups: [apps.kruise.io]
+  resources: [containerrecreaterequests]
+  verbs: [create]
+{{- end }}
+{{- end }}
+
+{{/* What both webhooks share. Call with (list $ "/path" $excludedNamespaces). */}}
+{{- define "sidecar-terminator.webhookCommon" -}}
+{{- $root := index . 0 -}}
+clientConfig:
+  service:
+    name: {{ include "sidecar-terminator.serviceName" $root }}
+    namespace: {{ $root.Release.Namespace }}
+    path: {{ index . 1 }}
+    port: {{ $root.Values.webhook.service.port }}
+admissionReviewVersions:
+  - v1
+sideEffects: None
+failurePolicy: {{ $root.Values.webhook.failurePolicy }}
+timeoutSeconds: {{ $root.Values.webhook.timeoutSeconds }}
+namespaceSelector:
+  {{- with $root.Values.webhook.namespaceLabels }}
+  matchLabels:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values:
+        {{- toYaml (index . 2) | nindent 8 }}
+{{- end }}

@@ -1,0 +1,283 @@
+// The chart on a real API server: rendered manifests accepted by a server-side dry run, `helm
+// install` into a namespace that enforces the restricted Pod Security level, and both processes
+// run with exactly the chart's permissions (a token of each ServiceAccount) doing their work:
+// the webhook creates its Secret and patches the caBundle (which `helm upgrade` keeps), the
+// watcher stops sidecars by signal (namespaced RBAC) and by ContainerRecreateRequest
+// (cluster-wide), with leader election and the sweeper.
+import { spawn } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { get as httpGet } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
+import t from 'tap';
+import { freePort, startControlPlane } from '../support/control-plane.ts';
+import { KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { servedCertificate, startServe } from '../support/serve-process.ts';
+import { installCrrCrd } from '../support/stack.ts';
+import { argsOf, chartDir, helm, parseManifests, repoRoot, template, valuesFile, type Manifest } from './helm.ts';
+
+const RELEASE = 'sidecar-terminator';
+const NS = 'sidecar-terminator';
+const MANAGED = 'sidecar-terminator.io/managed';
+
+const cp = await startControlPlane();
+t.teardown(() => cp.stop());
+const sim = new KubeletSimulator(cp.kubeConfig);
+await sim.start();
+t.teardown(() => sim.stop());
+const core = cp.kubeConfig.makeApiClient(CoreV1Api);
+const admission = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+
+const helmHome = mkdtempSync(join(tmpdir(), 'st-helm-home-'));
+t.teardown(() => rmSync(helmHome, { recursive: true, force: true }));
+const helmEnv = { KUBECONFIG: cp.kubeconfigPath, HELM_CONFIG_HOME: join(helmHome, 'config'), HELM_CACHE_HOME: join(helmHome, 'cache'), HELM_DATA_HOME: join(helmHome, 'data') };
+
+/** The values of every install here: the webhook configurations select only namespaces labelled
+ * for it, and none is: the API server cannot reach the Service of pods nobody runs. */
+const base = { webhook: { namespaceLabels: { 'sidecar-terminator.io/test': 'enabled' } } };
+
+async function kubectl(args: string[], input?: string): Promise<string> {
+  const result = await cp.kubectl(args, input === undefined ? {} : { input });
+  if (result.code !== 0) throw new Error(`kubectl ${args.join(' ')} failed: ${result.stderr}`);
+  return result.stdout;
+}
+
+async function helmRelease(command: 'install' | 'upgrade', values: object): Promise<Manifest[]> {
+  const file = valuesFile(values);
+  try {
+    const result = await helm([command, RELEASE, chartDir, '--namespace', NS, '--values', file.path], { env: helmEnv });
+    if (result.code !== 0) throw new Error(`helm ${command} failed: ${result.stderr}`);
+    const manifest = await helm(['get', 'manifest', RELEASE, '--namespace', NS], { env: helmEnv });
+    return parseManifests(manifest.stdout);
+  } finally {
+    file.cleanup();
+  }
+}
+
+/** A kubeconfig holding a token of the ServiceAccount: the chart's permissions and nothing else. */
+async function kubeconfigOf(serviceAccount: string): Promise<string> {
+  const token = (await kubectl(['create', 'token', serviceAccount, '--namespace', NS, '--duration', '1h'])).trim();
+  const cluster = cp.kubeConfig.getCurrentCluster()!;
+  const dir = mkdtempSync(join(tmpdir(), 'st-sa-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'kubeconfig');
+  writeFileSync(
+    path,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'local', cluster: { server: cluster.server, 'certificate-authority': cluster.caFile } }],
+      users: [{ name: serviceAccount, user: { token } }],
+      contexts: [{ name: 'local', context: { cluster: 'local', user: serviceAccount } }],
+      'current-context': 'local',
+    }),
+  );
+  return path;
+}
+
+/** The Deployment's args without `serve` and the listen addresses, which the test chooses. */
+function processArgs(manifests: Manifest[], component: 'webhook' | 'watcher'): string[] {
+  return argsOf(manifests, component)
+    .slice(1)
+    .filter((arg) => !arg.startsWith('--listen-address=') && !arg.startsWith('--probe-address='));
+}
+
+async function canI(serviceAccount: string, ...args: string[]): Promise<string> {
+  const result = await cp.kubectl(['auth', 'can-i', ...args, '--as', `system:serviceaccount:${NS}:${serviceAccount}`]);
+  return result.stdout.trim();
+}
+
+interface Watcher {
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/** `serve` with the watcher Deployment's args, as its ServiceAccount; resolves once /readyz on the probe port says 200. */
+async function startWatcher(manifests: Manifest[], kubeconfig: string): Promise<Watcher> {
+  const port = await freePort();
+  const args = [...processArgs(manifests, 'watcher'), `--probe-address=127.0.0.1:${port}`, `--kubeconfig=${kubeconfig}`];
+  const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', process.execPath, join(repoRoot, 'src/cli.ts'), 'serve', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, KUBECONFIG: '' },
+  });
+  let output = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  const exited = new Promise<void>((resolveExit) => child.on('close', () => resolveExit()));
+  let running = true;
+  void exited.then(() => (running = false));
+  const watcher: Watcher = {
+    output: () => output,
+    async stop() {
+      if (!running) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+  t.teardown(() => watcher.stop());
+  await waitFor(`the watcher's /readyz (output so far: ${output})`, async () => {
+    if (!running) throw new Error(`the watcher exited: ${output}`);
+    return (await httpStatus(`http://127.0.0.1:${port}/readyz`)) === 200;
+  });
+  return watcher;
+}
+
+function httpStatus(url: string): Promise<number | undefined> {
+  return new Promise((resolveStatus) => {
+    const request = httpGet(url, { timeout: 2000 }, (response) => {
+      response.resume();
+      resolveStatus(response.statusCode);
+    });
+    request.on('error', () => resolveStatus(undefined));
+    request.on('timeout', () => request.destroy());
+  });
+}
+
+/** A bare pod with a main container that finishes after a second and a sidecar marked for the kill mechanism. */
+function jobLikePod(name: string, labelled: boolean): V1Pod {
+  return {
+    metadata: { name, labels: labelled ? { [MANAGED]: 'true' } : {}, annotations: { [simAnnotations.exitAfter('main')]: '1s' } },
+    spec: {
+      restartPolicy: 'Never',
+      containers: [
+        { name: 'main', image: 'busybox:1.36' },
+        { name: 'proxy', image: 'envoyproxy/envoy:v1.31.0', env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }] },
+      ],
+    },
+  };
+}
+
+async function waitUntilDone(namespace: string, name: string): Promise<V1Pod> {
+  return waitFor(`pod ${namespace}/${name} to finish with its sidecar stopped`, async () => {
+    const pod = await core.readNamespacedPod({ namespace, name });
+    return pod.status?.phase === 'Succeeded' && pod.metadata?.labels?.[MANAGED] === 'done' && pod;
+  }, { timeoutMs: 90_000 });
+}
+
+await kubectl(['apply', '-f', '-'], `apiVersion: v1
+kind: Namespace
+metadata:
+  name: ${NS}
+  labels:
+    pod-security.kubernetes.io/enforce: restricted
+`);
+for (const namespace of ['team-a', 'team-b']) await cp.createNamespace(namespace);
+
+t.test('server-side dry run: the API server accepts what the chart renders, option by option', async (t) => {
+  const variants = [
+    {},
+    { watcher: { namespaces: ['team-a', 'team-b'], replicas: 2, killMechanism: 'signal' }, admission: { quickExitImageAllowlist: ['busybox:*'] } },
+    { watcher: { leaderElection: { enabled: false }, probePort: 0 }, webhook: { failurePolicy: 'Fail', podDisruptionBudget: { enabled: true, minAvailable: '50%' }, tls: { extraHosts: ['st.example.com'] } } },
+    { rbac: { create: false }, image: { digest: `sha256:${'b'.repeat(64)}` } },
+  ];
+  for (const values of variants) {
+    const rendered = await template({ ...base, ...values });
+    t.equal(rendered.code, 0, rendered.stderr);
+    const result = await cp.kubectl(['apply', '--dry-run=server', '-f', '-'], { input: rendered.stdout });
+    const label = JSON.stringify(values);
+    t.equal(result.code, 0, result.code === 0 ? label : `${label}: ${result.stderr}`);
+    const objects = parseManifests(rendered.stdout).length;
+    t.equal(result.stdout.match(/ created \(server dry run\)$/gm)?.length, objects, `${label}: all ${objects} objects would be created`);
+  }
+});
+
+let installed: Manifest[] = [];
+
+t.test('helm install: both Deployments run in a namespace enforcing the restricted Pod Security level', async (t) => {
+  installed = await helmRelease('install', base);
+  const running = await waitFor('the webhook and watcher pods to run', async () => {
+    const pods = (await core.listNamespacedPod({ namespace: NS })).items.filter((pod) => pod.status?.phase === 'Running');
+    const count = (component: string) => pods.filter((pod) => pod.metadata?.labels?.['app.kubernetes.io/component'] === component).length;
+    return count('webhook') === 2 && count('watcher') === 1 && pods;
+  }, { timeoutMs: 90_000 });
+  t.equal(running.length, 3, 'the ReplicaSets were allowed to create them');
+  const refused = (await core.listNamespacedEvent({ namespace: NS })).items.filter((event) => event.reason === 'FailedCreate');
+  t.same(refused.map((event) => event.message), [], 'no pod refused by Pod Security admission');
+  const secrets = (await core.listNamespacedSecret({ namespace: NS })).items.filter((secret) => !secret.metadata?.name?.startsWith('sh.helm.release'));
+  t.same(secrets.map((secret) => secret.metadata?.name), [], 'the chart creates no Secret of its own');
+});
+
+t.test('the webhook with the chart permissions: creates its Secret, patches both caBundles; helm upgrade keeps them', async (t) => {
+  const kubeconfig = await kubeconfigOf('sidecar-terminator-webhook');
+  const args = [...processArgs(installed, 'webhook'), `--kubeconfig=${kubeconfig}`];
+  const first = await startServe(args);
+  t.teardown(() => first.stop());
+  const second = await startServe(args);
+  t.teardown(() => second.stop());
+
+  const secret = await core.readNamespacedSecret({ namespace: NS, name: 'sidecar-terminator-tls' });
+  t.equal(secret.type, 'kubernetes.io/tls');
+  const ca = Buffer.from(secret.data!['ca.crt']!, 'base64').toString();
+  const [one, two] = [await servedCertificate(first.port), await servedCertificate(second.port)];
+  t.equal(one.fingerprint256, two.fingerprint256, 'both replicas serve the certificate of the shared Secret');
+  t.ok(one.verify(new X509Certificate(ca).publicKey), 'signed by its CA');
+  t.ok(one.subjectAltName?.includes('DNS:sidecar-terminator.sidecar-terminator.svc'), 'for the Service the chart created');
+
+  const caBundles = async () => [
+    ...((await admission.readMutatingWebhookConfiguration({ name: 'sidecar-terminator' })).webhooks ?? []),
+    ...((await admission.readValidatingWebhookConfiguration({ name: 'sidecar-terminator' })).webhooks ?? []),
+  ].map((webhook) => Buffer.from(webhook.clientConfig.caBundle ?? '', 'base64').toString());
+  t.same(await caBundles(), [ca, ca], 'both configurations trust the CA');
+
+  await helmRelease('upgrade', { ...base, admission: { enforcement: 'warn' } });
+  t.same(await caBundles(), [ca, ca], 'helm upgrade leaves the caBundle the webhook patched in');
+
+  t.equal(await canI('sidecar-terminator-webhook', 'get', 'secret/other', '-n', NS), 'no', 'no other Secret');
+  t.equal(await canI('sidecar-terminator-webhook', 'list', 'secrets', '-n', NS), 'no', 'no listing Secrets');
+  t.equal(await canI('sidecar-terminator-webhook', 'patch', 'validatingwebhookconfigurations/someone-else'), 'no', 'no other webhook configuration');
+  t.equal(await canI('sidecar-terminator-webhook', 'list', 'pods', '-A'), 'no', 'no pods');
+});
+
+t.test('the watcher with the chart permissions, namespaced, signal mechanism: the sweeper and a kill', async (t) => {
+  const manifests = await helmRelease('upgrade', { ...base, watcher: { namespaces: ['team-a'], killMechanism: 'signal' } });
+  // A pod the webhook missed: no label. The sweeper must find and label it.
+  await core.createNamespacedPod({ namespace: 'team-a', body: jobLikePod('missed', false) });
+  await waitFor('the unlabelled pod to run', async () => (await core.readNamespacedPod({ namespace: 'team-a', name: 'missed' })).status?.phase === 'Running');
+  const watcher = await startWatcher(manifests, await kubeconfigOf('sidecar-terminator-watcher'));
+  await core.createNamespacedPod({ namespace: 'team-a', body: jobLikePod('labelled', true) });
+
+  for (const name of ['labelled', 'missed']) {
+    const pod = await waitUntilDone('team-a', name);
+    t.same(pod.spec?.ephemeralContainers?.map((c) => [c.name, c.targetContainerName]), [['stop-proxy', 'proxy']], `${name}: stopped by signal`);
+    t.match(pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), { status: 'True' });
+    const events = await core.listNamespacedEvent({ namespace: 'team-a', fieldSelector: `involvedObject.name=${name}` });
+    t.ok(events.items.some((e) => e.reason === 'SidecarTerminating'), `${name}: the event was recorded`);
+  }
+  const lease = await cp.kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ namespace: NS, name: 'sidecar-terminator-watcher' });
+  t.ok(lease.spec?.holderIdentity, 'it leads through the Lease in the release namespace');
+  t.notMatch(watcher.output(), /forbidden/i, 'no call was refused');
+  t.equal(await canI('sidecar-terminator-watcher', 'patch', 'pods', '-n', 'team-b'), 'no', 'nothing outside --namespaces');
+  t.equal(await canI('sidecar-terminator-watcher', 'create', 'containerrecreaterequests.apps.kruise.io', '-n', 'team-a'), 'no', 'no CRRs with the signal mechanism');
+  await watcher.stop();
+});
+
+t.test('the watcher with the chart permissions, cluster-wide, auto picks crr once Kruise is served', async (t) => {
+  await installCrrCrd(cp);
+  const manifests = await helmRelease('upgrade', base);
+  const watcher = await startWatcher(manifests, await kubeconfigOf('sidecar-terminator-watcher'));
+  await waitFor('the watcher to lead and start', () => /"killMechanism":"crr"/.test(watcher.output()));
+  await core.createNamespacedPod({ namespace: 'team-b', body: jobLikePod('crr', true) });
+  const pod = await waitUntilDone('team-b', 'crr');
+  t.notOk(pod.spec?.ephemeralContainers, 'no signal: kruise-daemon (the simulator) stopped the sidecar');
+  const crr = await cp.kubeConfig.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
+    group: 'apps.kruise.io',
+    version: 'v1alpha1',
+    namespace: 'team-b',
+    plural: 'containerrecreaterequests',
+    name: `sidecar-termination-${pod.metadata!.uid}`,
+  });
+  t.ok(crr, 'through a ContainerRecreateRequest');
+  t.notMatch(watcher.output(), /forbidden/i, 'no call was refused');
+  await watcher.stop();
+});
+
+t.test('helm uninstall removes the release and leaves the Secret the webhook created', async (t) => {
+  const result = await helm(['uninstall', RELEASE, '--namespace', NS], { env: helmEnv });
+  t.equal(result.code, 0, result.stderr);
+  await t.rejects(admission.readValidatingWebhookConfiguration({ name: 'sidecar-terminator' }), 'the webhook configurations are gone');
+  t.ok(await core.readNamespacedSecret({ namespace: NS, name: 'sidecar-terminator-tls' }), 'the TLS Secret stays, as the README says');
+});

@@ -1,0 +1,88 @@
+// The README's reference sections against their sources: the flag table against src/config.ts
+// and `serve --help`, the metric names against src/, the RBAC tables against the chart, and
+// every chart value the README names against values.yaml.
+import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import t from 'tap';
+import { parse } from 'yaml';
+import { SERVE_FLAGS } from '../../src/config.ts';
+import { CHART_SETTINGS, defaultText, withServeFlagsTable } from '../support/config-reference.ts';
+import { chartDir, render, repoRoot } from './helm.ts';
+
+const run = promisify(execFile);
+const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
+const values = parse(readFileSync(join(chartDir, 'values.yaml'), 'utf8')) as Record<string, unknown>;
+
+/** The text of a `## title` section. */
+function section(title: string): string {
+  const start = readme.indexOf(`\n## ${title}\n`);
+  if (start < 0) throw new Error(`README.md has no section "${title}"`);
+  const end = readme.indexOf('\n## ', start + 1);
+  return readme.slice(start, end < 0 ? undefined : end);
+}
+
+function hasValue(path: string): boolean {
+  let node: unknown = values;
+  for (const key of path.split('.')) {
+    if (node === null || typeof node !== 'object' || !(key in node)) return false;
+    node = (node as Record<string, unknown>)[key];
+  }
+  return true;
+}
+
+t.test('the README table of serve flags is what src/config.ts generates', async (t) => {
+  t.equal(withServeFlagsTable(readme), readme, 'up to date (node scripts/config-reference.ts --write regenerates it)');
+  for (const spec of Object.values(SERVE_FLAGS)) t.match(section('Configuration'), `\`${spec.env}\``, `--${spec.name} is in the table`);
+});
+
+t.test('the defaults in the table are the ones serve --help prints', async (t) => {
+  const { stdout } = await run(process.execPath, [join(repoRoot, 'src/cli.ts'), 'serve', '--help'], { env: { ...process.env, KUBECONFIG: '' } });
+  const printed = new Map([...stdout.matchAll(/env (\S+), default: (.*)/g)].map(([, env = '', value = '']) => [env, value]));
+  t.equal(printed.size, Object.keys(SERVE_FLAGS).length);
+  for (const spec of Object.values(SERVE_FLAGS)) t.equal(defaultText(spec), printed.get(spec.env), `--${spec.name}`);
+});
+
+t.test('every chart value named in the README and in the flag mapping exists in values.yaml', async (t) => {
+  const named = new Set<string>();
+  for (const [, path = ''] of readme.matchAll(/`((?:admission|webhook|watcher|serviceMonitor|image|rbac)\.[A-Za-z.]+)[`=: ]/g)) named.add(path.replace(/\.$/, ''));
+  for (const setting of Object.values(CHART_SETTINGS)) if (setting.kind === 'value') named.add(setting.path);
+  t.ok(named.size > 15, `${named.size} values named`);
+  for (const path of named) t.ok(hasValue(path), `${path} is in values.yaml`);
+});
+
+t.test('the Metrics section lists exactly the metrics src/ registers', async (t) => {
+  const files = (function walk(dir: string): string[] {
+    return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => (entry.isDirectory() ? walk(join(dir, entry.name)) : [join(dir, entry.name)]));
+  })(join(repoRoot, 'src'));
+  const registered = new Set(files.flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/name: '(sidecar_terminator_\w+)'/g)].map(([, name = '']) => name)));
+  const documented = new Set([...section('Metrics').matchAll(/`(sidecar_terminator_\w+)`/g)].map(([, name = '']) => name));
+  t.ok(registered.size >= 4, `${registered.size} metrics in src/`);
+  t.same([...documented].sort(), [...registered].sort());
+});
+
+t.test('the RBAC section has a row for every resource and verb the chart can grant', async (t) => {
+  const rbac = section('RBAC');
+  const rows = rbac.split('\n').filter((line) => line.startsWith('| `'));
+  const variants = [{}, { watcher: { namespaces: ['team-a'] } }, { watcher: { killMechanism: 'crr' } }, { watcher: { killMechanism: 'signal' } }];
+  for (const variant of variants) {
+    for (const role of (await render(variant)).filter((m) => m.kind === 'Role' || m.kind === 'ClusterRole')) {
+      for (const rule of (role as unknown as { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> }).rules) {
+        for (const resource of rule.resources) {
+          for (const verb of rule.verbs) {
+            const group = rule.apiGroups[0] === '' ? '""' : rule.apiGroups[0];
+            t.ok(rows.some((row) => row.startsWith(`| \`${group}\``) && row.includes(`\`${resource}\``) && row.includes(`\`${verb}\``)), `${verb} ${group}/${resource}`);
+          }
+        }
+      }
+    }
+  }
+});
+
+t.test('the README sections this work adds are there, in order', async (t) => {
+  const titles = [...readme.matchAll(/^## (.+)$/gm)].map(([, title]) => title);
+  const expected = ['Try it', 'Install with Helm', 'Configuration', 'RBAC', 'Metrics', 'Troubleshooting', 'Compared with native sidecars and OpenKruise'];
+  t.same(titles.filter((title) => expected.includes(title!)), expected);
+  t.ok(titles.indexOf('Try it') < titles.indexOf('Run the tests'), 'Try it comes near the top, after the introduction');
+});

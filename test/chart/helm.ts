@@ -1,0 +1,145 @@
+// Helm for the chart tests: the binary scripts/build-helm.sh builds (or finds cached), `helm
+// template` with values, and small readers of the rendered manifests.
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { parseAllDocuments } from 'yaml';
+
+const run = promisify(execFile);
+
+export const repoRoot = resolve(import.meta.dirname, '../..');
+export const chartDir = join(repoRoot, 'charts/sidecar-terminator');
+
+export interface Manifest {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  [key: string]: unknown;
+}
+
+export interface CommandResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+let helmPath: Promise<string> | undefined;
+
+/** The helm binary: built once from the Go module proxy, then cached (the script prints its path). */
+export function helmBinary(): Promise<string> {
+  helmPath ??= run('bash', [join(repoRoot, 'scripts/build-helm.sh')], { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => {
+    const path = stdout.trim().split('\n').pop();
+    if (!path) throw new Error('scripts/build-helm.sh printed no path');
+    return path;
+  });
+  return helmPath;
+}
+
+/** Runs helm; never throws for a non-zero exit. */
+export async function helm(args: string[], options: { input?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CommandResult> {
+  const child = spawn(await helmBinary(), args, { cwd: repoRoot, env: { ...process.env, ...options.env }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  child.stdin.end(options.input ?? '');
+  const code = await new Promise<number>((resolveCode, reject) => {
+    child.on('error', reject);
+    child.on('close', (exitCode) => resolveCode(exitCode ?? 1));
+  });
+  return { code, stdout, stderr };
+}
+
+/** A values file (JSON is YAML) in a fresh temporary directory; `cleanup` removes it. */
+export function valuesFile(values: object): { path: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'st-chart-values-'));
+  const path = join(dir, 'values.json');
+  writeFileSync(path, JSON.stringify(values));
+  return { path, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export interface RenderOptions {
+  release?: string;
+  namespace?: string;
+}
+
+/** `helm template` output with these values; the result's code tells whether it rendered. */
+export async function template(values: object = {}, options: RenderOptions = {}): Promise<CommandResult> {
+  const file = valuesFile(values);
+  try {
+    return await helm(['template', options.release ?? 'sidecar-terminator', chartDir, '--namespace', options.namespace ?? 'sidecar-terminator', '--values', file.path]);
+  } finally {
+    file.cleanup();
+  }
+}
+
+/** The manifests the chart renders with these values; throws with helm's message when it does not render. */
+export async function render(values: object = {}, options: RenderOptions = {}): Promise<Manifest[]> {
+  const result = await template(values, options);
+  if (result.code !== 0) throw new Error(`helm template failed: ${result.stderr}`);
+  return parseManifests(result.stdout);
+}
+
+export function parseManifests(text: string): Manifest[] {
+  return parseAllDocuments(text)
+    .map((document) => {
+      if (document.errors.length > 0) throw new Error(`rendered YAML does not parse: ${document.errors[0]!.message}`);
+      return document.toJS() as Manifest | null;
+    })
+    .filter((manifest): manifest is Manifest => manifest !== null);
+}
+
+export function find(manifests: Manifest[], kind: string, name?: string): Manifest | undefined {
+  return manifests.find((m) => m.kind === kind && (name === undefined || m.metadata.name === name));
+}
+
+export function get(manifests: Manifest[], kind: string, name?: string): Manifest {
+  const found = find(manifests, kind, name);
+  if (!found) throw new Error(`no ${kind}${name ? ` named ${name}` : ''} in the rendered chart (${manifests.map((m) => `${m.kind}/${m.metadata.name}`).join(', ')})`);
+  return found;
+}
+
+interface ContainerSpec {
+  name: string;
+  image: string;
+  args?: string[];
+  [key: string]: unknown;
+}
+
+export interface PodSpec {
+  serviceAccountName?: string;
+  containers: ContainerSpec[];
+  [key: string]: unknown;
+}
+
+/** The pod template's spec of the webhook or watcher Deployment. */
+export function podSpec(manifests: Manifest[], component: 'webhook' | 'watcher'): PodSpec {
+  const deployment = manifests.find((m) => m.kind === 'Deployment' && m.metadata.labels?.['app.kubernetes.io/component'] === component);
+  if (!deployment) throw new Error(`no ${component} Deployment in the rendered chart`);
+  return (deployment.spec as { template: { spec: PodSpec } }).template.spec;
+}
+
+/** The container args of the webhook or watcher Deployment. */
+export function argsOf(manifests: Manifest[], component: 'webhook' | 'watcher'): string[] {
+  return podSpec(manifests, component).containers[0]?.args ?? [];
+}
+
+/** The value of `--name=value` in args (true for a bare `--name`), undefined when absent. */
+export function flagValue(args: string[], name: string): string | true | undefined {
+  let value: string | true | undefined;
+  for (const arg of args) {
+    if (arg === `--${name}`) value = true;
+    else if (arg.startsWith(`--${name}=`)) value = arg.slice(name.length + 3);
+  }
+  return value;
+}
+
+/** Sets a dotted path in a fresh values object: setPath('a.b', 1) -> { a: { b: 1 } }. */
+export function valuesAt(path: string, value: unknown): Record<string, unknown> {
+  return path
+    .split('.')
+    .reverse()
+    .reduce<unknown>((inner, key) => ({ [key]: inner }), value) as Record<string, unknown>;
+}

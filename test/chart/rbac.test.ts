@@ -1,0 +1,280 @@
+// The chart's RBAC against the code. Every Kubernetes call in src/ is found by scanning the source
+// for the method names of @kubernetes/client-node's API classes (taken from the library itself)
+// and for `new Watch(`; each must be in CALLS below, with the rule it needs and its reason, and the
+// chart must grant exactly those rules: a call without a rule fails, and so does a granted verb
+// that no call needs. test/chart/cluster.test.ts then runs both processes under these
+// permissions against a real API server.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import * as clientNode from '@kubernetes/client-node';
+import t, { type Test } from 'tap';
+import { parseFlags } from '../../src/cli.ts';
+import { SERVE_FLAGS, type ServeConfig } from '../../src/config.ts';
+import type { Component } from '../support/config-reference.ts';
+import { argsOf, render, repoRoot, type Manifest } from './helm.ts';
+
+/** Where a call's permission must hold: cluster-scoped objects, the add-on's own namespace, or the pods' namespaces (every one, or --namespaces). */
+type Scope = 'cluster' | 'own' | 'watched';
+
+interface Need {
+  group: string;
+  resource: string;
+  verb: string;
+  scope: Scope;
+  /** The object names the call touches, when Kubernetes can limit the verb to them (never for create). */
+  names?: (config: ServeConfig) => string[];
+}
+
+interface Call {
+  /** Files (under src/) that make this call. */
+  sites: string[];
+  needs: Need[];
+  why: string;
+  /** When the process makes the call, given its flags. */
+  when?: (config: ServeConfig) => boolean;
+  /** Why the chart grants nothing for it, when it does not. */
+  notGranted?: string;
+}
+
+const pods = (verb: string, resource = 'pods'): Need => ({ group: '', resource, verb, scope: 'watched' });
+const tlsSecret = (config: ServeConfig) => [config.tlsSecret];
+const configurations = (config: ServeConfig) => [config.webhookConfigName];
+const lease = (config: ServeConfig) => [config.leaderElectionLease];
+const webhookConfigurations = (verb: string, kind: 'mutating' | 'validating'): Need => ({
+  group: 'admissionregistration.k8s.io',
+  resource: `${kind}webhookconfigurations`,
+  verb,
+  scope: 'cluster',
+  names: configurations,
+});
+const usesSignal = (config: ServeConfig) => config.killMechanism !== 'crr';
+const usesCrr = (config: ServeConfig) => config.killMechanism !== 'signal';
+const REGISTER_ONLY = 'only `serve --register-webhooks` (local runs) writes the configurations; the chart creates them itself';
+const DISCOVERY = 'discovery documents: the built-in system:discovery ClusterRole grants them to every authenticated user';
+
+/** Every Kubernetes API call the code makes, keyed by client-node method name. */
+const CALLS: Record<string, Call> = {
+  // The watcher.
+  listPodForAllNamespaces: { sites: ['src/watcher/reflector.ts', 'src/watcher/sweeper.ts'], needs: [pods('list')], why: 'list the managed pods; the sweeper lists unlabelled running ones' },
+  listNamespacedPod: { sites: ['src/watcher/reflector.ts', 'src/watcher/sweeper.ts'], needs: [pods('list')], why: 'the same, per namespace with --namespaces' },
+  'Watch.watch': { sites: ['src/watcher/reflector.ts'], needs: [pods('watch')], why: 'watch the managed pods' },
+  patchNamespacedPod: { sites: ['src/watcher/actions.ts', 'src/watcher/sweeper.ts'], needs: [pods('patch')], why: 'the managed label, and the in-place quick-exit image' },
+  patchNamespacedPodStatus: { sites: ['src/watcher/actions.ts'], needs: [pods('patch', 'pods/status')], why: 'the terminal phase and the SidecarTerminated condition' },
+  patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/actions.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal mechanism', when: usesSignal },
+  createNamespacedEvent: { sites: ['src/watcher/events.ts'], needs: [pods('create', 'events')], why: 'SidecarTerminating and SidecarTerminationFailed events' },
+  createNamespacedCustomObject: {
+    sites: ['src/watcher/actions.ts'],
+    needs: [{ group: 'apps.kruise.io', resource: 'containerrecreaterequests', verb: 'create', scope: 'watched' }],
+    why: 'the crr mechanism',
+    when: usesCrr,
+  },
+  readNode: { sites: ['src/watcher/watcher.ts'], needs: [{ group: '', resource: 'nodes', verb: 'get', scope: 'cluster' }], why: 'virtual-kubelet label or taint' },
+  getAPIVersions: { sites: ['src/watcher/discovery.ts'], needs: [], why: 'is apps.kruise.io served?', when: usesCrr, notGranted: DISCOVERY },
+  getAPIResources: { sites: ['src/watcher/discovery.ts'], needs: [], why: 'does it serve containerrecreaterequests?', when: usesCrr, notGranted: DISCOVERY },
+  createNamespacedLease: {
+    sites: ['src/kube/leader-election.ts'],
+    needs: [{ group: 'coordination.k8s.io', resource: 'leases', verb: 'create', scope: 'own' }],
+    why: 'the first replica creates the Lease',
+    when: (config) => config.leaderElect,
+  },
+  readNamespacedLease: {
+    sites: ['src/kube/leader-election.ts'],
+    needs: [{ group: 'coordination.k8s.io', resource: 'leases', verb: 'get', scope: 'own', names: lease }],
+    why: 'who holds the Lease',
+    when: (config) => config.leaderElect,
+  },
+  replaceNamespacedLease: {
+    sites: ['src/kube/leader-election.ts'],
+    needs: [{ group: 'coordination.k8s.io', resource: 'leases', verb: 'update', scope: 'own', names: lease }],
+    why: 'acquire, renew and release the Lease',
+    when: (config) => config.leaderElect,
+  },
+  // The webhook.
+  readNamespacedSecret: { sites: ['src/tls/secret-store.ts'], needs: [{ group: '', resource: 'secrets', verb: 'get', scope: 'own', names: tlsSecret }], why: 'load the certificates' },
+  createNamespacedSecret: { sites: ['src/tls/secret-store.ts'], needs: [{ group: '', resource: 'secrets', verb: 'create', scope: 'own' }], why: 'the first replica stores the certificates' },
+  replaceNamespacedSecret: { sites: ['src/tls/secret-store.ts'], needs: [{ group: '', resource: 'secrets', verb: 'update', scope: 'own', names: tlsSecret }], why: 'store renewed certificates' },
+  readMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('get', 'mutating')], why: 'compare the caBundle' },
+  readValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('get', 'validating')], why: 'compare the caBundle' },
+  patchMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('patch', 'mutating')], why: 'set the caBundle' },
+  patchValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('patch', 'validating')], why: 'set the caBundle' },
+  createMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
+  createValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
+  replaceMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
+  replaceValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
+};
+
+/** Which process runs the code in a file. */
+function componentOf(file: string): Component | undefined {
+  if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts') return 'watcher';
+  if (file.startsWith('src/tls/') || file === 'src/kube/webhook-configurations.ts') return 'webhook';
+  return undefined;
+}
+
+/** Values imported from client-node that make no API call themselves. */
+const INERT_IMPORTS = new Set(['KubeConfig', 'PatchStrategy', 'setHeaderOptions']);
+
+const apiClasses = Object.entries(clientNode).filter(([name, value]) => /Api$/.test(name) && name !== 'KubernetesObjectApi' && typeof value === 'function');
+const API_METHODS = new Set(
+  apiClasses.flatMap(([, value]) => Object.getOwnPropertyNames((value as { prototype: object }).prototype).filter((name) => name !== 'constructor')),
+);
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sourceFiles(path);
+    return entry.name.endsWith('.ts') ? [relative(repoRoot, path)] : [];
+  });
+}
+
+/** Every API call in src/: method name -> files. */
+function callsInSource(t: Test): Map<string, Set<string>> {
+  const calls = new Map<string, Set<string>>();
+  const add = (method: string, file: string) => calls.set(method, (calls.get(method) ?? new Set()).add(file));
+  for (const file of sourceFiles(join(repoRoot, 'src'))) {
+    const text = readFileSync(join(repoRoot, file), 'utf8');
+    for (const [, names = ''] of text.matchAll(/import\s*\{([^}]*)\}\s*from\s*'@kubernetes\/client-node'/g)) {
+      for (const item of names.split(',').map((each) => each.trim()).filter((each) => each !== '' && !each.startsWith('type '))) {
+        const known = INERT_IMPORTS.has(item) || item === 'Watch' || apiClasses.some(([name]) => name === item);
+        t.ok(known, `${file} imports ${item} from client-node: say in this test whether it calls the API`);
+      }
+    }
+    t.notMatch(text, /import\s+\*\s+as\s+\w+\s+from\s+'@kubernetes\/client-node'|KubernetesObjectApi|makeInformer|ListWatch/, `${file}: client-node used in a way this test cannot follow`);
+    for (const [, method = ''] of text.matchAll(/\.\s*([A-Za-z_$][\w$]*)\s*\(/g)) if (API_METHODS.has(method)) add(method, file);
+    if (/new\s+Watch\s*\(/.test(text)) add('Watch.watch', file);
+  }
+  return calls;
+}
+
+interface Grant {
+  serviceAccount: string;
+  group: string;
+  resource: string;
+  verb: string;
+  /** '*' for a ClusterRoleBinding. */
+  namespace: string;
+  /** '*' when the rule has no resourceNames. */
+  names: string[] | '*';
+}
+
+interface Rule {
+  apiGroups?: string[];
+  resources?: string[];
+  verbs: string[];
+  resourceNames?: string[];
+  nonResourceURLs?: string[];
+}
+
+/** What every ServiceAccount may do, from the rendered Roles, ClusterRoles and their bindings. */
+function grantsOf(t: Test, manifests: Manifest[]): Grant[] {
+  const roles = new Map(manifests.filter((m) => m.kind === 'Role' || m.kind === 'ClusterRole').map((m) => [`${m.kind}/${m.metadata.namespace ?? ''}/${m.metadata.name}`, m]));
+  const grants: Grant[] = [];
+  for (const binding of manifests.filter((m) => m.kind === 'RoleBinding' || m.kind === 'ClusterRoleBinding')) {
+    const { roleRef, subjects } = binding as Manifest & { roleRef: { kind: string; name: string }; subjects: Array<{ kind: string; name: string; namespace: string }> };
+    const role = roles.get(`${roleRef.kind}/${roleRef.kind === 'Role' ? binding.metadata.namespace : ''}/${roleRef.name}`);
+    if (!role) {
+      t.fail(`${binding.kind}/${binding.metadata.name} refers to ${roleRef.kind}/${roleRef.name}, which the chart does not render`);
+      continue;
+    }
+    const namespace = binding.kind === 'ClusterRoleBinding' ? '*' : binding.metadata.namespace!;
+    for (const rule of (role as Manifest & { rules: Rule[] }).rules) {
+      t.notOk(rule.nonResourceURLs, `${role.metadata.name}: no non-resource rules`);
+      for (const value of [...(rule.apiGroups ?? []), ...(rule.resources ?? []), ...rule.verbs, ...(rule.resourceNames ?? [])]) {
+        t.not(value, '*', `${role.metadata.name}: no wildcards`);
+      }
+      for (const subject of subjects) {
+        for (const group of rule.apiGroups ?? []) {
+          for (const resource of rule.resources ?? []) {
+            for (const verb of rule.verbs) {
+              grants.push({ serviceAccount: `${subject.namespace}/${subject.name}`, group, resource, verb, namespace, names: rule.resourceNames ?? '*' });
+            }
+          }
+        }
+      }
+    }
+  }
+  return grants;
+}
+
+interface Requirement extends Grant {
+  call: string;
+}
+
+/** What each process needs, given the flags the chart passes it. */
+function requirements(manifests: Manifest[], releaseNamespace: string): Requirement[] {
+  const result: Requirement[] = [];
+  for (const component of ['webhook', 'watcher'] as const) {
+    const deployment = manifests.find((m) => m.kind === 'Deployment' && m.metadata.labels?.['app.kubernetes.io/component'] === component)!;
+    const serviceAccount = `${releaseNamespace}/${(deployment.spec as { template: { spec: { serviceAccountName: string } } }).template.spec.serviceAccountName}`;
+    const config = parseFlags('serve', SERVE_FLAGS, argsOf(manifests, component).slice(1), {}).values;
+    for (const [method, call] of Object.entries(CALLS)) {
+      if (!call.sites.some((file) => componentOf(file) === component) || (call.when && !call.when(config))) continue;
+      for (const need of call.needs) {
+        const namespaces = need.scope === 'own' ? [config.namespace] : need.scope === 'watched' && config.namespaces.length > 0 ? config.namespaces : ['*'];
+        for (const namespace of namespaces) {
+          result.push({ call: method, serviceAccount, group: need.group, resource: need.resource, verb: need.verb, namespace, names: need.names ? need.names(config) : '*' });
+        }
+      }
+    }
+  }
+  return result;
+}
+
+const sameRule = (a: Grant, b: Grant) => a.serviceAccount === b.serviceAccount && a.group === b.group && a.resource === b.resource && a.verb === b.verb;
+/** Whether `wide` allows at least everything `narrow` does (namespace and names). */
+const covers = (wide: Grant, narrow: Grant) =>
+  (wide.namespace === '*' || wide.namespace === narrow.namespace) && (wide.names === '*' || (narrow.names !== '*' && narrow.names.every((name) => wide.names.includes(name))));
+const describe = (g: Grant) => `${g.serviceAccount}: ${g.verb} ${g.group || 'core'}/${g.resource} in ${g.namespace === '*' ? 'every namespace' : g.namespace}${g.names === '*' ? '' : ` named ${g.names.join(',')}`}`;
+
+const found = callsInSource(t);
+
+t.test('every Kubernetes call in src/ is in the table, at the sites it lists, in a file whose process is known', async (t) => {
+  t.ok(found.size >= 15, `the scan finds the calls (${found.size}): it would notice a new one`);
+  for (const [method, files] of found) {
+    const call = CALLS[method];
+    if (!call) {
+      t.fail(`${method} (${[...files].join(', ')}) is a Kubernetes API call without an entry in CALLS: add the rule it needs here and to the chart`);
+      continue;
+    }
+    t.same([...files].sort(), [...call.sites].sort(), `${method}: called from exactly the files listed (a new call site may touch another resource)`);
+    for (const file of files) t.ok(componentOf(file), `${file}: componentOf() says which process runs it`);
+  }
+  for (const method of Object.keys(CALLS)) t.ok(found.has(method), `${method}: still called somewhere (otherwise remove its entry, and its rule from the chart)`);
+});
+
+const variants: Array<{ label: string; values: object; release?: string; namespace?: string }> = [
+  { label: 'defaults', values: {} },
+  { label: 'kill mechanism crr', values: { watcher: { killMechanism: 'crr' } } },
+  { label: 'kill mechanism signal', values: { watcher: { killMechanism: 'signal' } } },
+  { label: 'without leader election', values: { watcher: { leaderElection: { enabled: false } } } },
+  { label: '--namespaces, including the release namespace', values: { watcher: { namespaces: ['team-a', 'sidecar-terminator'] } } },
+  { label: '--namespaces with signal, no leader election', values: { watcher: { namespaces: ['team-b'], killMechanism: 'signal', leaderElection: { enabled: false } } } },
+  {
+    label: 'another release, namespace and names',
+    values: { webhook: { tls: { secretName: 'custom-tls' }, configurationName: 'custom-webhooks' }, watcher: { leaderElection: { leaseName: 'custom-lease' } } },
+    release: 'st',
+    namespace: 'platform',
+  },
+];
+
+for (const variant of variants) {
+  t.test(`${variant.label}: the chart grants what the calls need, and nothing more`, async (t) => {
+    const namespace = variant.namespace ?? 'sidecar-terminator';
+    const manifests = await render(variant.values, { release: variant.release ?? 'sidecar-terminator', namespace });
+    const grants = grantsOf(t, manifests);
+    const needed = requirements(manifests, namespace);
+    t.ok(needed.length > 0 && grants.length > 0);
+    for (const need of needed) {
+      t.ok(grants.some((grant) => sameRule(grant, need) && covers(grant, need)), `granted: ${describe(need)} (for ${need.call})`);
+    }
+    for (const grant of grants) {
+      const reasons = needed.filter((need) => sameRule(grant, need) && covers(need, grant));
+      t.ok(reasons.length > 0, `needed by some call: ${describe(grant)}`);
+    }
+  });
+}
+
+t.test('the calls the chart does not grant say why', async (t) => {
+  for (const [method, call] of Object.entries(CALLS)) {
+    t.equal(call.needs.length === 0, call.notGranted !== undefined, `${method}: either rules or a reason for none`);
+  }
+});

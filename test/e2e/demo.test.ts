@@ -1,0 +1,80 @@
+// `make dev` as a user runs it: scripts/dev.ts starts the demo, prints where the kubeconfig and
+// kubectl are and how to use them (which work), shows serve's logs, and on Ctrl-C (SIGINT)
+// stops everything, deletes the cluster and the published kubeconfig, and exits 0.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { repoRoot } from '../support/demo.ts';
+import { waitFor } from '../support/kubelet-simulator.ts';
+
+const scratch = mkdtempSync(join(tmpdir(), 'st-dev-'));
+t.teardown(() => rmSync(scratch, { recursive: true, force: true }));
+const devDir = join(scratch, 'dev');
+const certDir = join(scratch, 'certs');
+
+const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', process.execPath, join(repoRoot, 'scripts/dev.ts'), '--cert-dir', certDir], {
+  cwd: repoRoot,
+  env: { ...process.env, SIDECAR_TERMINATOR_DEV_DIR: devDir, KUBECONFIG: '' },
+  stdio: ['ignore', 'pipe', 'pipe'],
+});
+let output = '';
+child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+const exited = new Promise<number | null>((resolveExit) => child.on('close', (code) => resolveExit(code)));
+let running = true;
+void exited.then(() => (running = false));
+t.teardown(() => {
+  if (running) child.kill('SIGKILL');
+});
+
+function bash(script: string): Promise<{ code: number; output: string }> {
+  return new Promise((resolveRun) => {
+    const shell = spawn('bash', ['-c', script], { cwd: repoRoot, env: { ...process.env, KUBECONFIG: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let text = '';
+    shell.stdout.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+    shell.stderr.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+    shell.on('close', (code) => resolveRun({ code: code ?? 1, output: text }));
+  });
+}
+
+await waitFor('make dev to be up', () => {
+  if (!running) throw new Error(`scripts/dev.ts exited:\n${output}`);
+  return /^Ctrl-C stops everything/m.test(output);
+}, { timeoutMs: 180_000 });
+const line = (pattern: RegExp) => pattern.exec(output)?.[1];
+const exportLine = line(/^ {2}(export KUBECONFIG=.*)$/m)!;
+const controlPlaneDir = line(/logs: (\S+)\/\*\.log/)!;
+
+t.test('it prints the kubeconfig, the kubectl and an export line that work', async (t) => {
+  t.comment(`came up in ${line(/demo is up \((\S+ s)\)/)} (cached binaries)`);
+  t.equal(line(/^ {2}kubeconfig +(\S+)$/m), join(devDir, 'kubeconfig'));
+  t.equal(exportLine, `export KUBECONFIG=${join(devDir, 'kubeconfig')} PATH=${join(devDir, 'bin')}:$PATH`);
+  const kubectl = line(/^ {2}kubectl +(\S+)$/m)!;
+  t.equal(readlinkSync(join(devDir, 'bin/kubectl')), kubectl, 'bin/kubectl links to the kubectl built with the control plane');
+  t.match(readFileSync(join(devDir, 'env.sh'), 'utf8'), `export KUBECONFIG=${join(devDir, 'kubeconfig')}`);
+  const nodes = await bash(`${exportLine}\nkubectl get nodes -o name`);
+  t.equal(nodes.code, 0, nodes.code === 0 ? 'kubectl get nodes' : nodes.output);
+  t.equal(nodes.output.trim(), 'node/sim-node\nnode/sim-virtual-node', 'a normal and a virtual node');
+  t.ok(existsSync(join(certDir, 'ca.crt')), 'serve keeps its CA in --cert-dir');
+  for (const example of ['ignore-exit-code', 'log-shipper', 'misconfigured', 'proxy-on-virtual-node']) t.match(output, `kubectl apply -f examples/${example}.yaml`);
+});
+
+t.test("serve's logs follow, made readable", async (t) => {
+  const refused = await bash(`${exportLine}\nkubectl apply -f examples/misconfigured.yaml`);
+  t.not(refused.code, 0);
+  await waitFor('the denial in the demo output', () => /INFO +admission decision .*kind=Job .*result=denied/.test(output));
+  t.pass('one line per admission decision');
+});
+
+t.test('Ctrl-C stops everything and deletes the cluster', async (t) => {
+  child.kill('SIGINT');
+  t.equal(await exited, 0, 'exit 0');
+  t.match(output, /\[dev\] SIGINT: stopping serve, the kubelet simulator and the control plane\n(?:.*\n)*\[dev\] stopped; the cluster is gone/);
+  t.notOk(existsSync(controlPlaneDir), 'the control plane directory is gone');
+  t.notOk(existsSync(join(devDir, 'kubeconfig')), 'and the published kubeconfig with it');
+  t.notOk(existsSync(join(devDir, 'env.sh')));
+  const after = await bash(`${exportLine}\nkubectl get nodes --request-timeout=5s`);
+  t.not(after.code, 0, 'nothing answers any more');
+});

@@ -1,0 +1,120 @@
+// The README's configuration reference, generated from the flag table in src/config.ts, and how
+// the Helm chart sets each flag. scripts/config-reference.ts writes the table into README.md;
+// test/chart/docs.test.ts fails when the README or the chart falls behind src/config.ts.
+import { SERVE_FLAGS, type FlagSpec } from '../../src/config.ts';
+
+export type Component = 'webhook' | 'watcher';
+
+/** How the chart sets a flag. */
+export type ChartSetting =
+  /** From a value: setting `path` to `sample` makes each component's args carry `--flag=arg` (or drop the flag when arg is null). */
+  | { kind: 'value'; path: string; sample: unknown; arg: string | null; components: Component[]; note?: string }
+  /** Always set by the chart, to what `note` says. */
+  | { kind: 'fixed'; note: string; components: Component[] }
+  /** Never set by the chart, for the reason in `note`. */
+  | { kind: 'unset'; note: string };
+
+export type FlagKey = keyof typeof SERVE_FLAGS;
+
+const both: Component[] = ['webhook', 'watcher'];
+
+/** Every flag of `serve`: a test fails when src/config.ts gains a flag that is missing here. */
+export const CHART_SETTINGS: Record<string, ChartSetting> = {
+  kubeconfig: { kind: 'unset', note: "in-cluster configuration: the pod's service account" },
+  namespace: { kind: 'fixed', note: 'the release namespace', components: both },
+  logLevel: { kind: 'value', path: 'logLevel', sample: 'debug', arg: 'debug', components: both },
+  noWebhook: { kind: 'fixed', note: 'on the watcher Deployment', components: ['watcher'] },
+  noWatcher: { kind: 'fixed', note: 'on the webhook Deployment', components: ['webhook'] },
+  listenAddress: { kind: 'value', path: 'webhook.port', sample: 9444, arg: '0.0.0.0:9444', components: ['webhook'], note: '`0.0.0.0:` + the port' },
+  probeAddress: { kind: 'value', path: 'watcher.probePort', sample: 9090, arg: '0.0.0.0:9090', components: ['watcher'], note: '`0.0.0.0:` + the port; 0 turns it off' },
+  enforcement: { kind: 'value', path: 'admission.enforcement', sample: 'warn', arg: 'warn', components: ['webhook'] },
+  quickExitImageAllowlist: {
+    kind: 'value',
+    path: 'admission.quickExitImageAllowlist',
+    sample: ['registry.example.com/quick-exit:*', 'busybox:*'],
+    arg: 'registry.example.com/quick-exit:*,busybox:*',
+    components: both,
+    note: 'a list; the watcher needs it for the sweeper',
+  },
+  bodyLimit: { kind: 'value', path: 'admission.bodyLimit', sample: '16Mi', arg: '16Mi', components: ['webhook'] },
+  shutdownGrace: { kind: 'value', path: 'shutdownGrace', sample: '45s', arg: '45s', components: both },
+  certDir: { kind: 'unset', note: 'the certificates live in a Secret' },
+  tlsSecret: { kind: 'value', path: 'webhook.tls.secretName', sample: 'my-webhook-tls', arg: 'my-webhook-tls', components: ['webhook'], note: 'default `<full name>-tls`' },
+  serviceName: { kind: 'fixed', note: "the chart's Service, named after the release", components: ['webhook'] },
+  certHosts: { kind: 'value', path: 'webhook.tls.extraHosts', sample: ['webhook.example.com', '10.0.0.7'], arg: 'webhook.example.com,10.0.0.7', components: ['webhook'], note: 'a list' },
+  certValidity: { kind: 'value', path: 'webhook.tls.validity', sample: '90d', arg: '90d', components: ['webhook'] },
+  certRenewBefore: { kind: 'value', path: 'webhook.tls.renewBefore', sample: '7d', arg: '7d', components: ['webhook'] },
+  certCheckInterval: { kind: 'value', path: 'webhook.tls.checkInterval', sample: '5m', arg: '5m', components: ['webhook'] },
+  registerWebhooks: { kind: 'unset', note: 'the chart creates both webhook configurations; the webhook patches their caBundle' },
+  webhookConfigName: { kind: 'value', path: 'webhook.configurationName', sample: 'my-webhooks', arg: 'my-webhooks', components: ['webhook'], note: 'default: the full name' },
+  webhookUrl: { kind: 'unset', note: 'the webhook configurations call the Service' },
+  failurePolicy: { kind: 'value', path: 'webhook.failurePolicy', sample: 'Fail', arg: 'Fail', components: ['webhook'], note: 'also written into both configurations' },
+  namespaces: { kind: 'value', path: 'watcher.namespaces', sample: ['team-a', 'team-b'], arg: 'team-a,team-b', components: ['watcher'], note: 'a list; RBAC becomes a Role per namespace' },
+  killMechanism: { kind: 'value', path: 'watcher.killMechanism', sample: 'crr', arg: 'crr', components: ['watcher'] },
+  signalImage: { kind: 'value', path: 'watcher.signalImage', sample: 'registry.example.com/signal:1.0', arg: 'registry.example.com/signal:1.0', components: ['watcher'], note: "default: the chart's own image" },
+  sweepInterval: { kind: 'value', path: 'watcher.sweepInterval', sample: '10m', arg: '10m', components: ['watcher'] },
+  leaderElect: { kind: 'value', path: 'watcher.leaderElection.enabled', sample: false, arg: null, components: ['watcher'], note: 'default true' },
+  leaderElectionLease: { kind: 'value', path: 'watcher.leaderElection.leaseName', sample: 'my-lease', arg: 'my-lease', components: ['watcher'], note: 'default `<full name>-watcher`' },
+  leaderElectionDuration: { kind: 'value', path: 'watcher.leaderElection.leaseDuration', sample: '30s', arg: '30s', components: ['watcher'] },
+  concurrency: { kind: 'value', path: 'watcher.concurrency', sample: 32, arg: '32', components: ['watcher'] },
+};
+
+export const TABLE_BEGIN = '<!-- serve flags: generated from src/config.ts by `node scripts/config-reference.ts --write`; edit src/config.ts, not this table -->';
+export const TABLE_END = '<!-- end of serve flags -->';
+
+/** The Markdown table of every serve flag. */
+export function serveFlagsTable(): string {
+  const rows = Object.entries(SERVE_FLAGS as Record<string, FlagSpec>).map(([key, spec]) => {
+    const name = typeof spec.default === 'boolean' ? `--${spec.name}` : `--${spec.name} VALUE`;
+    return `| \`${name}\` | \`${spec.env}\` | ${defaultText(spec) === 'none' ? 'none' : `\`${defaultText(spec)}\``} | ${cell(spec.help)} | ${chartCell(CHART_SETTINGS[key])} |`;
+  });
+  return ['| flag | environment variable | default | meaning | Helm chart |', '|---|---|---|---|---|', ...rows].join('\n');
+}
+
+/** `readme` with the text between the markers replaced by the current table. */
+export function withServeFlagsTable(readme: string): string {
+  const begin = readme.indexOf(TABLE_BEGIN);
+  const end = readme.indexOf(TABLE_END);
+  if (begin < 0 || end < begin) throw new Error(`README.md lacks the markers ${TABLE_BEGIN} ... ${TABLE_END}`);
+  return `${readme.slice(0, begin + TABLE_BEGIN.length)}\n${serveFlagsTable()}\n${readme.slice(end)}`;
+}
+
+function chartCell(setting: ChartSetting | undefined): string {
+  if (!setting) return '**missing: add it to test/support/config-reference.ts and the chart**';
+  if (setting.kind === 'value') return `\`${setting.path}\`${setting.note ? ` (${cell(setting.note)})` : ''}`;
+  if (setting.kind === 'fixed') return `set: ${cell(setting.note)}`;
+  return `not set: ${cell(setting.note)}`;
+}
+
+function cell(text: string): string {
+  return text.replaceAll('|', '\\|').replaceAll('\n', ' ');
+}
+
+/** The default as `serve --help` prints it (src/cli.ts): durations and sizes as a person types them. */
+export function defaultText(spec: FlagSpec): string {
+  const value = spec.default;
+  if (Array.isArray(value)) return value.length > 0 ? value.join(',') : 'none';
+  if (typeof value !== 'number') return value === '' ? 'none' : String(value);
+  return [durationText(value), bytesText(value), String(value)].find((text) => readsBack(spec, text)) ?? String(value);
+}
+
+function readsBack(spec: FlagSpec, text: string): boolean {
+  try {
+    return spec.parse(text) === spec.default;
+  } catch {
+    return false;
+  }
+}
+
+const DURATION_UNITS: Array<[string, number]> = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]];
+
+function durationText(ms: number): string {
+  const [unit, size] = DURATION_UNITS.find(([, size]) => ms % size === 0) ?? ['ms', 1];
+  return `${ms / size}${unit}`;
+}
+
+function bytesText(bytes: number): string {
+  if (bytes > 0 && bytes % (1024 * 1024) === 0) return `${bytes / 1024 / 1024}Mi`;
+  if (bytes > 0 && bytes % 1024 === 0) return `${bytes / 1024}Ki`;
+  return String(bytes);
+}

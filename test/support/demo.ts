@@ -1,0 +1,223 @@
+// The local demo: a real control plane, the kubelet simulator playing a normal and a virtual
+// node, and `sidecar-terminator serve` registered with the API server. `make dev` runs it
+// (scripts/dev.ts -> runDev) and test/e2e/examples.test.ts follows the README's "Try it" against
+// the same startDemo(), so what the README promises is what a user gets.
+import { copyFileSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startControlPlane, type ControlPlane } from './control-plane.ts';
+import { KubeletSimulator, waitFor } from './kubelet-simulator.ts';
+import { startServe, type ServeProcess } from './serve-process.ts';
+
+export const repoRoot = resolve(import.meta.dirname, '../..');
+
+/** Main containers (those without a sidecar marker) exit 0 this long after they start. */
+export const DEMO_MAIN_EXIT_AFTER_MS = 5000;
+
+export interface DemoOptions {
+  /** Where serve keeps its CA and serving certificate (--cert-dir). */
+  certDir: string;
+  /** Where the kubelet simulator's complaints go. Default: stderr. */
+  simulatorLog?: (message: string) => void;
+  /** Progress messages during startup. */
+  progress?: (message: string) => void;
+}
+
+export interface Demo {
+  cp: ControlPlane;
+  sim: KubeletSimulator;
+  serve: ServeProcess;
+  /** The kubectl built with the control plane (same version as the API server). */
+  kubectlPath: string;
+  /** The kill mechanism the watcher chose (signal: there is no OpenKruise in the demo). */
+  killMechanism: string;
+  /** Stops serve, the simulator and the control plane (which removes its directory). Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** The serve flags of the demo, given serve's port. */
+export const demoServeArgs = (kubeconfigPath: string, certDir: string) => (port: number) => [
+  '--kubeconfig', kubeconfigPath,
+  '--cert-dir', certDir,
+  '--register-webhooks',
+  '--webhook-url', `https://127.0.0.1:${port}`,
+  // Fail rather than Ignore: a misconfigured Job is never admitted just because serve is slow.
+  '--failure-policy', 'Fail',
+];
+
+export async function startDemo(options: DemoOptions): Promise<Demo> {
+  const progress = options.progress ?? (() => {});
+  const stops: Array<() => Promise<unknown>> = [];
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      for (const each of stops.reverse()) await each().catch(() => {});
+    })());
+  try {
+    progress('starting etcd, kube-apiserver and kube-controller-manager');
+    const cp = await startControlPlane();
+    stops.push(() => cp.stop());
+    progress('starting the kubelet simulator (nodes sim-node and sim-virtual-node)');
+    const sim = new KubeletSimulator(cp.kubeConfig, {
+      defaultMainExitAfterMs: DEMO_MAIN_EXIT_AFTER_MS,
+      ...(options.simulatorLog ? { log: options.simulatorLog } : {}),
+    });
+    await sim.start();
+    stops.push(() => sim.stop());
+    progress('starting sidecar-terminator serve');
+    const serve = await startServe(demoServeArgs(cp.kubeconfigPath, options.certDir));
+    stops.push(() => serve.stop());
+    const started = await waitFor('the watcher to start', () => serve.logs().find((line) => line.msg === 'watcher starting'));
+    return { cp, sim, serve, kubectlPath: join(cp.binDir, 'kubectl'), killMechanism: String(started.killMechanism), stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** Where `make dev` publishes the kubeconfig and a kubectl link: stable paths across runs. */
+export function devDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.SIDECAR_TERMINATOR_DEV_DIR) return resolve(env.SIDECAR_TERMINATOR_DEV_DIR);
+  return join(env.SIDECAR_TERMINATOR_CACHE ?? join(homedir(), '.cache/sidecar-terminator'), 'dev');
+}
+
+interface Published {
+  kubeconfig: string;
+  binDir: string;
+  envFile: string;
+  remove(): void;
+}
+
+/** Copies the demo's kubeconfig to `dir`, links the control plane's kubectl into dir/bin, writes dir/env.sh. */
+function publish(demo: Demo, dir: string): Published {
+  const binDir = join(dir, 'bin');
+  mkdirSync(binDir, { recursive: true });
+  const kubeconfig = join(dir, 'kubeconfig');
+  copyFileSync(demo.cp.kubeconfigPath, kubeconfig);
+  const kubectl = join(binDir, 'kubectl');
+  rmSync(kubectl, { force: true });
+  symlinkSync(demo.kubectlPath, kubectl);
+  const envFile = join(dir, 'env.sh');
+  writeFileSync(envFile, `# sidecar-terminator demo (make dev)\nexport KUBECONFIG=${kubeconfig}\nexport PATH=${binDir}:$PATH\n`);
+  return {
+    kubeconfig,
+    binDir,
+    envFile,
+    // The kubectl link stays (it points into the cache); the credentials of a gone cluster do not.
+    remove: () => {
+      rmSync(kubeconfig, { force: true });
+      rmSync(envFile, { force: true });
+    },
+  };
+}
+
+/** `make dev`: starts the demo, prints how to use it, shows serve's logs, stops on Ctrl-C. */
+export async function runDev(args: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  let certDir = join(repoRoot, 'certs');
+  for (let index = 0; index < args.length; index++) {
+    const arg = args[index]!;
+    if (arg === '--cert-dir' && args[index + 1] !== undefined) certDir = resolve(args[++index]!);
+    else if (arg.startsWith('--cert-dir=')) certDir = resolve(arg.slice('--cert-dir='.length));
+    else {
+      process.stderr.write(`usage: node scripts/dev.ts [--cert-dir DIR]\n(unknown argument ${JSON.stringify(arg)})\n`);
+      return 2;
+    }
+  }
+  const started = Date.now();
+  const say = (text: string) => process.stdout.write(`${text}\n`);
+  // Once stopping, the simulator's complaints about the vanishing API server are noise.
+  let stopping = false;
+  const demo = await startDemo({
+    certDir,
+    progress: (message) => say(`[dev] ${message}`),
+    simulatorLog: (message) => {
+      if (!stopping) say(`[kubelet-simulator] ${message}`);
+    },
+  });
+  const published = publish(demo, devDir(env));
+  const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  const examples = readdirSync(join(repoRoot, 'examples')).filter((file) => file.endsWith('.yaml')).sort();
+  say(`
+sidecar-terminator demo is up (${seconds} s)
+  API server   ${demo.cp.serverUrl}  (etcd, kube-apiserver, kube-controller-manager; logs: ${demo.cp.dir}/*.log)
+  nodes        sim-node (normal), sim-virtual-node (virtual-kubelet), played by the kubelet simulator:
+               main containers exit 0 ${DEMO_MAIN_EXIT_AFTER_MS / 1000} s after they start
+  webhook      ${demo.serve.url}  (registered with the API server; CA and certificate in ${displayPath(certDir)})
+  watcher      kill mechanism: ${demo.killMechanism}
+  kubeconfig   ${published.kubeconfig}
+  kubectl      ${demo.kubectlPath}
+
+In another terminal, from ${repoRoot}:
+  export KUBECONFIG=${published.kubeconfig} PATH=${published.binDir}:$PATH
+  kubectl get nodes
+${examples.map((file) => `  kubectl apply -f examples/${file}`).join('\n')}
+  kubectl get jobs,pods
+(README "Try it" says what each example does and what to expect.)
+
+Ctrl-C stops everything and deletes the cluster. serve's logs follow.
+`);
+
+  const stopRequested = new Promise<NodeJS.Signals>((resolveSignal) => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      stopping = true;
+      resolveSignal(signal);
+    };
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, onSignal);
+  });
+  let shown = 0;
+  const showLogs = () => {
+    const output = demo.serve.output();
+    const end = output.lastIndexOf('\n') + 1;
+    for (const line of output.slice(shown, end).split('\n')) if (line !== '') say(formatLogLine(line));
+    shown = Math.max(shown, end);
+  };
+  let done = false;
+  const serveExited = demo.serve.exited.then((exit) => exit);
+  const signal = await Promise.race([
+    stopRequested,
+    serveExited.then((exit) => `serve exited (${JSON.stringify(exit)})`),
+    (async () => {
+      while (!done) {
+        showLogs();
+        await sleep(250);
+      }
+      return 'never';
+    })(),
+  ]);
+  done = true;
+  stopping = true;
+  showLogs();
+  say(`\n[dev] ${signal}: stopping serve, the kubelet simulator and the control plane`);
+  await demo.stop();
+  published.remove();
+  say('[dev] stopped; the cluster is gone');
+  return signal === 'SIGINT' || signal === 'SIGTERM' || signal === 'SIGHUP' ? 0 : 1;
+}
+
+/** Relative to the working directory when inside it. */
+function displayPath(path: string): string {
+  const relativePath = relative(process.cwd(), path);
+  return relativePath === '' ? '.' : relativePath.startsWith('..') ? path : relativePath;
+}
+
+const HIDDEN = new Set(['level', 'time', 'pid', 'hostname', 'msg', 'uid', 'reqId', 'v']);
+const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+
+/** One of serve's JSON log lines, made readable: `12:00:01 INFO admission decision kind=Job result=denied ...`. */
+export function formatLogLine(line: string): string {
+  let entry: Record<string, unknown>;
+  try {
+    const parsed: unknown = JSON.parse(line);
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return line;
+    entry = parsed as Record<string, unknown>;
+  } catch {
+    return line;
+  }
+  const time = typeof entry.time === 'number' ? new Date(entry.time).toISOString().slice(11, 19) : '';
+  const level = LEVELS[Number(entry.level)] ?? String(entry.level ?? '');
+  const fields = Object.entries(entry)
+    .filter(([key, value]) => !HIDDEN.has(key) && value !== undefined)
+    .map(([key, value]) => `${key}=${typeof value === 'string' && !/\s/.test(value) ? value : JSON.stringify(value)}`);
+  return [time, level.padEnd(5), String(entry.msg ?? ''), ...fields].filter((part) => part !== '').join(' ');
+}
