@@ -101,6 +101,7 @@ export const SERVE_FLAGS = {
   registerWebhooks: bool('register-webhooks', 'Create or update the Mutating and Validating webhook configurations (otherwise only their caBundle is patched, when they exist).'),
   webhookConfigName: text('webhook-config-name', 'Name of the MutatingWebhookConfiguration and ValidatingWebhookConfiguration.', 'sidecar-terminator'),
   webhookUrl: text('webhook-url', 'Register the webhooks with this base URL (e.g. https://127.0.0.1:9443) instead of the Service; for local runs.', ''),
+  excludedNamespaces: list('excluded-namespaces', 'Namespaces the webhooks skip besides kube-system and --namespace (written into the registered configurations) and that the sweeper leaves alone.'),
   failurePolicy: oneOf('failure-policy', 'failurePolicy of registered webhooks.', ['Ignore', 'Fail'] as const, 'Ignore'),
   namespaces: list('namespaces', 'Namespaces whose managed pods the watcher acts on; empty means every namespace.'),
   killMechanism: oneOf('kill-mechanism', 'How sidecars on normal nodes are stopped: crr creates an OpenKruise ContainerRecreateRequest (kruise-daemon kills the container), signal adds an ephemeral container that sends SIGTERM to the sidecar, auto uses crr when the cluster serves the Kruise CRD and signal otherwise.', ['auto', 'crr', 'signal'] as const, 'auto'),

@@ -84,7 +84,7 @@ async function startWatcher({ config, kubeConfig, namespace, logger, metrics, re
       signal: { image: config.signalImage, command: ['node', '-e', "process.kill(1, 'SIGTERM')"] },
       concurrency: config.concurrency,
       sweepIntervalMs: config.sweepInterval,
-      excludedNamespaces: excludedNamespaces(namespace),
+      excludedNamespaces: excludedNamespaces(namespace, config.excludedNamespaces),
       quickExitImageAllowlist: config.quickExitImageAllowlist,
       logger: logger.child({ component: 'watcher' }),
       metrics: watcherMetrics,
@@ -177,6 +177,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     serviceName: config.serviceName,
     url: config.webhookUrl,
     failurePolicy: config.failurePolicy,
+    excludedNamespaces: config.excludedNamespaces,
   };
   try {
     if (config.registerWebhooks) {

@@ -11,9 +11,9 @@ import type {
 import { isApiError } from './api-errors.ts';
 
 
-/** Namespaces the webhook never sees (so the sweeper leaves them alone too): kube-system and the add-on's own. */
-export function excludedNamespaces(ownNamespace: string): string[] {
-  return [...new Set(['kube-system', ownNamespace])];
+/** Namespaces the webhook never sees (so the sweeper leaves them alone too): kube-system, the add-on's own, and any configured. */
+export function excludedNamespaces(ownNamespace: string, configured: readonly string[] = []): string[] {
+  return [...new Set(['kube-system', ...configured, ownNamespace])];
 }
 
 export interface WebhookTarget {
@@ -25,6 +25,8 @@ export interface WebhookTarget {
   /** Base URL to call instead of the Service (local runs), '' for the Service. */
   url: string;
   failurePolicy: string;
+  /** Further namespaces the webhooks skip (--excluded-namespaces). */
+  excludedNamespaces: readonly string[];
 }
 
 type WebhookConfiguration = V1MutatingWebhookConfiguration | V1ValidatingWebhookConfiguration;
@@ -44,7 +46,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
     failurePolicy: target.failurePolicy,
     timeoutSeconds: 10,
     namespaceSelector: {
-      matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excludedNamespaces(target.namespace) }],
+      matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excludedNamespaces(target.namespace, target.excludedNamespaces) }],
     },
   });
   const metadata = { name: target.name, labels: MANAGED_BY };

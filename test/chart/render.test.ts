@@ -121,10 +121,11 @@ t.test('the webhook configurations are the ones serve --register-webhooks writes
     { values: {}, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore' } },
     { values: { webhook: { failurePolicy: 'Fail' } }, release: 'st', namespace: 'platform', target: { name: 'st-sidecar-terminator', serviceName: 'st-sidecar-terminator', failurePolicy: 'Fail' } },
     { values: { webhook: { configurationName: 'sidecars' } }, release: 'sidecar-terminator', namespace: 'kube-system', target: { name: 'sidecars', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore' } },
+    { values: { webhook: { excludedNamespaces: ['kube-system', 'batch-legacy'] } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', excludedNamespaces: ['batch-legacy'] } },
   ];
   for (const { values, release, namespace, target } of cases) {
     const manifests = await render(values, { release, namespace });
-    const desired = desiredWebhookConfigurations({ ...target, namespace, url: '' }, '');
+    const desired = desiredWebhookConfigurations({ excludedNamespaces: [], ...target, namespace, url: '' }, '');
     for (const [kind, expected] of [['MutatingWebhookConfiguration', desired.mutating], ['ValidatingWebhookConfiguration', desired.validating]] as const) {
       const rendered = get(manifests, kind, target.name) as Manifest & { webhooks: Array<{ clientConfig: Record<string, unknown> }> };
       for (const webhook of rendered.webhooks) t.notOk('caBundle' in webhook.clientConfig, `${kind}: the chart leaves caBundle to the webhook`);
