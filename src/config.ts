@@ -125,3 +125,32 @@ export const SERVE_FLAGS = {
 
 export type ServeFlags = typeof SERVE_FLAGS;
 export type ServeConfig = { [K in keyof ServeFlags]: ServeFlags[K]['default'] };
+
+/** The default as a person would type it: for numbers, the first rendering the flag's own parser reads back. */
+export function defaultText(spec: FlagSpec): string {
+  const value = spec.default;
+  if (Array.isArray(value)) return value.length > 0 ? value.join(',') : 'none';
+  if (typeof value !== 'number') return value === '' ? 'none' : String(value);
+  return [durationText(value), bytesText(value), String(value)].find((text) => readsBack(spec, text)) ?? String(value);
+}
+
+function readsBack(spec: FlagSpec, text: string): boolean {
+  try {
+    return spec.parse(text) === spec.default;
+  } catch {
+    return false;
+  }
+}
+
+const DURATION_UNITS: Array<[string, number]> = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]];
+
+function durationText(ms: number): string {
+  const [unit, size] = DURATION_UNITS.find(([, size]) => ms % size === 0) ?? ['ms', 1];
+  return `${ms / size}${unit}`;
+}
+
+function bytesText(bytes: number): string {
+  if (bytes > 0 && bytes % (1024 * 1024) === 0) return `${bytes / 1024 / 1024}Mi`;
+  if (bytes > 0 && bytes % 1024 === 0) return `${bytes / 1024}Ki`;
+  return String(bytes);
+}

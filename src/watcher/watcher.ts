@@ -177,7 +177,7 @@ export class Watcher {
   }
 
   private async execute(pod: V1Pod, actions: Action[], log: FastifyBaseLogger): Promise<void> {
-    const stopped: string[] = [];
+    const told: Stopping[] = [];
     let conditionSet = hasTerminatedCondition(pod);
     for (const action of withKillsMerged(actions)) {
       switch (action.type) {
@@ -187,7 +187,7 @@ export class Watcher {
           break;
         case 'replaceImage':
           await this.measured(pod, 'image', () => replaceImage(this.clients, pod, action.container, action.image));
-          stopped.push(`${action.container} (quick-exit image ${action.image})`);
+          told.push({ description: `${action.container} (quick-exit image ${action.image})`, now: true });
           break;
         case 'markTerminal':
           await this.measured(pod, 'phase', () => markTerminal(this.clients, pod, action.phase));
@@ -195,23 +195,25 @@ export class Watcher {
           log.info({ phase: action.phase }, 'pod moved to its terminal phase; sidecar exit codes ignored');
           break;
         case 'killAll':
-          stopped.push(...(await this.killAll(pod, action.containers)));
+          told.push(...(await this.killAll(pod, action.containers)));
           break;
       }
     }
-    if (stopped.length === 0) return;
-    const message = `stopping sidecars: ${stopped.join(', ')}`;
-    await this.events.record(pod, 'Normal', 'SidecarTerminating', message);
+    if (told.length === 0) return;
+    const message = `stopping sidecars: ${told.map((s) => s.description).join(', ')}`;
     if (!conditionSet) await setTerminatedCondition(this.clients, pod, message);
-    log.info({ sidecars: stopped }, 'stopping sidecars');
+    // Reported once: a reconcile that finds its requests already made says nothing new.
+    if (!told.some((s) => s.now)) return;
+    await this.events.record(pod, 'Normal', 'SidecarTerminating', message);
+    log.info({ sidecars: told.map((s) => s.description) }, 'stopping sidecars');
   }
 
-  /** Stops the containers by the kill mechanism; returns their descriptions for the event. */
-  private async killAll(pod: V1Pod, containers: string[]): Promise<string[]> {
+  /** Stops the containers by the kill mechanism; says which were told to stop, and whether just now. */
+  private async killAll(pod: V1Pod, containers: string[]): Promise<Stopping[]> {
     const kill = this.kill!;
     if (kill.mechanism === 'crr') {
-      await this.measured(pod, 'crr', () => killByCrr(this.clients, kill.version, pod, containers));
-      return containers.map((c) => `${c} (ContainerRecreateRequest)`);
+      const result = await this.measured(pod, 'crr', () => killByCrr(this.clients, kill.version, pod, containers));
+      return containers.map((c) => ({ description: `${c} (ContainerRecreateRequest)`, now: result === 'created' }));
     }
     if (pod.spec?.shareProcessNamespace) {
       this.terminations.inc({ mechanism: 'signal', result: 'refused' });
@@ -223,11 +225,13 @@ export class Watcher {
       );
       return [];
     }
+    const told: Stopping[] = [];
     for (const container of containers) {
       const result = await this.measured(pod, 'signal', () => killBySignal(this.clients, this.options.signal, pod, container));
+      told.push({ description: `${container} (SIGTERM)`, now: result === 'created' });
       if (result === 'exists') await this.checkSignalTakenEffect(pod, container);
     }
-    return containers.map((c) => `${c} (SIGTERM)`);
+    return told;
   }
 
   /**
@@ -275,6 +279,12 @@ function lastMainFinishedAt(pod: V1Pod): number | undefined {
     .filter((s) => mains.has(s.name) && s.state?.terminated?.finishedAt)
     .map((s) => new Date(s.state!.terminated!.finishedAt!).getTime());
   return times.length > 0 ? Math.max(...times) : undefined;
+}
+
+/** A sidecar told to stop, and whether by this reconcile. */
+interface Stopping {
+  description: string;
+  now: boolean;
 }
 
 type Step = Exclude<Action, { type: 'kill' }> | { type: 'killAll'; containers: string[] };

@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { parse } from 'yaml';
-import { SERVE_FLAGS } from '../../src/config.ts';
-import { CHART_SETTINGS, defaultText, withServeFlagsTable } from '../support/config-reference.ts';
+import { SERVE_FLAGS, defaultText } from '../../src/config.ts';
+import { CHART_SETTINGS, withServeFlagsTable } from '../support/config-reference.ts';
 import { chartDir, render, repoRoot } from './helm.ts';
 
 const run = promisify(execFile);

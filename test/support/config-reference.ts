@@ -1,7 +1,7 @@
 // The README's configuration reference, generated from the flag table in src/config.ts, and how
 // the Helm chart sets each flag. scripts/config-reference.ts writes the table into README.md;
 // test/chart/docs.test.ts fails when the README or the chart falls behind src/config.ts.
-import { SERVE_FLAGS, type FlagSpec } from '../../src/config.ts';
+import { SERVE_FLAGS, defaultText, type FlagSpec } from '../../src/config.ts';
 
 export type Component = 'webhook' | 'watcher';
 
@@ -96,33 +96,4 @@ function chartCell(setting: ChartSetting | undefined): string {
 
 function cell(text: string): string {
   return text.replaceAll('|', '\\|').replaceAll('\n', ' ');
-}
-
-/** The default as `serve --help` prints it (src/cli.ts): durations and sizes as a person types them. */
-export function defaultText(spec: FlagSpec): string {
-  const value = spec.default;
-  if (Array.isArray(value)) return value.length > 0 ? value.join(',') : 'none';
-  if (typeof value !== 'number') return value === '' ? 'none' : String(value);
-  return [durationText(value), bytesText(value), String(value)].find((text) => readsBack(spec, text)) ?? String(value);
-}
-
-function readsBack(spec: FlagSpec, text: string): boolean {
-  try {
-    return spec.parse(text) === spec.default;
-  } catch {
-    return false;
-  }
-}
-
-const DURATION_UNITS: Array<[string, number]> = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]];
-
-function durationText(ms: number): string {
-  const [unit, size] = DURATION_UNITS.find(([, size]) => ms % size === 0) ?? ['ms', 1];
-  return `${ms / size}${unit}`;
-}
-
-function bytesText(bytes: number): string {
-  if (bytes > 0 && bytes % (1024 * 1024) === 0) return `${bytes / 1024 / 1024}Mi`;
-  if (bytes > 0 && bytes % 1024 === 0) return `${bytes / 1024}Ki`;
-  return String(bytes);
 }
