@@ -81,7 +81,7 @@ export function envName(flag: string): string {
 
 export const SERVE_FLAGS = {
   kubeconfig: text('kubeconfig', 'Kubeconfig file; empty means in-cluster configuration, or $KUBECONFIG when set.', ''),
-  namespace: text('namespace', "The add-on's own namespace, where the certificate Secret lives; empty means the pod's namespace (in-cluster) or sidecar-terminator.", ''),
+  namespace: text('namespace', "The add-on's own namespace, home of the certificate Secret and the leader-election Lease, and never served by the webhooks; empty means the pod's namespace (in-cluster) or sidecar-terminator.", ''),
   logLevel: oneOf('log-level', 'Minimum level of the JSON logs.', ['debug', 'info', 'warn', 'error'] as const, 'info'),
   noWebhook: bool('no-webhook', 'Do not run the admission webhook (run the watcher alone).'),
   noWatcher: bool('no-watcher', 'Do not run the watcher (run the admission webhook alone).'),
