@@ -208,3 +208,14 @@ t.test('a sidecar that ignores SIGTERM: a Warning event after its grace period',
   t.ok(findContainerStatus(current, 'proxy')?.state?.running, 'the sidecar still runs: nothing could kill it');
   t.equal(current.spec?.ephemeralContainers?.length, 1, 'signalled once');
 });
+
+t.test('shareProcessNamespace: the signal mechanism refuses with a Warning event', async (t) => {
+  const namespace = await cp.createNamespace();
+  await apply(cp, namespace, jobYaml('shared', { annotations: exitAfter('main', '1s'), spec: '\n      shareProcessNamespace: true', containers: `${main()}\n${killSidecar()}` }));
+  const pod = await podOfJob(stack, namespace, 'shared');
+  const warning = await waitFor('the refusal', async () => (await eventsOf(stack, namespace, pod.metadata!.name!)).find((e) => e.type === 'Warning'));
+  t.match(warning, { reason: 'SidecarTerminationFailed', message: /cannot signal proxy: the pod sets shareProcessNamespace/ });
+  const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
+  t.notOk(current.spec?.ephemeralContainers, 'no ephemeral container');
+  t.ok(findContainerStatus(current, 'proxy')?.state?.running, 'the sidecar runs on');
+});
