@@ -36,3 +36,12 @@ helm:
 # The chart's tests: lint, template, schema, RBAC against the code, install on a real API server.
 chart-test: node_modules
 	npm test -- test/chart/*.test.ts
+
+.PHONY: bench
+
+# Benchmarks (bench/README.md): admission latency and throughput next to the framework's limit,
+# where admission time goes, and the watcher's burst latency and memory next to a watcher that
+# caches every pod. Reproduces every figure of bench/README.md (about an hour on two cores);
+# `make bench QUICK=1` is a short run that checks the harness. Never part of `make test`.
+bench: node_modules
+	node bench/run.ts $(if $(QUICK),--quick)

@@ -1,0 +1,39 @@
+// What the kernel says about a process: CPU seconds (utime + stime from /proc/PID/stat), the
+// resident set now (VmRSS) and its peak (VmHWM) from /proc/PID/status, and the machine's load.
+import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+
+// Linux reports times in clock ticks; USER_HZ is 100 on every architecture Node supports.
+const CLOCK_TICKS = 100;
+
+export interface ProcessSample {
+  /** user + system CPU seconds so far. */
+  cpuSeconds: number;
+  /** Resident set size now, MiB. */
+  rssMiB: number;
+  /** Peak resident set size since the process started, MiB. */
+  hwmMiB: number;
+}
+
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // The command name (field 2) may contain spaces and parentheses: count from the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // fields[0] is field 3 (state); utime is field 14, stime field 15.
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+
+export function memory(pid: number): { rssMiB: number; hwmMiB: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN);
+  return { rssMiB: kib('VmRSS') / 1024, hwmMiB: kib('VmHWM') / 1024 };
+}
+
+export function sample(pid: number): ProcessSample {
+  return { cpuSeconds: cpuSeconds(pid), ...memory(pid) };
+}
+
+/** The 1-minute load average, and the number of processors, for the README's noise notes. */
+export function machineLoad(): string {
+  return loadavg()[0]!.toFixed(2);
+}

@@ -1,0 +1,668 @@
+// Watcher scale: reaction latency to bursts of finishing Jobs and memory as the cluster grows,
+// for the slim watcher (`serve --no-webhook`, a label-selected watch of managed pods) and for a
+// watcher that caches every pod (bench/watcher/all-pods-watcher.ts, OpenKruise's approach).
+//
+//   node bench/watcher/run.ts [--quick] [--managed 2000] [--unmanaged 10000,20000]
+//                             [--bursts 100,500,2000] [--skip-all-pods] [--label NAME]
+//                             [--root DIR] [--compare-root [NAME=]DIR[,NAME=DIR]] [--compare-args='ARGS']
+//                             [--profile] [--keep-logs]
+//
+// Against a real control plane (test/support/control-plane.ts) with OpenKruise's CRR CRD, so
+// the watcher stops sidecars by ContainerRecreateRequest; the kubelet simulator, in its own
+// process, runs the managed pods (and executes the CRRs as kruise-daemon would). Steps:
+//  1. `--managed` Job pods with a sidecar are created, labelled managed, and run.
+//  2. Both watchers start, each in its own process; their RSS is read at 0 unmanaged pods,
+//     then after each step of `--unmanaged` pods (created bound and Running by this driver).
+//  3. The comparison watcher stops. Bursts: before each, the managed pods are topped up to
+//     `--managed` running; then N of them have their main container exit at once (the
+//     simulator's exitContainer writes the status). Latency per pod = the moment this
+//     driver's watch sees the CRR for the pod minus the moment it sees the pod's main container
+//     terminated: both ends through the same kind of watch, in the same process, so the
+//     watch delivery delay cancels out (up to its jitter). Then the finished pods are deleted.
+//  4. The slim watcher stops; a fresh comparison watcher starts (listing every pod) and gets
+//     the same bursts.
+// --root runs the slim watcher from another checkout; --compare-root adds slim watchers from
+// others (patched copies under /tmp), each measured the same way after the first
+// (--compare-args='--concurrency 64': with these extra serve flags); --profile
+// runs the slim watchers under --cpu-prof and summarises where their CPU went.
+// CPU seconds and peak RSS come from /proc/PID/stat and /proc/PID/status (VmHWM) of each
+// watcher's process. Writes bench/results/watcher[-LABEL].json and .md, prints the markdown.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { get } from 'node:http';
+import { createServer } from 'node:net';
+import { cpus, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface, type Interface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CoreV1Api, CustomObjectsApi, PatchStrategy, Watch, setHeaderOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { startControlPlane, type ControlPlane } from '../../test/support/control-plane.ts';
+import { CRR } from '../../test/support/kubelet-simulator.ts';
+import { installCrrCrd } from '../../test/support/stack.ts';
+import { DONE, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { profileTables, summarise as summariseProfile, type CpuProfile } from '../lib/cpuprofile.ts';
+import { WATCHER_RULES } from './profile-rules.ts';
+import { pooledKubeConfig } from '../lib/kube.ts';
+import { cpuSeconds, machineLoad, memory } from '../lib/proc.ts';
+import { fmt, max, median, numberList, parseArgs, quantile, table } from '../lib/stats.ts';
+import { managedPod, runningStatus, unmanagedPod } from './pods.ts';
+
+const repoRoot = resolve(import.meta.dirname, '../..');
+const MANAGED_NS = 'bench-managed';
+const UNMANAGED_NAMESPACES = 10;
+const strategicMerge = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
+
+const log = (message: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+
+async function pool<T>(items: readonly T[], limit: number, work: (item: T, index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const index = next++;
+        await work(items[index]!, index);
+      }
+    }),
+  );
+}
+
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, intervalMs = 100): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+/** Free ports are picked before binding: another test starting a control plane meanwhile may take one. */
+async function startControlPlaneWithRetries(attempts = 3): Promise<ControlPlane> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startControlPlane();
+    } catch (error) {
+      if (attempt >= attempts) throw error;
+      log(`control plane failed to start (${(error as Error).message.split('\n')[0]}); trying again`);
+    }
+  }
+}
+
+/** What the driver's watches saw of one managed pod (performance.now() milliseconds). */
+interface Tracked {
+  phase?: string;
+  mainRunning: boolean;
+  sidecarRunning: boolean;
+  finishedAt?: number;
+  actionAt?: number;
+  conditionAt?: number;
+  doneAt?: number;
+  deleted: boolean;
+}
+
+/**
+ * List, then watch from the list's resourceVersion; on the end of a watch, watch again from the
+ * last resourceVersion seen; on 410 Gone, list again. Never gives up until stopped.
+ */
+class Observer<T extends { metadata?: { resourceVersion?: string } }> {
+  private abort: AbortController | undefined;
+  private resourceVersion: string | undefined;
+  private stopped = false;
+  private readonly kubeConfig: KubeConfig;
+  private readonly path: string;
+  private readonly list: () => Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
+  private readonly onEvent: (type: string, object: T) => void;
+
+  constructor(kubeConfig: KubeConfig, path: string, list: Observer<T>['list'], onEvent: Observer<T>['onEvent']) {
+    this.kubeConfig = kubeConfig;
+    this.path = path;
+    this.list = list;
+    this.onEvent = onEvent;
+  }
+
+  async start(): Promise<void> {
+    const listed = await this.list();
+    for (const item of listed.items) this.onEvent('ADDED', item);
+    this.resourceVersion = listed.metadata?.resourceVersion;
+    await this.watch();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.abort?.abort();
+  }
+
+  private async watch(): Promise<void> {
+    if (this.stopped) return;
+    let gone = false;
+    const again = () => {
+      if (this.stopped) return;
+      const next = gone ? () => this.start() : () => this.watch();
+      setTimeout(() => void next().catch((error: unknown) => log(`observer ${this.path}: ${String(error)}`)), gone ? 0 : 50);
+    };
+    try {
+      this.abort = await new Watch(this.kubeConfig).watch(
+        this.path,
+        { resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 600 },
+        (type: string, object: T & { code?: number }) => {
+          if (type === 'ERROR') {
+            gone ||= object.code === 410;
+            return;
+          }
+          if (object.metadata?.resourceVersion) this.resourceVersion = object.metadata.resourceVersion;
+          if (type !== 'BOOKMARK') this.onEvent(type, object);
+        },
+        () => again(),
+      );
+    } catch (error) {
+      log(`observer ${this.path}: ${String(error)}; retrying`);
+      again();
+    }
+  }
+}
+
+interface Proc {
+  name: string;
+  pid: number;
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** The live heap and RSS right after a full garbage collection (bench/watcher/gc-probe.ts). */
+interface AfterGc {
+  heapMiB: number;
+  rssAfterGcMiB: number;
+}
+
+interface Watcher extends Proc {
+  /** Pods in its cache (the all-pods watcher reports it; the slim one's cache is the managed pods). */
+  cached?(): number;
+  afterGc(): Promise<AfterGc>;
+}
+
+const gcProbe = join(import.meta.dirname, 'gc-probe.ts');
+
+/** Node flags and environment that preload the GC probe into a watcher process. */
+function probed(dir: string, name: string): { nodeArgs: string[]; env: Record<string, string>; afterGc: (pid: number) => Promise<AfterGc> } {
+  const file = join(dir, `${name}.gc.json`);
+  return {
+    nodeArgs: ['--expose-gc', '--import', gcProbe],
+    env: { BENCH_GC_PROBE_OUT: file },
+    async afterGc(pid) {
+      rmSync(file, { force: true });
+      process.kill(pid, 'SIGUSR2');
+      let text = '';
+      await until(`${name}'s GC probe`, () => {
+        try {
+          text = readFileSync(file, 'utf8');
+          return text.endsWith('}');
+        } catch {
+          return false;
+        }
+      }, 60_000, 100);
+      const usage = JSON.parse(text) as { heapUsed: number; rss: number };
+      return { heapMiB: usage.heapUsed / 1048576, rssAfterGcMiB: usage.rss / 1048576 };
+    },
+  };
+}
+
+/** A node process; its stderr (and its stdout, unless `pipeStdout`) go to `logFile`. */
+function spawnProcess(name: string, args: string[], logFile: string, pipeStdout = true, env: Record<string, string> = {}): Proc {
+  const out = openSync(logFile, 'a');
+  // setpriv: the child dies with the driver, whatever happens to it.
+  const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', process.execPath, ...args], {
+    stdio: ['pipe', pipeStdout ? 'pipe' : out, out],
+    env: { ...process.env, KUBECONFIG: '', ...env },
+  });
+  closeSync(out);
+  const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()));
+  return {
+    name,
+    // setpriv execs node in place: the same pid.
+    pid: child.pid!,
+    child,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolveListen) => server.listen(0, '127.0.0.1', resolveListen));
+  const address = server.address();
+  await new Promise((resolveClose) => server.close(resolveClose));
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+function httpStatus(url: string): Promise<number | undefined> {
+  return new Promise((resolveStatus) => {
+    const req = get(url, { timeout: 2000 }, (res) => {
+      res.resume();
+      resolveStatus(res.statusCode);
+    });
+    req.on('error', () => resolveStatus(undefined));
+    req.on('timeout', () => req.destroy());
+  });
+}
+
+/** `serve --no-webhook`: the slim watcher as an operator runs it (info logs, default concurrency, sweeper on). */
+async function startSlimWatcher(cp: ControlPlane, dir: string, name: string, root: string, profileDir?: string, extraArgs: string[] = []): Promise<Watcher> {
+  const port = await freePort();
+  const probe = probed(dir, name);
+  const proc = spawnProcess(
+    name,
+    [...probe.nodeArgs, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), join(root, 'src/cli.ts'), 'serve', '--no-webhook', '--kubeconfig', cp.kubeconfigPath, '--kill-mechanism', 'crr', '--probe-address', `127.0.0.1:${port}`, ...extraArgs],
+    join(dir, `${name}-watcher.log`),
+    false,
+    probe.env,
+  );
+  await until('the slim watcher to be ready', async () => (await httpStatus(`http://127.0.0.1:${port}/readyz`)) === 200, 60_000, 200);
+  return { ...proc, afterGc: () => probe.afterGc(proc.pid) };
+}
+
+interface WatcherSpec {
+  name: string;
+  start(): Promise<Watcher>;
+}
+
+async function startAllPodsWatcher(cp: ControlPlane, dir: string): Promise<Watcher> {
+  const probe = probed(dir, 'all-pods');
+  const proc = spawnProcess(
+    'all-pods',
+    [...probe.nodeArgs, join(import.meta.dirname, 'all-pods-watcher.ts'), '--kubeconfig', cp.kubeconfigPath, '--act-namespace', MANAGED_NS],
+    join(dir, 'all-pods-watcher.log'),
+    true,
+    probe.env,
+  );
+  let state = { cached: 0, synced: false };
+  createInterface({ input: proc.child.stdout! }).on('line', (line) => {
+    try {
+      state = JSON.parse(line) as typeof state;
+    } catch {
+      // not a status line
+    }
+  });
+  await until('the all-pods watcher to list the pods', () => state.synced, 300_000, 200);
+  return { ...proc, cached: () => state.cached, afterGc: () => probe.afterGc(proc.pid) };
+}
+
+class Simulator {
+  private readonly proc: Proc;
+  private readonly lines: Interface;
+  private nextId = 1;
+  private readonly waiting = new Map<number, (failed: string[]) => void>();
+
+  private constructor(proc: Proc) {
+    this.proc = proc;
+    this.lines = createInterface({ input: proc.child.stdout! });
+    this.lines.on('line', (line) => {
+      const message = JSON.parse(line) as { id?: number; failed?: string[] };
+      if (message.id !== undefined) this.waiting.get(message.id)?.(message.failed ?? []);
+    });
+  }
+
+  static async start(cp: ControlPlane, dir: string): Promise<Simulator> {
+    const proc = spawnProcess('sim', [join(import.meta.dirname, 'sim-process.ts'), '--kubeconfig', cp.kubeconfigPath, '--namespaces', MANAGED_NS], join(dir, 'sim.log'));
+    const lines = createInterface({ input: proc.child.stdout! });
+    await new Promise<void>((resolveReady, reject) => {
+      lines.once('line', () => resolveReady());
+      proc.child.once('exit', () => reject(new Error(`the simulator exited; see ${dir}/sim.log`)));
+    });
+    lines.close();
+    return new Simulator(proc);
+  }
+
+  get pid(): number {
+    return this.proc.pid;
+  }
+
+  exit(pods: string[]): Promise<string[]> {
+    const id = this.nextId++;
+    this.proc.child.stdin!.write(`${JSON.stringify({ id, op: 'exit', namespace: MANAGED_NS, pods, container: 'main' })}\n`);
+    return new Promise((resolveDone) => this.waiting.set(id, resolveDone));
+  }
+
+  stop(): Promise<void> {
+    return this.proc.stop();
+  }
+}
+
+interface MemoryPoint extends AfterGc {
+  watcher: string;
+  unmanaged: number;
+  rssMiB: number;
+  hwmMiB: number;
+}
+
+interface BurstResult {
+  watcher: string;
+  burst: number;
+  p50: number;
+  p99: number;
+  max: number;
+  missing: number;
+  cpuSeconds: number;
+  /** From the first main container seen finished to the last action seen. */
+  wallSeconds: number;
+  /** From the first main container seen finished to the last: how long the simulator took to write the burst. */
+  spreadSeconds: number;
+  rssMiB: number;
+  hwmMiB: number;
+  load: string;
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const quick = args.has('quick');
+  const managedCount = Number(args.get('managed') ?? (quick ? 200 : 2000));
+  const unmanagedSteps = numberList(args.get('unmanaged') ?? (quick ? '1000,2000' : '10000,20000'));
+  const bursts = numberList(args.get('bursts') ?? (quick ? '20,50,200' : '100,500,2000')).filter((n) => n <= managedCount);
+  const skipAllPods = args.has('skip-all-pods');
+  const root = resolve(args.get('root') ?? repoRoot);
+  // --compare-root DIR or NAME=DIR[,NAME=DIR...]: more slim watchers, from patched copies.
+  const compareArgs = (args.get('compare-args') ?? '').split(' ').filter(Boolean);
+  const variants = (args.get('compare-root') ?? '')
+    .split(',')
+    .filter(Boolean)
+    .map((entry, index) => {
+      const [name, dir] = entry.includes('=') ? (entry.split('=', 2) as [string, string]) : [index === 0 ? 'slim-patched' : `slim-patched-${index + 1}`, entry];
+      return { name, root: resolve(dir) };
+    });
+  if (variants.length === 0 && compareArgs.length > 0) variants.push({ name: 'slim-patched', root });
+  const label = args.get('label');
+  const outDir = join(import.meta.dirname, '../results');
+  mkdirSync(outDir, { recursive: true });
+  const dir = mkdtempSync(join(tmpdir(), 'st-bench-watcher-'));
+  const profileRoot = (name: string) => (args.has('profile') && name !== 'all-pods' ? join(dir, `profile-${name}`) : undefined);
+  log(`watcher bench: ${managedCount} managed pods, unmanaged ${unmanagedSteps.join('/')}, bursts ${bursts.join('/')}; ${cpus().length} cores, load ${machineLoad()}; logs in ${dir}`);
+
+  const cp = await startControlPlaneWithRetries();
+  const procs: Array<{ stop(): Promise<void> }> = [];
+  const observers: Array<Observer<never>> = [];
+  try {
+    await installCrrCrd(cp);
+    // The harness's requests share keep-alive connections (bench/lib/kube.ts).
+    const kubeConfig = pooledKubeConfig(cp.kubeconfigPath);
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+    await cp.createNamespace(MANAGED_NS);
+    for (let i = 0; i < UNMANAGED_NAMESPACES; i++) await cp.createNamespace(`bench-unmanaged-${i}`);
+    const sim = await Simulator.start(cp, dir);
+    procs.push(sim);
+
+    // The driver's view of the managed namespace: pods and CRRs.
+    const tracked = new Map<string, Tracked>();
+    const track = (name: string) => {
+      let entry = tracked.get(name);
+      if (!entry) tracked.set(name, (entry = { mainRunning: false, sidecarRunning: false, deleted: false }));
+      return entry;
+    };
+    const podObserver = new Observer<V1Pod>(
+      kubeConfig,
+      `/api/v1/namespaces/${MANAGED_NS}/pods`,
+      () => core.listNamespacedPod({ namespace: MANAGED_NS }),
+      (type, pod) => {
+        const now = performance.now();
+        const entry = track(pod.metadata!.name!);
+        if (type === 'DELETED') {
+          entry.deleted = true;
+          return;
+        }
+        entry.phase = pod.status?.phase;
+        const state = (name: string) => pod.status?.containerStatuses?.find((s) => s.name === name)?.state;
+        entry.mainRunning = !!state('main')?.running;
+        entry.sidecarRunning = !!state('proxy')?.running;
+        if (state('main')?.terminated && entry.finishedAt === undefined) entry.finishedAt = now;
+        if (entry.conditionAt === undefined && pod.status?.conditions?.some((c) => c.type === 'SidecarTerminated' && c.status === 'True')) entry.conditionAt = now;
+        if (entry.doneAt === undefined && pod.metadata?.labels?.[MANAGED_LABEL] === DONE) entry.doneAt = now;
+      },
+    );
+    const crrObserver = new Observer<{ metadata?: { resourceVersion?: string }; spec?: { podName?: string } }>(
+      kubeConfig,
+      `/apis/${CRR.group}/${CRR.version}/namespaces/${MANAGED_NS}/${CRR.plural}`,
+      async () => (await custom.listNamespacedCustomObject({ ...CRR, namespace: MANAGED_NS })) as { items: [] },
+      (type, crr) => {
+        const now = performance.now();
+        const name = crr.spec?.podName;
+        if (type === 'ADDED' && name) {
+          const entry = track(name);
+          entry.actionAt ??= now;
+        }
+      },
+    );
+    await podObserver.start();
+    await crrObserver.start();
+    observers.push(podObserver as never, crrObserver as never);
+
+    let seq = 0;
+    const running = () => [...tracked.entries()].filter(([, t]) => !t.deleted && t.phase === 'Running' && t.mainRunning && t.sidecarRunning && t.finishedAt === undefined).map(([name]) => name);
+    const topUp = async () => {
+      const missing = managedCount - [...tracked.values()].filter((t) => !t.deleted && t.finishedAt === undefined).length;
+      const names = Array.from({ length: Math.max(0, missing) }, () => `job-${++seq}`);
+      const t0 = performance.now();
+      await pool(names, 32, async (name) => {
+        await core.createNamespacedPod({ namespace: MANAGED_NS, body: managedPod(name, seq) });
+      });
+      await until(`${managedCount} managed pods running`, () => running().length >= managedCount, 30 * 60_000, 500);
+      if (names.length > 0) log(`${names.length} managed pods created and running in ${fmt((performance.now() - t0) / 1000)} s`);
+    };
+    await topUp();
+
+    // The watchers: the slim one, optionally the slim one from a patched copy, and the all-pods one.
+    const specs: WatcherSpec[] = [
+      { name: 'slim', start: () => startSlimWatcher(cp, dir, 'slim', root, profileRoot('slim')) },
+      ...variants.map((variant) => ({
+        name: variant.name,
+        start: () => startSlimWatcher(cp, dir, variant.name, variant.root, profileRoot(variant.name), compareArgs),
+      })),
+      ...(skipAllPods ? [] : [{ name: 'all-pods', start: () => startAllPodsWatcher(cp, dir) }]),
+    ];
+    const live = new Map<string, Watcher>();
+    const startWatcher = async (spec: WatcherSpec) => {
+      const watcher = await spec.start();
+      procs.push(watcher);
+      live.set(spec.name, watcher);
+      return watcher;
+    };
+    const stopWatcher = async (name: string) => {
+      const watcher = live.get(name);
+      live.delete(name);
+      await watcher?.stop();
+      if (watcher && profileRoot(name)) writeProfile(profileRoot(name)!, join(outDir, `profile-watcher-${name}${label ? `-${label}` : ''}.md`));
+    };
+    const settled = async (unmanaged: number) => {
+      for (const watcher of live.values()) {
+        if (watcher.cached) await until(`${watcher.name} to cache every pod`, () => watcher.cached!() >= unmanaged + managedCount, 10 * 60_000, 500);
+      }
+      await sleep(quick ? 3000 : 10_000); // the watchers' queues drain, allocation stops
+    };
+
+    // Memory as the cluster grows, every watcher alive (nothing finishes meanwhile, so none acts).
+    for (const spec of specs) await startWatcher(spec);
+    const memoryPoints: MemoryPoint[] = [];
+    const podSizes: number[] = [];
+    let unmanaged = 0;
+    const measureMemory = async () => {
+      await settled(unmanaged);
+      // RSS as the kernel sees it first, then the live heap after a full GC (which disturbs RSS).
+      const rss = [...live.values()].map((watcher) => ({ watcher, ...memory(watcher.pid) }));
+      for (const { watcher, rssMiB, hwmMiB } of rss) {
+        const point = { watcher: watcher.name, unmanaged, rssMiB, hwmMiB, ...(await watcher.afterGc()) };
+        memoryPoints.push(point);
+        log(`${watcher.name}: ${unmanaged} unmanaged pods: RSS ${fmt(point.rssMiB)} MiB, peak ${fmt(point.hwmMiB)} MiB; after a full GC: heap ${fmt(point.heapMiB)} MiB, RSS ${fmt(point.rssAfterGcMiB)} MiB`);
+      }
+    };
+    await measureMemory();
+    for (const step of unmanagedSteps) {
+      const t0 = performance.now();
+      const indexes = Array.from({ length: Math.max(0, step - unmanaged) }, (_, i) => unmanaged + i);
+      await pool(indexes, 48, async (index) => {
+        const namespace = `bench-unmanaged-${index % UNMANAGED_NAMESPACES}`;
+        const body = unmanagedPod(`pod-${index}`, index);
+        const created = await core.createNamespacedPod({ namespace, body });
+        const running = await core.patchNamespacedPodStatus({ namespace, name: created.metadata!.name!, body: { status: runningStatus(created, index) } }, strategicMerge);
+        if (index % 100 === 0) podSizes.push(JSON.stringify(running).length);
+      });
+      unmanaged = step;
+      log(`${indexes.length} unmanaged pods created and Running in ${fmt((performance.now() - t0) / 1000)} s (load ${machineLoad()}); an unmanaged pod is about ${fmt(median(podSizes) / 1024, 1)} KiB of JSON`);
+      await measureMemory();
+    }
+
+    // Bursts, one watcher at a time (two would race for the same pods).
+    const burstResults: BurstResult[] = [];
+    const peaks: Record<string, number> = {};
+    const runBursts = async (watcher: Proc, completeWhen: (t: Tracked) => boolean) => {
+      for (const burst of bursts) {
+        await topUp();
+        await sleep(quick ? 2000 : 5000);
+        const chosen = running().slice(0, burst);
+        const cpu0 = cpuSeconds(watcher.pid);
+        log(`${watcher.name}: burst of ${burst} (load ${machineLoad()})`);
+        const failed = await sim.exit(chosen);
+        if (failed.length > 0) log(`  ${failed.length} exits failed, e.g. ${failed[0]}`);
+        const entries = chosen.map((name) => tracked.get(name)!);
+        const deadline = Math.max(120_000, burst * 500);
+        await until(`burst of ${burst}: every action`, () => entries.every((t) => t.actionAt !== undefined), deadline, 200).catch((error: unknown) => log(String(error)));
+        await until(`burst of ${burst}: every pod finished`, () => entries.every(completeWhen), deadline, 200).catch((error: unknown) => log(String(error)));
+        const cpu = cpuSeconds(watcher.pid) - cpu0;
+        const latencies = entries.filter((t) => t.actionAt !== undefined && t.finishedAt !== undefined).map((t) => t.actionAt! - t.finishedAt!);
+        const finishes = entries.map((t) => t.finishedAt).filter((v) => v !== undefined);
+        const first = Math.min(...finishes);
+        const last = max(entries.map((t) => t.actionAt ?? Number.NaN).filter((v) => !Number.isNaN(v)));
+        const result: BurstResult = {
+          watcher: watcher.name,
+          burst,
+          p50: quantile(latencies, 0.5),
+          p99: quantile(latencies, 0.99),
+          max: max(latencies),
+          missing: burst - latencies.length,
+          cpuSeconds: cpu,
+          wallSeconds: (last - first) / 1000,
+          spreadSeconds: (Math.max(...finishes) - first) / 1000,
+          ...memory(watcher.pid),
+          load: machineLoad(),
+        };
+        burstResults.push(result);
+        log(`  p50 ${fmt(result.p50)} ms, p99 ${fmt(result.p99)} ms, max ${fmt(result.max)} ms, ${result.missing} missing; CPU ${fmt(cpu)} s; finishes spread over ${fmt(result.spreadSeconds)} s, ${fmt(result.wallSeconds)} s from first finish to last action; RSS ${fmt(result.rssMiB)} MiB, peak ${fmt(result.hwmMiB)} MiB`);
+        // Finished Jobs go away (a TTL controller would do it); the CRRs go with them (owner references).
+        await pool(chosen, 32, async (name) => {
+          await core.deleteNamespacedPod({ namespace: MANAGED_NS, name, gracePeriodSeconds: 0 }).catch(() => undefined);
+        });
+        await until('finished pods deleted', () => entries.every((t) => t.deleted), 120_000, 200);
+      }
+    };
+    const finished = (t: Tracked) => t.phase === 'Succeeded' && t.conditionAt !== undefined;
+    const fresh: Record<string, { rssMiB: number } & AfterGc> = {};
+    for (const [index, spec] of specs.entries()) {
+      // Only this watcher runs: the first keeps running from the growth phase, the others start afresh.
+      for (const name of [...live.keys()]) if (name !== spec.name) await stopWatcher(name);
+      let watcher = live.get(spec.name);
+      if (!watcher) {
+        await topUp();
+        watcher = await startWatcher(spec);
+        await settled(unmanaged);
+        const rssMiB = memory(watcher.pid).rssMiB;
+        fresh[spec.name] = { rssMiB, ...(await watcher.afterGc()) };
+        log(`${spec.name} (fresh process): RSS ${fmt(rssMiB)} MiB with ${unmanaged} unmanaged pods; after a full GC: heap ${fmt(fresh[spec.name]!.heapMiB)} MiB`);
+      } else if (index > 0) {
+        throw new Error('only the first watcher survives the growth phase');
+      }
+      await runBursts(watcher, spec.name === 'all-pods' ? finished : (t) => finished(t) && t.doneAt !== undefined);
+      peaks[spec.name] = memory(watcher.pid).hwmMiB;
+      await stopWatcher(spec.name);
+    }
+
+    const markdown = summarise(memoryPoints, burstResults, { peaks, fresh, managedCount, podKiB: median(podSizes) / 1024 });
+    const suffix = label ? `-${label}` : '';
+    writeFileSync(join(outDir, `watcher${suffix}.json`), JSON.stringify({ managedCount, unmanagedSteps, bursts, memoryPoints, burstResults, peaks, fresh }, null, 1));
+    writeFileSync(join(outDir, `watcher${suffix}.md`), markdown);
+    console.log(markdown);
+  } finally {
+    for (const observer of observers) observer.stop();
+    for (const proc of procs.reverse()) await proc.stop().catch(() => undefined);
+    await cp.stop();
+    if (!args.has('keep-logs')) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function writeProfile(profileDir: string, out: string): void {
+  // The newest profile (names carry the time): a watcher started twice wrote two.
+  const file = readdirSync(profileDir).filter((name) => name.endsWith('.cpuprofile')).sort().pop();
+  if (!file) {
+    log(`no CPU profile in ${profileDir} (the watcher did not exit cleanly)`);
+    return;
+  }
+  const summary = summariseProfile(JSON.parse(readFileSync(join(profileDir, file), 'utf8')) as CpuProfile, WATCHER_RULES);
+  const markdown = `### slim watcher, whole run (${fmt(summary.busyMs / 1000, 1)} CPU s)\n\n${profileTables(summary, 20)}`;
+  writeFileSync(out, markdown);
+  copyFileSync(join(profileDir, file), out.replace(/\.md$/, '.cpuprofile'));
+  rmSync(join(profileDir, file));
+  log(`watcher profile: ${out}`);
+}
+
+function summarise(
+  memoryPoints: MemoryPoint[],
+  bursts: BurstResult[],
+  extra: { peaks: Record<string, number>; fresh: Record<string, { rssMiB: number } & AfterGc>; managedCount: number; podKiB: number },
+): string {
+  const steps = [...new Set(memoryPoints.map((p) => p.unmanaged))];
+  const watchers = [...new Set(memoryPoints.map((p) => p.watcher))];
+  const value = (watcher: string, step: number, field: 'rssMiB' | 'heapMiB' | 'rssAfterGcMiB') =>
+    memoryPoints.find((p) => p.watcher === watcher && p.unmanaged === step)?.[field] ?? Number.NaN;
+  const names: Record<string, string> = {
+    slim: 'slim watcher (`serve --no-webhook`)',
+    'slim-patched': 'slim watcher, patched copy',
+    'all-pods': 'all-pods watcher (Kruise-style cache)',
+  };
+  for (const name of new Set([...memoryPoints.map((p) => p.watcher), ...bursts.map((b) => b.watcher)])) names[name] ??= `slim watcher, ${name}`;
+  const memoryTable = (field: 'rssMiB' | 'heapMiB' | 'rssAfterGcMiB') => {
+    const rows = watchers.map((w) => [names[w] ?? w, ...steps.map((s) => fmt(value(w, s, field), 0))]);
+    if (watchers.includes('all-pods')) rows.push(['ratio all-pods / slim', ...steps.map((s) => `${fmt(value('all-pods', s, field) / value('slim', s, field), 1)}x`)]);
+    return table(['watcher', ...steps.map((s) => `${s.toLocaleString('en-US')} unmanaged`)], rows);
+  };
+  const out = [
+    `Memory with ${extra.managedCount} managed pods running, by number of unmanaged pods in the cluster (an unmanaged pod: about ${fmt(extra.podKiB, 1)} KiB of JSON with its status and managedFields). Every watcher process was started before the first unmanaged pod. RSS (MiB), as the kernel sees it:\n`,
+    memoryTable('rssMiB'),
+    '',
+    'Live JS heap (MiB) right after a full garbage collection (what the process holds, without the garbage RSS also carries):\n',
+    memoryTable('heapMiB'),
+    '',
+    'RSS (MiB) right after that collection:\n',
+    memoryTable('rssAfterGcMiB'),
+    '',
+    'Bursts: latency from a main container seen finished to its ContainerRecreateRequest seen created; the watcher process\'s CPU seconds for the whole burst (until every pod is done); "finishes spread": from the first main container seen finished to the last (the simulator writing the burst); "last action": from the first finish to the last CRR:\n',
+    table(
+      ['watcher', 'burst', 'p50 ms', 'p99 ms', 'max ms', 'missing', 'CPU s', 'finishes spread s', 'last action s', 'RSS after MiB', 'peak RSS MiB'],
+      bursts.map((b) => [
+        names[b.watcher] ?? b.watcher,
+        String(b.burst),
+        fmt(b.p50, 0),
+        fmt(b.p99, 0),
+        fmt(b.max, 0),
+        String(b.missing),
+        fmt(b.cpuSeconds, 1),
+        fmt(b.spreadSeconds, 1),
+        fmt(b.wallSeconds, 1),
+        fmt(b.rssMiB, 0),
+        fmt(b.hwmMiB, 0),
+      ]),
+    ),
+    '',
+    `Peak RSS (VmHWM) of the process that ran the bursts: ${Object.entries(extra.peaks)
+      .map(([name, peak]) => {
+        const fresh = extra.fresh[name];
+        return `${name} ${fmt(peak, 0)} MiB${fresh ? ` (started afresh before its bursts: RSS ${fmt(fresh.rssMiB, 0)} MiB, live heap ${fmt(fresh.heapMiB, 0)} MiB once it had listed the pods)` : ''}`;
+      })
+      .join('; ')}.`,
+    '',
+  ];
+  const target = bursts.find((b) => b.watcher === 'slim' && b.burst === 500);
+  if (target) out.push(`Target: p99 under 1 s for a burst of 500: ${target.p99 < 1000 ? 'met' : `missed by ${fmt((target.p99 - 1000) / 1000)} s`} (p99 ${fmt(target.p99, 0)} ms).`, '');
+  return out.join('\n');
+}
+
+await main();
