@@ -39,9 +39,17 @@ export interface Finding {
 export function formatFinding(finding: Finding): string {
   const parts = [finding.field];
   if (finding.type) parts.push(finding.type);
-  if (finding.value !== undefined) parts.push(JSON.stringify(finding.value));
+  if (finding.value !== undefined) parts.push(quoteValue(finding.value));
   parts.push(finding.detail);
   return parts.join(': ');
+}
+
+/** Values longer than this are cut in messages: a hostile value must not make a huge denial, log line or lint report. */
+export const MAX_VALUE_CHARACTERS = 128;
+
+function quoteValue(value: string): string {
+  if (value.length <= MAX_VALUE_CHARACTERS) return JSON.stringify(value);
+  return `${JSON.stringify(value.slice(0, MAX_VALUE_CHARACTERS))}... (${value.length} characters)`;
 }
 
 export type EnforcementMode = 'deny' | 'warn';

@@ -5,6 +5,7 @@ import {
   ENV_WITH_IMAGE,
   applyEnforcement,
   formatFinding,
+  MAX_VALUE_CHARACTERS,
   inspectObject,
   isManageable,
   validatePodSpec,
@@ -139,6 +140,14 @@ t.test('the design example, word for word', async (t) => {
   t.same(findings.map(formatFinding), [
     'spec.template.spec.containers[1].env[KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE]: Invalid value: "nginx:1.27": the quick-exit image is the sidecar\'s own image, so replacing it changes nothing and the sidecar never stops',
   ]);
+});
+
+t.test('a long value is quoted cut, with its length', async (t) => {
+  const value = 'x'.repeat(10_000);
+  const [finding] = validatePodSpec(podSpec([main(), container('proxy', 'envoy:1', [{ name: ENV_WHEN_JOB_EXIT, value }])]), job);
+  const message = formatFinding(finding!);
+  t.ok(message.includes(`"${'x'.repeat(MAX_VALUE_CHARACTERS)}"... (10000 characters)`), message.slice(0, 300));
+  t.ok(message.length < 512, 'the message stays short');
 });
 
 t.test('valid configurations have no findings', async (t) => {
