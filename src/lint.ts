@@ -4,11 +4,17 @@
 // the yaml package never runs code for tags (unknown tags are read as plain values).
 import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { LineCounter, parseAllDocuments } from 'yaml';
+import { Composer, Lexer, LineCounter, Parser } from 'yaml';
 import { applyEnforcement, formatFinding, inspectObject, isRecord, type EnforcementMode } from './policy/index.ts';
 
 export const MAX_FILE_BYTES = 8 * 1024 * 1024;
 const MAX_ALIAS_COUNT = 50;
+/** YAML tokens in one document: a Kubernetes object (at most ~1.5 MiB in etcd) has a few hundred thousand. */
+export const MAX_DOCUMENT_TOKENS = 1_000_000;
+/** YAML tokens in one file: about twice what 8 MiB of ordinary manifests hold; parsing costs about 2 s per million. */
+export const MAX_FILE_TOKENS = 4_000_000;
+/** Lexer markers that stand for no source text. */
+const MARKERS = new Set(['\x02', '\x18', '\x1f']);
 
 export interface LintOptions {
   enforcement: EnforcementMode;
@@ -113,18 +119,25 @@ interface LabelledObject {
 
 function objectsIn(text: string, file: string): LabelledObject[] {
   const lineCounter = new LineCounter();
-  let documents;
-  try {
-    // merge: `<<` keys are merged as Kubernetes' YAML reader (YAML 1.1) does.
-    documents = parseAllDocuments(text, { lineCounter, merge: true });
-  } catch (error) {
-    throw new InputError(`${file}: not valid YAML: ${error instanceof Error ? error.message : String(error)}`);
-  }
+  checkTokenBudget(text, file);
   const objects: LabelledObject[] = [];
-  for (const document of documents) {
+  // One document at a time, so memory follows the largest document, not the file.
+  // merge: `<<` keys are merged as Kubernetes' YAML reader (YAML 1.1) does.
+  const documents = new Composer({ merge: true }).compose(new Parser(lineCounter.addNewLine).parse(text), true, text.length);
+  for (;;) {
+    let next;
+    try {
+      next = documents.next();
+    } catch (error) {
+      throw new InputError(`${file}: not valid YAML: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    if (next.done) break;
+    const document = next.value;
     const [error] = document.errors;
     if (error) {
-      const where = error.linePos ? `line ${error.linePos[0].line}, column ${error.linePos[0].col}: ` : '';
+      // Composed documents carry the error's offset; the line counter turns it into a position.
+      const position = error.linePos?.[0] ?? lineCounter.linePos(error.pos[0]);
+      const where = `line ${position.line}, column ${position.col}: `;
       throw new InputError(`${file}: ${where}not valid YAML: ${error.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`);
     }
     const line = lineCounter.linePos(document.range[0]).line;
@@ -153,6 +166,28 @@ function labelOf(value: unknown): string | undefined {
   const metadata = isRecord(value.metadata) ? value.metadata : {};
   const name = typeof metadata.name === 'string' ? metadata.name : typeof metadata.generateName === 'string' ? metadata.generateName : '(unnamed)';
   return `${value.kind}/${name}`;
+}
+
+/** Rejects input with more YAML tokens than Kubernetes manifests have, before building anything (dense input costs about 300 bytes of memory per token). */
+function checkTokenBudget(text: string, file: string): void {
+  let inDocument = 0;
+  let total = 0;
+  let offset = 0;
+  let documentStart = 0;
+  let previous = '';
+  for (const token of new Lexer().lex(text)) {
+    if (++total > MAX_FILE_TOKENS) throw new InputError(`${file}: rejected: more than ${MAX_FILE_TOKENS} YAML tokens; split the manifests into smaller files`);
+    // A document starts at the stream's start or at a `---` that is not a scalar's text.
+    if (token === '\x02' || (token === '---' && previous !== '\x1f')) {
+      inDocument = 0;
+      documentStart = offset;
+    } else if (++inDocument > MAX_DOCUMENT_TOKENS) {
+      const line = text.slice(0, documentStart).split('\n').length;
+      throw new InputError(`${file}: line ${line}: document rejected: more than ${MAX_DOCUMENT_TOKENS} YAML tokens, far more than any Kubernetes object has`);
+    }
+    previous = token;
+    if (!MARKERS.has(token)) offset += token.length;
+  }
 }
 
 function plural(count: number, word: string): string {
