@@ -57,8 +57,9 @@ export async function runServe(config: ServeConfig): Promise<void> {
   const context: Context = { config, kubeConfig, namespace, logger, metrics, readiness, readinessChecks };
 
   const stops: Stop[] = [];
+  // Together: the watcher stops taking pods at once (finishing those it is on) while the webhook drains.
   const stopAll = async () => {
-    for (const stop of stops.reverse()) await stop();
+    await Promise.all(stops.map((stop) => stop()));
   };
   try {
     for (const start of components) stops.push(await start(context));
@@ -159,7 +160,10 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   readinessChecks.push(() => (isServingCertificateValid(served, new Date()) ? { ready: true } : { ready: false, reason: 'the serving certificate is not valid now' }));
   logger.info({ store: store.description, ...describeCertificate(served) }, 'certificates loaded');
 
+  let draining = false;
+  readinessChecks.push(() => (draining ? { ready: false, reason: 'shutting down' } : { ready: true }));
   const app = buildApp({
+    draining: () => draining,
     enforcement: config.enforcement,
     quickExitImageAllowlist: config.quickExitImageAllowlist,
     bodyLimit: config.bodyLimit,
@@ -168,6 +172,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     https: { key: served.key, cert: served.cert },
     readiness,
   });
+  const closeUnusedConnections = trackUnusedConnections(app.server);
   await app.listen(listenAddress);
 
   const admissionApi = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
@@ -204,18 +209,51 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
 
   return async () => {
     await rotator.stop();
-    await closeWithin(app, config.shutdownGrace, logger);
+    // Drain first: not ready (the Service drops this endpoint), still listening (for clients that
+    // have not heard yet), every answer closing its connection; then close.
+    draining = true;
+    await new Promise((resolveDrain) => setTimeout(resolveDrain, Math.min(SHUTDOWN_DRAIN_MS, config.shutdownGrace / 4)));
+    await closeWithin(app, config.shutdownGrace, logger, closeUnusedConnections);
   };
 }
 
+/** How long a stopping webhook keeps serving (unready, closing each connection after its answer) before it stops listening. */
+const SHUTDOWN_DRAIN_MS = 3000;
+
 /** Stops accepting connections and waits for in-flight requests, closing what is left after `graceMs`. */
-async function closeWithin(app: ReturnType<typeof buildApp>, graceMs: number, logger: FastifyBaseLogger): Promise<void> {
+async function closeWithin(app: ReturnType<typeof buildApp>, graceMs: number, logger: FastifyBaseLogger, closeUnused: () => void): Promise<void> {
   const timer = setTimeout(() => {
     logger.warn({ graceMs }, 'shutdown grace period over; closing the remaining connections');
     app.server.closeAllConnections();
   }, graceMs);
-  await app.close();
+  const closed = app.close();
+  closeUnused();
+  await closed;
   clearTimeout(timer);
+}
+
+/**
+ * Node's closeIdleConnections() (which app.close() calls) leaves alone a connection that has
+ * not sent a request yet, as if it were busy, so shutdown would wait the whole grace period for
+ * it. Go's HTTP client (the API server) keeps such connections in its pool. Returns a function
+ * that closes every TLS connection with no request in progress.
+ */
+function trackUnusedConnections(server: import('node:https').Server): () => void {
+  const inProgress = new Map<import('node:tls').TLSSocket, number>();
+  server.on('secureConnection', (socket: import('node:tls').TLSSocket) => {
+    inProgress.set(socket, 0);
+    socket.once('close', () => inProgress.delete(socket));
+  });
+  server.on('request', (request: import('node:http').IncomingMessage, response: import('node:http').ServerResponse) => {
+    const socket = request.socket as import('node:tls').TLSSocket;
+    inProgress.set(socket, (inProgress.get(socket) ?? 0) + 1);
+    response.once('close', () => {
+      if (inProgress.has(socket)) inProgress.set(socket, inProgress.get(socket)! - 1);
+    });
+  });
+  return () => {
+    for (const [socket, requests] of inProgress) if (requests === 0) socket.destroy();
+  };
 }
 
 /** `host:port`, `[ipv6]:port` or `:port` (all interfaces). */

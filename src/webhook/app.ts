@@ -23,6 +23,8 @@ export interface AppOptions extends AdmissionSettings {
   https?: { key: string; cert: string };
   /** /readyz answers 503 with the reason until this says ready (certificate loaded, ...). */
   readiness: Readiness;
+  /** True once shutdown has begun: every response then closes its connection, so clients move to another replica. */
+  draining?: () => boolean;
   /** Where the metrics go; a fresh registry per app by default. */
   metrics?: Registry;
   /** The handlers behind the routes; the pure validate and mutate by default. */
@@ -48,6 +50,9 @@ export function buildApp(options: AppOptions): WebhookApp {
     // One log line per admission decision instead (below); probes and scrapes stay quiet.
     logController: new LogController({ disableRequestLogging: true }),
     ajv: { customOptions: AJV_OPTIONS },
+    // A request on a kept-alive connection while closing is answered, not refused with a 503
+    // (which the API server would count as a failed webhook call).
+    return503OnClosing: false,
   };
   const app: WebhookApp = options.https
     ? Fastify({ ...serverOptions, https: { ...options.https, minVersion: 'TLSv1.2' } })
@@ -58,6 +63,10 @@ export function buildApp(options: AppOptions): WebhookApp {
   const settings: AdmissionSettings = { enforcement: options.enforcement, quickExitImageAllowlist: options.quickExitImageAllowlist };
 
   void app.register(healthRoutes, { readiness: options.readiness, registry });
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (options.draining?.()) reply.header('connection', 'close');
+    return payload;
+  });
 
   // Only JSON is accepted; any other content type is an error the route answers itself.
   app.removeAllContentTypeParsers();
@@ -100,7 +109,8 @@ function answerWith(endpoint: AdmissionEndpoint, metrics: AdmissionMetrics): Ans
   return (request, reply, result, decision, status) => {
     const { uid, ...context } = requestContext(request.body);
     metrics.observe(endpoint, result, reply.elapsedTime / 1000);
-    const log = request.log.child({ uid, ...context });
+    // Logged clipped: these come from the body, and a caller other than the API server can make them huge.
+    const log = request.log.child({ uid: clip(uid), ...context });
     const line = { endpoint, result, status, code: decision.status?.code, message: decision.status?.message, warnings: decision.warnings?.length ?? 0 };
     if (result === 'error') log.warn(line, 'admission request rejected');
     else log.info(line, 'admission decision');
@@ -112,14 +122,20 @@ function answerWith(endpoint: AdmissionEndpoint, metrics: AdmissionMetrics): Ans
 function requestContext(body: unknown) {
   const request = isRecord(body) && isRecord(body.request) ? body.request : {};
   const text = (value: unknown) => (typeof value === 'string' ? value : undefined);
+  const clipped = (value: unknown) => (typeof value === 'string' ? clip(value) : undefined);
   return {
     uid: text(request.uid) ?? '',
-    namespace: text(request.namespace),
-    name: text(request.name),
-    operation: text(request.operation),
-    kind: isRecord(request.kind) ? text(request.kind.kind) : undefined,
+    namespace: clipped(request.namespace),
+    name: clipped(request.name),
+    operation: clipped(request.operation),
+    kind: isRecord(request.kind) ? clipped(request.kind.kind) : undefined,
     dryRun: request.dryRun === true,
   };
+}
+
+/** Kubernetes names are at most 253 characters; anything longer is cut for the logs. */
+function clip(value: string, max = 253): string {
+  return value.length > max ? `${value.slice(0, max)}...` : value;
 }
 
 function protocolErrorMessage(error: FastifyError, status: number, bodyLimit: number, contentType: string | undefined): string {

@@ -163,3 +163,28 @@ t.test('a handler that throws: a 500 AdmissionReview with the uid, the error log
   t.equal(answer.review.response?.status?.message, 'internal error while handling the admission request', 'no internals in the answer');
   t.match(lines, [{ level: 50, err: { message: 'boom' } }, { uid: review.request.uid, result: 'error', status: 500 }]);
 });
+
+t.test('draining: answers still come, each closing its connection', async (t) => {
+  let draining = false;
+  const app = testApp({ draining: () => draining });
+  const review = loadReview('job-valid');
+  const before = await app.inject({ method: 'POST', url: '/validate', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(review) });
+  t.not(before.headers.connection, 'close', 'not draining: the connection is kept');
+  draining = true;
+  const during = await app.inject({ method: 'POST', url: '/validate', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(review) });
+  t.equal(during.statusCode, 200, 'the request is answered');
+  t.equal(during.headers.connection, 'close', 'and the client is told to reconnect (to another replica)');
+  t.equal((JSON.parse(during.body) as { response: { uid: string } }).response.uid, review.request.uid);
+});
+
+t.test('logged fields taken from the body are clipped', async (t) => {
+  const lines: Array<Record<string, any>> = [];
+  const app = buildApp({ ...DEFAULT_OPTIONS, logger: { level: 'info', stream: { write: (line: string) => lines.push(JSON.parse(line)) } } });
+  const review = loadReview('job-valid');
+  review.request.name = 'n'.repeat(100_000);
+  review.request.uid = 'u'.repeat(100_000);
+  const answer = await post(app, 'validate', review);
+  t.equal(answer.review.response?.uid, review.request.uid, 'the answer carries the whole uid');
+  t.ok(lines.length > 0 && lines.every((line) => JSON.stringify(line).length < 2000), 'every log line stays short');
+  t.match(lines.at(-1), { name: /^n{253}\.\.\.$/, uid: /^u{253}\.\.\.$/ });
+});
