@@ -17,10 +17,11 @@ export class EventRecorder {
     this.core = core;
   }
 
-  async record(pod: V1Pod, type: EventType, reason: string, message: string): Promise<void> {
+  /** `oncePerPod`: at most one event of this reason per pod, whatever its message (the first one stays). */
+  async record(pod: V1Pod, type: EventType, reason: string, message: string, options: { oncePerPod?: boolean } = {}): Promise<void> {
     const namespace = pod.metadata!.namespace!;
     const uid = pod.metadata?.uid ?? '';
-    const id = createHash('sha256').update(`${uid}\n${reason}\n${message}`).digest('hex').slice(0, 16);
+    const id = createHash('sha256').update(options.oncePerPod ? `${uid}\n${reason}` : `${uid}\n${reason}\n${message}`).digest('hex').slice(0, 16);
     if (this.sent.get(uid)?.has(id)) return;
     const now = new Date();
     try {

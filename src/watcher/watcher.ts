@@ -3,7 +3,7 @@
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Counter, Histogram } from 'prom-client';
-import { DONE, MANAGED, MANAGED_LABEL, classifyContainers, decide, type Action } from '../policy/index.ts';
+import { DONE, MANAGED, MANAGED_LABEL, classifyContainers, decide, isAllowedImage, type Action } from '../policy/index.ts';
 import {
   killByCrr,
   killBySignal,
@@ -76,7 +76,10 @@ export class Watcher {
           if (event === 'deleted') this.events.forget(pod.metadata?.uid ?? '');
           else this.queue.add(podKey(pod));
         },
-        onSynced: () => this.synced.add(reflector),
+        onSynced: () => {
+          this.synced.add(reflector);
+          options.logger.info({ namespace: namespace ?? '*', pods: reflector.cache.size }, 'managed pods listed');
+        },
         onError: (error) => options.logger.warn({ err: error, namespace: namespace ?? '*' }, 'pod watch failed, retrying'),
       });
       return reflector;
@@ -179,6 +182,10 @@ export class Watcher {
   private async execute(pod: V1Pod, actions: Action[], log: FastifyBaseLogger): Promise<void> {
     const told: Stopping[] = [];
     let conditionSet = hasTerminatedCondition(pod);
+    // Announced before the requests are made, once per pod: a watcher that dies between a request
+    // and its event cannot leave the pod without one (its successor may find nothing left to do).
+    const planned = this.planned(pod, actions);
+    if (planned.length > 0) await this.events.record(pod, 'Normal', 'SidecarTerminating', `stopping sidecars: ${planned.join(', ')}`, { oncePerPod: true });
     for (const action of withKillsMerged(actions)) {
       switch (action.type) {
         case 'cannotStop':
@@ -186,6 +193,11 @@ export class Watcher {
           this.terminations.inc({ mechanism: 'none', result: 'refused' });
           break;
         case 'replaceImage':
+          if (!this.imageAllowed(action.image)) {
+            await this.events.record(pod, 'Warning', 'SidecarTerminationFailed', `sidecar ${action.container} is not stopped: its quick-exit image is not in --quick-exit-image-allowlist`);
+            this.terminations.inc({ mechanism: 'image', result: 'refused' });
+            break;
+          }
           await this.measured(pod, 'image', () => replaceImage(this.clients, pod, action.container, action.image));
           told.push({ description: `${action.container} (quick-exit image ${action.image})`, now: true });
           break;
@@ -202,10 +214,20 @@ export class Watcher {
     if (told.length === 0) return;
     const message = `stopping sidecars: ${told.map((s) => s.description).join(', ')}`;
     if (!conditionSet) await setTerminatedCondition(this.clients, pod, message);
-    // Reported once: a reconcile that finds its requests already made says nothing new.
+    // Logged once: a reconcile that finds its requests already made says nothing new.
     if (!told.some((s) => s.now)) return;
-    await this.events.record(pod, 'Normal', 'SidecarTerminating', message);
     log.info({ sidecars: told.map((s) => s.description) }, 'stopping sidecars');
+  }
+
+  /** The sidecars the actions will tell to stop, in the words of the event. */
+  private planned(pod: V1Pod, actions: Action[]): string[] {
+    const kill = this.kill!;
+    return actions.flatMap((action) => {
+      if (action.type === 'replaceImage') return this.imageAllowed(action.image) ? [`${action.container} (quick-exit image ${action.image})`] : [];
+      if (action.type !== 'kill') return [];
+      if (kill.mechanism === 'crr') return [`${action.container} (ContainerRecreateRequest)`];
+      return pod.spec?.shareProcessNamespace ? [] : [`${action.container} (SIGTERM)`];
+    });
   }
 
   /** Stops the containers by the kill mechanism; says which were told to stop, and whether just now. */
@@ -255,6 +277,12 @@ export class Watcher {
       'SidecarTerminationFailed',
       `sidecar ${container} still runs ${Math.round(graceMs / 1000)}s after SIGTERM: its PID 1 ignores SIGTERM and cannot be killed from inside its PID namespace; make it exit on SIGTERM, or stop it with a quick-exit image or --kill-mechanism crr`,
     );
+  }
+
+  /** The admission rule, applied again: the webhook does not see every labelled pod. */
+  private imageAllowed(image: string): boolean {
+    const allowlist = this.options.quickExitImageAllowlist;
+    return allowlist.length === 0 || isAllowedImage(image, allowlist);
   }
 
   private async measured<T>(pod: V1Pod, mechanism: string, act: () => Promise<T>): Promise<T> {
