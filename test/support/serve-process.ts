@@ -1,8 +1,9 @@
 // Runs `node src/cli.ts serve ...` as a child process, the way an operator would, on a free
-// loopback port: waits for /readyz over HTTPS, keeps its output, stops it with SIGTERM.
+// loopback port: waits for /readyz, keeps its output, stops it with SIGTERM.
 import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { get } from 'node:https';
+import { get as httpGet } from 'node:http';
+import { get as httpsGet } from 'node:https';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connect } from 'node:tls';
@@ -31,19 +32,36 @@ export interface ServeProcess {
   stop(graceMs?: number): Promise<Exit>;
 }
 
+export interface StartOptions {
+  readyTimeoutMs?: number;
+  /** Options for node itself, e.g. a heap limit. */
+  nodeArgs?: string[];
+}
+
 /**
  * Starts `serve` with `--listen-address 127.0.0.1:PORT` plus `args` (a function receives the
  * port, for flags such as --webhook-url) and resolves once /readyz answers 200.
  */
-export async function startServe(args: string[] | ((port: number) => string[]), options: { readyTimeoutMs?: number } = {}): Promise<ServeProcess> {
+export async function startServe(args: string[] | ((port: number) => string[]), options: StartOptions = {}): Promise<ServeProcess> {
   const port = await freePort();
   const extra = typeof args === 'function' ? args(port) : args;
-  const serve = spawnServe(['--listen-address', `127.0.0.1:${port}`, ...extra], port);
-  const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
+  const serve = spawnServe(['--listen-address', `127.0.0.1:${port}`, ...extra], port, 'https', options.nodeArgs);
+  return await readyOrStopped(serve, options.readyTimeoutMs);
+}
+
+/** Starts `serve --no-webhook` with a plain-HTTP probe listener on a free port; resolves once its /readyz answers 200. */
+export async function startWatcherProcess(args: string[], options: StartOptions = {}): Promise<ServeProcess> {
+  const port = await freePort();
+  const serve = spawnServe(['--no-webhook', '--probe-address', `127.0.0.1:${port}`, ...args], port, 'http', options.nodeArgs);
+  return await readyOrStopped(serve, options.readyTimeoutMs);
+}
+
+async function readyOrStopped(serve: ServeProcess, timeoutMs = 30_000): Promise<ServeProcess> {
+  const deadline = Date.now() + timeoutMs;
   let status: number | undefined;
   let exited: Exit | undefined;
   void serve.exited.then((exit) => (exited = exit));
-  while ((status = await readyzStatus(port)) !== 200) {
+  while ((status = await httpStatus(`${serve.url}/readyz`)) !== 200) {
     if (exited) throw new Error(`serve exited (${JSON.stringify(exited)}) before it was ready:\n${serve.output()}`);
     if (Date.now() > deadline) {
       await serve.stop();
@@ -56,13 +74,16 @@ export async function startServe(args: string[] | ((port: number) => string[]), 
 
 /** Runs `serve` with `args` to its end (for runs expected to exit by themselves). */
 export async function runServe(args: string[]): Promise<Exit & { output: string }> {
-  const serve = spawnServe(args, 0);
+  const serve = spawnServe(args, 0, 'https');
   return { ...(await serve.exited), output: serve.output() };
 }
 
-function spawnServe(args: string[], port: number): ServeProcess {
-  // setpriv gives the child a parent-death signal: it cannot outlive the test process.
-  const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', process.execPath, cli, 'serve', ...args], {
+function spawnServe(args: string[], port: number, scheme: 'http' | 'https', nodeArgs: string[] = []): ServeProcess {
+  // setpriv gives the child a parent-death signal: it cannot outlive the test process. Through
+  // `sh` so that the NODE_OPTIONS the test runner adds to every child (its process tracking)
+  // stay out of the measured process.
+  const command = ['setpriv', '--pdeathsig', 'KILL', '--', process.execPath, ...nodeArgs, cli, 'serve', ...args];
+  const child = spawn('sh', ['-c', 'unset NODE_OPTIONS; exec "$@"', 'sh', ...command], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, KUBECONFIG: '' },
   });
@@ -75,7 +96,7 @@ function spawnServe(args: string[], port: number): ServeProcess {
   return {
     pid: child.pid!,
     port,
-    url: `https://127.0.0.1:${port}`,
+    url: `${scheme}://127.0.0.1:${port}`,
     output: () => output,
     logs: () =>
       output.split('\n').flatMap((line) => {
@@ -110,9 +131,11 @@ export function servedCertificate(port: number): Promise<X509Certificate> {
   });
 }
 
-function readyzStatus(port: number): Promise<number | undefined> {
+/** The status of a GET over HTTP or HTTPS (any certificate) on a fresh connection; undefined when nothing answers. */
+export function httpStatus(url: string): Promise<number | undefined> {
   return new Promise((resolveStatus) => {
-    const req = get({ host: '127.0.0.1', port, path: '/readyz', rejectUnauthorized: false, timeout: 2000 }, (res) => {
+    const getter = url.startsWith('https:') ? httpsGet : httpGet;
+    const req = getter(url, { rejectUnauthorized: false, agent: false, timeout: 2000 }, (res) => {
       res.resume();
       resolveStatus(res.statusCode);
     });

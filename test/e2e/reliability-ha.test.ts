@@ -1,0 +1,208 @@
+// High availability. Watcher replicas elect a leader on a Lease: exactly one acts, a leader
+// killed outright is replaced once its lease runs out, a leader stopped gracefully hands the
+// lease over at once, and no pod is acted on twice. Webhook replicas share the certificate
+// Secret behind a round-robin TCP proxy (standing for the Service): one replica killed,
+// admission goes on through the other.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { BatchV1Api, CoordinationV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import t, { type Test } from 'tap';
+import { ENV_WHEN_JOB_EXIT, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { startControlPlane } from '../support/control-plane.ts';
+import { KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { httpStatus, servedCertificate, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
+import { jobYaml } from '../support/stack.ts';
+import { startTcpBalancer } from '../support/tcp-balancer.ts';
+
+const cp = await startControlPlane();
+t.teardown(() => cp.stop());
+const sim = new KubeletSimulator(cp.kubeConfig, { restartDelayMs: 200 });
+await sim.start();
+t.teardown(() => sim.stop());
+const core = cp.kubeConfig.makeApiClient(CoreV1Api);
+const batch = cp.kubeConfig.makeApiClient(BatchV1Api);
+const leases = cp.kubeConfig.makeApiClient(CoordinationV1Api);
+const addonNamespace = await cp.createNamespace('st-system');
+
+const main = `        - name: main
+          image: busybox:1.36`;
+const killSidecar = `        - name: proxy
+          image: envoyproxy/envoy:v1.31.0
+          env:
+            - name: ${ENV_WHEN_JOB_EXIT}
+              value: "true"`;
+const goodJob = (name: string, exitAfter = '1s') => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: exitAfter }, containers: `${main}\n${killSidecar}` });
+const badJob = (name: string) => jobYaml(name, { containers: `${main}\n${killSidecar.replace('"true"', '"yes"')}` });
+const apply = (namespace: string, yaml: string) => cp.kubectl(['apply', '-f', '-'], { namespace, input: yaml });
+
+/** Waits until the API server calls the registered webhooks: a bad Job is denied, a good pod comes back labelled (server-side dry runs). */
+async function waitForWebhooksInEffect(namespace: string): Promise<void> {
+  const dryRun = (yaml: string) => cp.kubectl(['apply', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace, input: yaml });
+  await waitFor('the validating webhook to be called', async () => (await dryRun(badJob('dry-run-bad'))).stderr.includes('denied the request'), { intervalMs: 250 });
+  const pod = `apiVersion: v1\nkind: Pod\nmetadata: {name: dry-run-good}\nspec:\n  restartPolicy: Never\n  containers:\n${`${main}\n${killSidecar}`.replaceAll(/^ {4}/gm, '')}`;
+  await waitFor('the mutating webhook to be called', async () => {
+    const result = await dryRun(pod);
+    return result.code === 0 && (JSON.parse(result.stdout) as V1Pod).metadata?.labels?.[MANAGED_LABEL] === 'true';
+  }, { intervalMs: 250 });
+}
+
+// One webhook (failurePolicy Fail) labels the pods for the watcher tests.
+const watcherTestsWebhook = await startServe((port) => [
+  '--kubeconfig', cp.kubeconfigPath, '--namespace', addonNamespace, '--tls-secret', 'ha-watcher-tls', '--no-watcher',
+  '--register-webhooks', '--webhook-url', `https://127.0.0.1:${port}`, '--webhook-config-name', 'ha-watcher', '--failure-policy', 'Fail',
+]);
+t.teardown(() => watcherTestsWebhook.stop());
+await waitForWebhooksInEffect(await cp.createNamespace());
+
+const becameLeader = (replica: ServeProcess) => replica.logs().find((line) => line.msg === 'became leader');
+const actedOn = (replica: ServeProcess) => replica.logs().filter((line) => line.msg === 'stopping sidecars').map((line) => String(line.pod));
+
+async function waitForJobs(namespace: string, names: string[]): Promise<void> {
+  await waitFor(
+    `${names.length} Jobs in ${namespace} to complete`,
+    async () => {
+      const jobs = (await batch.listNamespacedJob({ namespace })).items.filter((job) => names.includes(job.metadata!.name!));
+      return jobs.filter((job) => job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True')).length === names.length;
+    },
+    { timeoutMs: 180_000, intervalMs: 1000 },
+  );
+}
+
+/** One ephemeral container for the one kill sidecar and one SidecarTerminating event, on every pod. */
+async function assertActedOnceEach(t: Test, namespace: string): Promise<V1Pod[]> {
+  const pods = (await core.listNamespacedPod({ namespace })).items;
+  t.same(
+    pods.filter((pod) => JSON.stringify(pod.spec?.ephemeralContainers?.map((c) => c.targetContainerName)) !== '["proxy"]').map((pod) => pod.metadata?.name),
+    [],
+    `exactly one ephemeral container on each of the ${pods.length} pods`,
+  );
+  const events = (await core.listNamespacedEvent({ namespace })).items.filter((e) => e.source?.component === 'sidecar-terminator' && e.reason === 'SidecarTerminating');
+  t.same(
+    pods.map((pod) => pod.metadata!.name!).filter((name) => events.filter((e) => e.involvedObject.name === name).reduce((sum, e) => sum + (e.count ?? 1), 0) !== 1),
+    [],
+    'exactly one SidecarTerminating event per pod',
+  );
+  return pods;
+}
+
+t.test('two watcher replicas: one leads, a killed leader is replaced, no pod is acted on twice', async (t) => {
+  const namespace = await cp.createNamespace();
+  const replicaArgs = ['--kubeconfig', cp.kubeconfigPath, '--namespace', addonNamespace, '--leader-elect', '--leader-election-duration', '5s', '--kill-mechanism', 'signal'];
+  const replicas = await Promise.all([startWatcherProcess(replicaArgs), startWatcherProcess(replicaArgs)]);
+  t.teardown(() => Promise.all(replicas.map((replica) => replica.stop())));
+  const leader = await waitFor('a leader', () => replicas.find(becameLeader));
+  const standby = replicas.find((replica) => replica !== leader)!;
+  await sleep(3000); // a few retry periods of the standby
+  t.notOk(becameLeader(standby), 'exactly one replica became leader');
+  const lease = await leases.readNamespacedLease({ namespace: addonNamespace, name: 'sidecar-terminator-watcher' });
+  t.equal(lease.spec?.holderIdentity, becameLeader(leader)?.identity, 'the Lease names the leader');
+
+  const first = Array.from({ length: 5 }, (_, i) => `first-${i}`);
+  for (const name of first) t.equal((await apply(namespace, goodJob(name))).code, 0, `${name} applied`);
+  await waitForJobs(namespace, first);
+  t.ok(first.every((name) => actedOn(leader).some((pod) => pod.startsWith(`${namespace}/${name}-`))), 'the leader acted on every pod');
+  t.same(actedOn(standby), [], 'the standby did nothing');
+  t.notOk(standby.logs().some((line) => line.msg === 'watcher starting'), 'the standby did not even start its watcher');
+
+  // A burst finishing over several seconds; the leader is killed in its middle.
+  const burst = Array.from({ length: 20 }, (_, i) => `burst-${i}`);
+  t.equal((await apply(namespace, burst.map((name, i) => goodJob(name, `${2 + (i % 8)}s`)).join('\n---\n'))).code, 0, 'the burst applied');
+  await waitFor('the leader to act on the burst', () => actedOn(leader).some((pod) => pod.includes('/burst-')), { timeoutMs: 120_000 });
+  process.kill(leader.pid, 'SIGKILL');
+  await leader.exited;
+  t.comment(`leader killed after acting on ${actedOn(leader).filter((pod) => pod.includes('/burst-')).length} of ${burst.length} pods of the burst`);
+
+  const takeover = await waitFor('the standby to take over', () => becameLeader(standby), { timeoutMs: 60_000 });
+  t.ok(takeover, 'the standby became leader');
+  const after = Array.from({ length: 5 }, (_, i) => `after-${i}`);
+  for (const name of after) t.equal((await apply(namespace, goodJob(name))).code, 0, `${name} applied`);
+  await waitForJobs(namespace, [...burst, ...after]);
+  const byNewLeader = actedOn(standby);
+  t.ok(after.every((name) => byNewLeader.some((pod) => pod.startsWith(`${namespace}/${name}-`))), 'the new leader acted on the Jobs created after the takeover');
+
+  const pods = await assertActedOnceEach(t, namespace);
+  t.equal(pods.length, first.length + burst.length + after.length, 'one pod per Job');
+  t.same(pods.filter((pod) => pod.status?.phase !== 'Succeeded').map((pod) => pod.metadata?.name), [], 'every pod succeeded');
+  const leaseNow = await leases.readNamespacedLease({ namespace: addonNamespace, name: 'sidecar-terminator-watcher' });
+  t.equal(leaseNow.spec?.holderIdentity, takeover.identity, 'the Lease names the new leader');
+  t.ok((leaseNow.spec?.leaseTransitions ?? 0) >= 1, 'one more lease transition');
+});
+
+t.test('a leader stopped with SIGTERM releases the lease and the other replica takes over before it would expire', async (t) => {
+  const namespace = await cp.createNamespace();
+  // A lease of 90 s: a takeover well within that can only come from the release.
+  const replicaArgs = ['--kubeconfig', cp.kubeconfigPath, '--namespace', addonNamespace, '--leader-elect', '--leader-election-lease', 'graceful', '--leader-election-duration', '90s', '--kill-mechanism', 'signal'];
+  const replicas = await Promise.all([startWatcherProcess(replicaArgs), startWatcherProcess(replicaArgs)]);
+  t.teardown(() => Promise.all(replicas.map((replica) => replica.stop())));
+  const leader = await waitFor('a leader', () => replicas.find(becameLeader));
+  const standby = replicas.find((replica) => replica !== leader)!;
+  t.equal((await apply(namespace, goodJob('before'))).code, 0, 'applied');
+  await waitForJobs(namespace, ['before']);
+
+  const stoppedAt = Date.now();
+  const exit = await leader.stop();
+  t.same(exit, { code: 0, signal: null }, 'the leader exits 0');
+  t.ok(leader.logs().some((line) => line.msg === 'lease released'), 'it logged the release');
+  const released = await leases.readNamespacedLease({ namespace: addonNamespace, name: 'graceful' });
+  t.not(released.spec?.holderIdentity, becameLeader(leader)?.identity, 'the Lease no longer names it');
+
+  await waitFor('the standby to take over', () => becameLeader(standby), { timeoutMs: 45_000, intervalMs: 250 });
+  t.pass(`the standby became leader ${Math.round((Date.now() - stoppedAt) / 1000)} s after the SIGTERM, within half the lease duration`);
+  t.equal((await apply(namespace, goodJob('after'))).code, 0, 'applied');
+  await waitForJobs(namespace, ['after']);
+  t.ok(actedOn(standby).some((pod) => pod.startsWith(`${namespace}/after-`)), 'the new leader acts');
+  await assertActedOnceEach(t, namespace);
+});
+
+t.test('two webhook replicas sharing the certificate Secret behind a round-robin proxy: one killed, admission goes on', async (t) => {
+  // The watcher tests' webhook goes first, so that only the replicas below can answer.
+  await watcherTestsWebhook.stop();
+  const deleted = await cp.kubectl(['delete', 'mutatingwebhookconfiguration,validatingwebhookconfiguration', 'ha-watcher']);
+  t.equal(deleted.code, 0, 'the other webhook configurations are gone', { stderr: deleted.stderr });
+
+  const namespace = await cp.createNamespace();
+  const balancer = await startTcpBalancer();
+  t.teardown(() => balancer.stop());
+  const replicaArgs = ['--kubeconfig', cp.kubeconfigPath, '--namespace', addonNamespace, '--tls-secret', 'ha-webhook-tls', '--no-watcher', '--webhook-config-name', 'ha-webhook'];
+  // The first replica registers the webhooks at the proxy's address; the second only serves.
+  const a = await startServe([...replicaArgs, '--register-webhooks', '--webhook-url', `https://127.0.0.1:${balancer.port}`, '--failure-policy', 'Fail']);
+  const b = await startServe(replicaArgs);
+  const replicas = [a, b];
+  t.teardown(() => Promise.all(replicas.map((replica) => replica.stop())));
+  for (const replica of replicas) balancer.add({ host: '127.0.0.1', port: replica.port });
+  t.equal((await servedCertificate(a.port)).serialNumber, (await servedCertificate(b.port)).serialNumber, 'both replicas serve the certificate of the Secret');
+  await waitForWebhooksInEffect(namespace);
+
+  const decisions = (replica: ServeProcess) => replica.logs().filter((line) => line.msg === 'admission decision').length;
+  // Several rounds, so both replicas get connections.
+  for (let i = 0; i < 4; i++) {
+    const denied = await apply(namespace, badJob(`bad-before-${i}`));
+    t.match(denied.stderr, /denied the request: .*Invalid value: "yes"/, `bad Job ${i} denied`);
+  }
+  t.comment(`decisions before the kill: A ${decisions(a)}, B ${decisions(b)}; proxy ${JSON.stringify(balancer.stats())}`);
+
+  // Kill the replica that answered last: it holds the API server's kept-alive connection.
+  const lastTime = (replica: ServeProcess) => Math.max(0, ...replica.logs().filter((line) => line.msg === 'admission decision').map((line) => Number(line.time)));
+  const [victim, survivor] = lastTime(a) >= lastTime(b) ? [a, b] : [b, a];
+  process.kill(victim.pid, 'SIGKILL');
+  await victim.exited;
+  const survivorBefore = decisions(survivor);
+
+  for (let i = 0; i < 4; i++) {
+    const denied = await apply(namespace, badJob(`bad-after-${i}`));
+    t.match(denied.stderr, /denied the request: .*Invalid value: "yes"/, `bad Job ${i} still denied`);
+    t.notMatch(denied.stderr, /failed calling webhook/, 'not a webhook failure');
+  }
+  t.equal((await apply(namespace, goodJob('good-after'))).code, 0, 'a good Job is admitted');
+  const pod = await waitFor('the pod of good-after', async () => (await core.listNamespacedPod({ namespace, labelSelector: 'job-name=good-after' })).items[0]);
+  t.equal(pod.metadata?.labels?.[MANAGED_LABEL], 'true', 'its pod is labelled');
+  t.ok(decisions(survivor) >= survivorBefore + 6, `the surviving replica answered them (${decisions(survivor) - survivorBefore} decisions)`);
+  t.same((await batch.listNamespacedJob({ namespace })).items.map((job) => job.metadata?.name), ['good-after'], 'no bad Job slipped through');
+
+  // New connections through the proxy, as a fresh API server would open: round robin offers
+  // the dead replica in turn, and the proxy skips it (refused, then left out for a while).
+  const statuses = [];
+  for (let i = 0; i < 4; i++) statuses.push(await httpStatus(`https://127.0.0.1:${balancer.port}/readyz`));
+  t.same(statuses, [200, 200, 200, 200], 'every new connection through the proxy reaches the surviving replica');
+  t.ok(balancer.stats().refused >= 1, 'the proxy skipped the dead replica after it refused a connection');
+  t.comment(`proxy: ${JSON.stringify(balancer.stats())}`);
+});

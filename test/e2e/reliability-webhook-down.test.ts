@@ -1,0 +1,176 @@
+// The webhook down while workloads are created. The webhook and the watcher run as separate
+// processes (`serve --no-watcher`, `serve --no-webhook`), as the chart deploys them.
+// - failurePolicy Fail: the API server refuses the pod with its own message, and nothing exists.
+// - failurePolicy Ignore: pods are admitted unlabelled; the watcher's sweeper labels those with
+//   sidecar markers (and only those), so their Jobs still complete.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { BatchV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import t from 'tap';
+import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { startControlPlane } from '../support/control-plane.ts';
+import { KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { startServe, startWatcherProcess } from '../support/serve-process.ts';
+import { jobYaml } from '../support/stack.ts';
+
+const CONFIG_NAME = 'st-webhook-down';
+
+const cp = await startControlPlane();
+t.teardown(() => cp.stop());
+const sim = new KubeletSimulator(cp.kubeConfig, { restartDelayMs: 200 });
+await sim.start();
+t.teardown(() => sim.stop());
+const core = cp.kubeConfig.makeApiClient(CoreV1Api);
+const batch = cp.kubeConfig.makeApiClient(BatchV1Api);
+const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
+t.teardown(() => rm(certDir, { recursive: true, force: true }));
+
+const startWebhook = (failurePolicy: 'Fail' | 'Ignore') =>
+  startServe((port) => [
+    '--kubeconfig', cp.kubeconfigPath,
+    '--cert-dir', certDir,
+    '--register-webhooks',
+    '--webhook-url', `https://127.0.0.1:${port}`,
+    '--webhook-config-name', CONFIG_NAME,
+    '--failure-policy', failurePolicy,
+    '--no-watcher',
+  ]);
+
+const watcher = await startWatcherProcess(['--kubeconfig', cp.kubeconfigPath, '--sweep-interval', '2s', '--kill-mechanism', 'signal']);
+t.teardown(() => watcher.stop());
+
+const main = `        - name: main
+          image: busybox:1.36`;
+const killSidecar = `        - name: proxy
+          image: envoyproxy/envoy:v1.31.0
+          env:
+            - name: ${ENV_WHEN_JOB_EXIT}
+              value: "true"`;
+const imageSidecar = `        - name: logs
+          image: fluent/fluent-bit:3.1
+          env:
+            - name: ${ENV_WITH_IMAGE}
+              value: registry.example.com/quick-exit:1.0`;
+
+function barePod(name: string, containers: string, annotations: Record<string, string> = {}): string {
+  return `apiVersion: v1
+kind: Pod
+metadata:
+  name: ${name}
+  annotations: ${JSON.stringify(annotations)}
+spec:
+  restartPolicy: Never
+  containers:
+${containers.replaceAll(/^ {4}/gm, '')}`;
+}
+
+const apply = (namespace: string, yaml: string) => cp.kubectl(['apply', '-f', '-'], { namespace, input: yaml });
+
+/**
+ * The API server picks up a new or changed webhook configuration a moment after it is written
+ * (through its own informer), so `serve` being ready does not yet mean the API server calls it.
+ * Server-side dry runs show when it does: a bad Job is denied, a good pod comes back labelled.
+ */
+async function waitForWebhooksInEffect(namespace: string, url: string): Promise<void> {
+  const dryRun = (yaml: string) => cp.kubectl(['apply', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace, input: yaml });
+  const badJob = jobYaml('dry-run-bad', { containers: `${main}\n${killSidecar.replace('"true"', '"yes"')}` });
+  await waitFor(`the validating webhook at ${url} to be called`, async () => (await dryRun(badJob)).stderr.includes('denied the request'), { intervalMs: 250 });
+  await waitFor(`the mutating webhook at ${url} to be called`, async () => {
+    const result = await dryRun(barePod('dry-run-good', `${main}\n${killSidecar}`));
+    return result.code === 0 && (JSON.parse(result.stdout) as V1Pod).metadata?.labels?.[MANAGED_LABEL] === 'true';
+  }, { intervalMs: 250 });
+}
+
+async function readPod(namespace: string, name: string): Promise<V1Pod | undefined> {
+  try {
+    return await core.readNamespacedPod({ namespace, name });
+  } catch (error) {
+    if ((error as { code?: number }).code === 404) return undefined;
+    throw error;
+  }
+}
+
+t.test('failurePolicy Fail, webhook down: the pod is refused with the API server message, and nothing is created', async (t) => {
+  const namespace = await cp.createNamespace();
+  const webhook = await startWebhook('Fail');
+  await waitForWebhooksInEffect(namespace, webhook.url);
+  await webhook.stop();
+
+  const result = await apply(namespace, barePod('refused', `${main}\n${killSidecar}`));
+  t.not(result.code, 0, 'kubectl apply fails');
+  t.match(result.stderr, /failed calling webhook "(mutate|validate)\.sidecar-terminator\.io"/, 'with the API server message');
+  t.match(result.stderr, /connection refused/, 'naming the cause');
+  t.equal(await readPod(namespace, 'refused'), undefined, 'the pod does not exist');
+  const pods = await core.listNamespacedPod({ namespace });
+  t.same(pods.items.map((p) => p.metadata?.name), [], 'no pod at all in the namespace');
+
+  const job = await apply(namespace, jobYaml('refused-job', { containers: `${main}\n${killSidecar}` }));
+  t.not(job.code, 0, "a Job is refused too (its template is validated)", { stdout: job.stdout, stderr: job.stderr });
+  t.match(job.stderr, /failed calling webhook "validate\.sidecar-terminator\.io"/);
+  t.same((await batch.listNamespacedJob({ namespace })).items, [], 'no Job was created');
+});
+
+t.test('failurePolicy Ignore, webhook down: the sweeper labels the pods it missed and their Jobs complete', async (t) => {
+  const namespace = await cp.createNamespace();
+  const webhook = await startWebhook('Ignore');
+  await waitForWebhooksInEffect(namespace, webhook.url);
+  // With the webhook up, a Job's pod is labelled at admission: the webhook is in the path.
+  const before = await apply(namespace, jobYaml('while-up', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: `${main}\n${killSidecar}` }));
+  t.equal(before.code, 0, 'applied', { stderr: before.stderr });
+  const admitted = await waitFor('the pod of Job while-up', async () => (await core.listNamespacedPod({ namespace, labelSelector: 'job-name=while-up' })).items[0]);
+  t.equal(admitted.metadata?.labels?.[MANAGED_LABEL], 'true', 'labelled by the webhook');
+  const exit = await webhook.stop();
+  t.equal(exit.code, 0, 'the webhook stopped');
+  // Dry runs pass once the API server uses the re-registered configuration (failurePolicy Ignore).
+  await waitFor('failurePolicy Ignore to be in effect', async () => (await cp.kubectl(['apply', '--dry-run=server', '-f', '-'], { namespace, input: barePod('dry-run', `${main}\n${killSidecar}`) })).code === 0);
+
+  // Created while the webhook is down: admitted without a label.
+  const jobs = ['kill-0', 'kill-1', 'kill-2', 'image-0'];
+  const exitAfter = { [simAnnotations.exitAfter('main')]: '3s' };
+  for (const name of jobs) {
+    const sidecar = name.startsWith('image') ? imageSidecar : killSidecar;
+    const result = await apply(namespace, jobYaml(name, { annotations: exitAfter, containers: `${main}\n${sidecar}` }));
+    t.equal(result.code, 0, `${name} admitted without the webhook`, { stderr: result.stderr });
+  }
+  // Pods the sweeper must leave alone: no markers; markers with an error (no main container);
+  // markers in a namespace the webhook is not registered for (the add-on's own).
+  t.equal((await apply(namespace, barePod('no-markers', `${main}\n        - name: other\n          image: nginx:1.27`))).code, 0, 'no-markers admitted');
+  t.equal((await apply(namespace, barePod('only-sidecars', killSidecar))).code, 0, 'only-sidecars admitted');
+  const addonNamespace = await cp.createNamespace('sidecar-terminator');
+  t.equal((await apply(addonNamespace, barePod('excluded', `${main}\n${killSidecar}`, exitAfter))).code, 0, 'excluded admitted');
+
+  for (const name of jobs) await waitForJobComplete(namespace, name);
+  t.pass('every Job created while the webhook was down completed');
+
+  const swept = watcher.logs().filter((line) => line.msg === 'sweeper labelled pods the webhook missed').flatMap((line) => line.pods as string[]);
+  for (const name of jobs) {
+    const [pod] = (await core.listNamespacedPod({ namespace, labelSelector: `job-name=${name}` })).items;
+    t.ok(swept.includes(`${namespace}/${pod?.metadata?.name}`), `${name}: its pod was labelled by the sweeper`);
+    t.equal(pod?.metadata?.labels?.[MANAGED_LABEL], 'done', `${name}: the watcher finished with it`);
+    t.equal(pod?.status?.phase, 'Succeeded', `${name}: its pod succeeded`);
+  }
+  const [killPod] = (await core.listNamespacedPod({ namespace, labelSelector: 'job-name=kill-0' })).items;
+  t.same(killPod?.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['proxy'], 'stopped by one signal');
+  const [imagePod] = (await core.listNamespacedPod({ namespace, labelSelector: 'job-name=image-0' })).items;
+  t.equal(imagePod?.spec?.containers.find((c) => c.name === 'logs')?.image, 'registry.example.com/quick-exit:1.0', 'stopped by its quick-exit image');
+
+  // Two more sweeps (every 2 s) pass; the pods the webhook would not have labelled stay untouched.
+  await sleep(5000);
+  t.ok(watcher.running(), 'the watcher still runs');
+  for (const [ns, name] of [[namespace, 'no-markers'], [namespace, 'only-sidecars'], [addonNamespace, 'excluded']] as const) {
+    const pod = await readPod(ns, name);
+    t.equal(pod?.status?.phase, 'Running', `${name}: still running`);
+    t.equal(pod?.metadata?.labels?.[MANAGED_LABEL], undefined, `${name}: not labelled`);
+    t.notOk(pod?.spec?.ephemeralContainers, `${name}: not signalled`);
+  }
+});
+
+async function waitForJobComplete(namespace: string, name: string): Promise<void> {
+  await waitFor(
+    `Job ${namespace}/${name} to complete`,
+    async () => (await batch.readNamespacedJob({ namespace, name })).status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True'),
+    { timeoutMs: 90_000, intervalMs: 500 },
+  );
+}
