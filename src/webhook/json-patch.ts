@@ -19,6 +19,8 @@ export function escapePointerSegment(segment: string): string {
  * anything else that differs, arrays included, is replaced whole.
  */
 export function diff(original: unknown, mutated: unknown, path = ''): JsonPatchOperation[] {
+  // The same value (a subtree the mutation shared instead of copying): nothing to compare.
+  if (original === mutated) return [];
   if (!isRecord(original) || !isRecord(mutated)) {
     return isDeepStrictEqual(original, mutated) ? [] : [{ op: 'replace', path, value: mutated }];
   }

@@ -16,10 +16,13 @@ export function mutate(request: AdmissionRequest, settings: AdmissionSettings): 
   return patched(diff(request.object, withManagedLabel(request.object)));
 }
 
+/**
+ * A copy of the pod with the label set. Only the objects on the path to the label are copied
+ * (pod, metadata, labels); everything else is shared with the original, so diff() skips it by
+ * identity instead of comparing the whole pod, and nothing of the original is changed.
+ */
 function withManagedLabel(pod: Record<string, unknown>): Record<string, unknown> {
-  const copy = structuredClone(pod);
-  const metadata = isRecord(copy.metadata) ? copy.metadata : (copy.metadata = {});
-  const labels = isRecord(metadata.labels) ? metadata.labels : (metadata.labels = {});
-  labels[MANAGED_LABEL] = MANAGED;
-  return copy;
+  const metadata = isRecord(pod.metadata) ? pod.metadata : {};
+  const labels = isRecord(metadata.labels) ? metadata.labels : {};
+  return { ...pod, metadata: { ...metadata, labels: { ...labels, [MANAGED_LABEL]: MANAGED } } };
 }

@@ -62,14 +62,18 @@ export function parseJsonBody(text: string): unknown {
   return value;
 }
 
-/** Iterative, so that measuring a hostile depth cannot itself overflow the stack. */
-function depthExceeds(root: unknown, limit: number): boolean {
-  const pending: Array<[unknown, number]> = [[root, 1]];
-  for (let item = pending.pop(); item; item = pending.pop()) {
-    const [node, depth] = item;
-    if (typeof node !== 'object' || node === null) continue;
-    if (depth > limit) return true;
-    for (const child of Object.values(node)) pending.push([child, depth + 1]);
+/**
+ * Recursive, but never deeper than `limit` + 1 calls: it stops as soon as the limit is passed, so
+ * a hostile depth cannot overflow the stack. No allocation per value (the old iterative walk
+ * pushed a [node, depth] pair and an Object.values array for every value of the body).
+ */
+function depthExceeds(node: unknown, limit: number, depth = 1): boolean {
+  if (typeof node !== 'object' || node === null) return false;
+  if (depth > limit) return true;
+  if (Array.isArray(node)) {
+    for (const child of node) if (depthExceeds(child, limit, depth + 1)) return true;
+  } else {
+    for (const key in node) if (depthExceeds((node as Record<string, unknown>)[key], limit, depth + 1)) return true;
   }
   return false;
 }
