@@ -1,6 +1,8 @@
 // How the add-on reaches the API server and which namespace it lives in.
 import { readFileSync } from 'node:fs';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { AgentOptions } from 'node:https';
+import { isDeepStrictEqual } from 'node:util';
+import { KubeConfig, type Cluster, type RequestContext } from '@kubernetes/client-node';
 
 const SERVICE_ACCOUNT_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 const DEFAULT_NAMESPACE = 'sidecar-terminator';
@@ -13,7 +15,7 @@ export function loadKubeConfig(kubeconfigPath: string): KubeConfig {
   else if (process.env.KUBECONFIG) kubeConfig.loadFromDefault();
   else if (process.env.KUBERNETES_SERVICE_HOST) kubeConfig.loadFromCluster();
   else throw new Error('no Kubernetes API server configured: pass --kubeconfig, set $KUBECONFIG, or run in a pod');
-  return kubeConfig;
+  return reuseConnections(kubeConfig);
 }
 
 /** The --namespace flag, else the pod's own namespace, else sidecar-terminator. */
@@ -24,4 +26,35 @@ export function resolveNamespace(flag: string): string {
   } catch {
     return DEFAULT_NAMESPACE;
   }
+}
+
+type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
+type CreateDispatcher = (cluster: Cluster | null, agentOptions: AgentOptions) => Dispatcher | undefined;
+
+/**
+ * client-node 2.0 gives every API request a new undici Agent (applySecurityAuthentication calls
+ * its private createDispatcher, which, unlike the agent of watches, is not cached), so every
+ * request opens a new TCP connection with a full TLS handshake and a new SecureContext, and
+ * leaves it idle until undici's keep-alive timeout. This keeps one dispatcher as long as the TLS
+ * settings it would be built with (CA, client certificate and key, proxy) stay the same, so
+ * requests share pooled keep-alive connections; a rotated certificate gets a new dispatcher and
+ * the old one is closed once its requests are done.
+ */
+export function reuseConnections(kubeConfig: KubeConfig): KubeConfig {
+  const target = kubeConfig as unknown as { createDispatcher?: CreateDispatcher };
+  // A private method: if a client-node release renames it, requests work as before, just unpooled.
+  if (typeof target.createDispatcher !== 'function') return kubeConfig;
+  const create = target.createDispatcher.bind(kubeConfig);
+  let current: { options: unknown; dispatcher: Dispatcher | undefined } | undefined;
+  target.createDispatcher = (cluster, agentOptions) => {
+    // The CA, certificate and key are read again for every request: compared by content (Buffers byte by byte).
+    const options = kubeConfig.createDispatcherOptions(cluster, agentOptions);
+    if (!current || !isDeepStrictEqual(current.options, options)) {
+      const previous = current?.dispatcher;
+      current = { options, dispatcher: create(cluster, agentOptions) };
+      previous?.close().catch(() => undefined);
+    }
+    return current.dispatcher;
+  };
+  return kubeConfig;
 }
