@@ -1,20 +1,20 @@
 // Reproduces every figure of bench/README.md (`make bench` runs this).
 //
-//   node bench/run.ts [--quick] [--only webhook,profile,watcher,client] [--no-patches]
+//   node bench/run.ts [--quick] [--only webhook,profile,watcher,client,rolling] [--before REV] [--no-before]
 //
 // webhook: admission latency/throughput next to the empty fastify route (bench/webhook/run.ts)
 // profile: where admission time goes (bench/webhook/profile.ts)
 // watcher: burst latency and memory, slim vs all-pods watcher (bench/watcher/run.ts)
 // client:  cost of one API request through src/kube/client.ts (bench/watcher/client-requests.ts)
+// rolling: requests lost by a rolling restart of the webhook under load (bench/rolling-restart/run.ts)
 //
-// Unless --no-patches, the proposed src/ changes (bench/patches/*.diff) are applied to a copy
-// of the repository under /tmp and measured in the same runs, next to the current code: that
-// gives the before/after figures. A patch that no longer applies (src/ moved on) is reported and
-// its comparison skipped. Results: bench/results/*.md and *.json. --quick: short runs, smaller
-// cluster (minutes instead of about an hour); its figures are for checking the harness, not for
-// the README.
+// The before/after figures: unless --no-before, src/ as it was at --before (by default the
+// commit before the changes the profiles suggested) is extracted to /tmp and measured in the
+// same runs, next to the current code. Results: bench/results/*.md and *.json. --quick: short
+// runs, smaller cluster (minutes instead of about an hour); its figures are for checking the
+// harness, not for the README.
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { machineLoad } from './lib/proc.ts';
@@ -23,7 +23,7 @@ import { parseArgs } from './lib/stats.ts';
 const repoRoot = resolve(import.meta.dirname, '..');
 const args = parseArgs(process.argv.slice(2));
 const quick = args.has('quick') ? ['--quick'] : [];
-const only = (args.get('only') ?? 'webhook,profile,watcher,client').split(',');
+const only = (args.get('only') ?? 'webhook,profile,watcher,client,rolling').split(',');
 
 function node(script: string, scriptArgs: string[]): void {
   const started = Date.now();
@@ -33,44 +33,38 @@ function node(script: string, scriptArgs: string[]): void {
   process.stderr.write(`== ${script}: ${Math.round((Date.now() - started) / 1000)} s\n`);
 }
 
-/** A copy of src/ (and what it needs to run) with the given patches applied; undefined if one does not apply. */
-function patchedCopy(patches: string[]): string | undefined {
-  const dir = mkdtempSync(join(tmpdir(), 'st-bench-patched-'));
-  for (const entry of ['src', 'package.json', 'tsconfig.json']) cpSync(join(repoRoot, entry), join(dir, entry), { recursive: true });
+/** The commit before the admission hot-path and connection-reuse changes (bench/README.md, "Before and after"). */
+const DEFAULT_BEFORE = 'd90bacfb7f3a4e4a0ca56f97092ac77b285f6ce8';
+
+/** src/ (and what it needs to run) as it was at `revision`, in a new directory under /tmp. */
+function checkoutOf(revision: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'st-bench-before-'));
+  const archive = spawnSync('sh', ['-c', 'git -C "$1" archive "$2" src package.json tsconfig.json | tar -x -C "$3"', 'sh', repoRoot, revision, dir], { encoding: 'utf8' });
+  if (archive.status !== 0) throw new Error(`cannot extract ${revision} (a clone with its history is needed, or pass --no-before): ${archive.stderr}`);
   symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'));
-  for (const patch of patches) {
-    const applied = spawnSync('patch', ['-p1', '--forward', '--batch', '-d', dir, '-i', patch], { encoding: 'utf8' });
-    if (applied.status !== 0) {
-      process.stderr.write(`the patch ${patch} does not apply to the current src/ (skipping its comparison):\n${applied.stdout}${applied.stderr}\n`);
-      rmSync(dir, { recursive: true, force: true });
-      return undefined;
-    }
-  }
   return dir;
 }
 
-const patchDir = join(repoRoot, 'bench/patches');
-const patch = (names: string[]) => (args.has('no-patches') ? undefined : patchedCopy(names.map((name) => join(patchDir, name))));
-const copies: string[] = [];
+const before = args.has('no-before') ? undefined : checkoutOf(args.get('before') ?? DEFAULT_BEFORE);
 try {
-  if (only.includes('webhook') || only.includes('profile')) {
-    const webhookCopy = patch(['webhook-admission-hot-paths.diff']);
-    if (webhookCopy) copies.push(webhookCopy);
-    if (only.includes('webhook')) node('bench/webhook/run.ts', [...quick, ...(webhookCopy ? ['--patched-root', webhookCopy] : [])]);
-    if (only.includes('profile')) {
-      node('bench/webhook/profile.ts', quick);
-      if (webhookCopy) node('bench/webhook/profile.ts', [...quick, '--root', webhookCopy, '--label', 'patched']);
-    }
+  if (only.includes('webhook')) node('bench/webhook/run.ts', [...quick, ...(before ? ['--before-root', before] : [])]);
+  if (only.includes('profile')) {
+    node('bench/webhook/profile.ts', quick);
+    if (before) node('bench/webhook/profile.ts', [...quick, '--root', before, '--label', 'before']);
   }
-  if (only.includes('client') || only.includes('watcher')) {
-    const clientCopy = patch(['kube-client-reuse-connections.diff']);
-    const watcherCopy = only.includes('watcher') ? patch(['kube-client-reuse-connections.diff', 'watcher-fewer-requests.diff']) : undefined;
-    copies.push(...[clientCopy, watcherCopy].filter((dir) => dir !== undefined));
-    if (only.includes('client')) node('bench/watcher/client-requests.ts', [...quick, ...(clientCopy ? ['--compare-root', clientCopy] : [])]);
-    const variants = [...(clientCopy ? [`client-fix=${clientCopy}`] : []), ...(watcherCopy ? [`client+watcher-fix=${watcherCopy}`] : [])];
-    if (only.includes('watcher')) node('bench/watcher/run.ts', [...quick, '--profile', ...(variants.length > 0 ? ['--compare-root', variants.join(',')] : [])]);
+  if (only.includes('client')) node('bench/watcher/client-requests.ts', [...quick, ...(before ? ['--compare-root', before, '--compare-name', 'before'] : [])]);
+  if (only.includes('watcher')) node('bench/watcher/run.ts', [...quick, '--profile', ...(before ? ['--compare-root', `before=${before}`] : [])]);
+  if (only.includes('rolling')) {
+    // Node's client honours `Connection: close` as the API server's Go client does; the Service
+    // drops the stopping replica's endpoint at once, or a second late.
+    for (const lag of ['0', '1000']) {
+      const common = ['--client', 'node', '--duration', quick ? '15' : '60', '--endpoint-lag', lag];
+      const suffix = lag === '0' ? '' : '-lag';
+      node('bench/rolling-restart/run.ts', [...common, '--label', `after${suffix}`]);
+      if (before) node('bench/rolling-restart/run.ts', [...common, '--root', before, '--label', `before${suffix}`]);
+    }
   }
   process.stderr.write(`\nResults: ${readdirSync(join(repoRoot, 'bench/results')).filter((f) => f.endsWith('.md')).map((f) => `bench/results/${f}`).join(', ')}\n`);
 } finally {
-  for (const dir of copies) rmSync(dir, { recursive: true, force: true });
+  if (before) rmSync(before, { recursive: true, force: true });
 }

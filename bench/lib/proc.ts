@@ -1,6 +1,6 @@
 // What the kernel says about a process: CPU seconds (utime + stime from /proc/PID/stat), the
 // resident set now (VmRSS) and its peak (VmHWM) from /proc/PID/status, and the machine's load.
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 
 // Linux reports times in clock ticks; USER_HZ is 100 on every architecture Node supports.
@@ -36,4 +36,32 @@ export function sample(pid: number): ProcessSample {
 /** The 1-minute load average, and the number of processors, for the README's noise notes. */
 export function machineLoad(): string {
   return loadavg()[0]!.toFixed(2);
+}
+
+/** The pids of the processes whose command line (arguments joined by spaces) matches. */
+export function findPids(matches: (commandLine: string) => boolean): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const commandLine = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').join(' ');
+      if (matches(commandLine)) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
+}
+
+/** CPU seconds of processes that may have exited (then they count as 0). */
+export function cpuSecondsOf(pids: readonly number[]): number {
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      total += cpuSeconds(pid);
+    } catch {
+      // exited
+    }
+  }
+  return total;
 }

@@ -3,7 +3,7 @@
 // second, latency, CPU milliseconds per request in this process, and TCP+TLS connections opened
 // (undici's `undici:client:connected` diagnostics channel).
 //
-//   node bench/watcher/client-requests.ts [--quick] [--root DIR] [--compare-root DIR] [--rounds 3]
+//   node bench/watcher/client-requests.ts [--quick] [--root DIR] [--compare-root DIR] [--compare-name NAME] [--rounds 3]
 //
 // A real control plane; the two clients (this checkout's or --root's, and --compare-root's) run
 // in turn, round after round, sequentially (one request at a time) and at 16 in flight (the
@@ -63,7 +63,7 @@ async function main(): Promise<void> {
   const rounds = Number(args.get('rounds') ?? (quick ? 1 : 3));
   const count = quick ? 300 : 1000;
   const roots: Array<[string, string]> = [['current', resolve(args.get('root') ?? join(import.meta.dirname, '../..'))]];
-  if (args.get('compare-root')) roots.push(['patched', resolve(args.get('compare-root')!)]);
+  if (args.get('compare-root')) roots.push([args.get('compare-name') ?? 'other', resolve(args.get('compare-root')!)]);
   const cp = await startControlPlane();
   const rows: Array<{ client: string; inFlight: number; round: number; figures: Figures }> = [];
   try {

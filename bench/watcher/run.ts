@@ -22,7 +22,7 @@
 //  4. The slim watcher stops; a fresh comparison watcher starts (listing every pod) and gets
 //     the same bursts.
 // --root runs the slim watcher from another checkout; --compare-root adds slim watchers from
-// others (patched copies under /tmp), each measured the same way after the first
+// others (e.g. an earlier commit, extracted by bench/run.ts), each measured the same way after the first
 // (--compare-args='--concurrency 64': with these extra serve flags); --profile
 // runs the slim watchers under --cpu-prof and summarises where their CPU went.
 // CPU seconds and peak RSS come from /proc/PID/stat and /proc/PID/status (VmHWM) of each
@@ -43,7 +43,7 @@ import { DONE, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { profileTables, summarise as summariseProfile, type CpuProfile } from '../lib/cpuprofile.ts';
 import { WATCHER_RULES } from './profile-rules.ts';
 import { pooledKubeConfig } from '../lib/kube.ts';
-import { cpuSeconds, machineLoad, memory } from '../lib/proc.ts';
+import { cpuSeconds, cpuSecondsOf, findPids, machineLoad, memory } from '../lib/proc.ts';
 import { fmt, max, median, numberList, parseArgs, quantile, table } from '../lib/stats.ts';
 import { managedPod, runningStatus, unmanagedPod } from './pods.ts';
 
@@ -170,6 +170,8 @@ interface Proc {
 interface AfterGc {
   heapMiB: number;
   rssAfterGcMiB: number;
+  /** HTTP requests sent so far, by method. */
+  requests: Record<string, number>;
 }
 
 interface Watcher extends Proc {
@@ -198,8 +200,8 @@ function probed(dir: string, name: string): { nodeArgs: string[]; env: Record<st
           return false;
         }
       }, 60_000, 100);
-      const usage = JSON.parse(text) as { heapUsed: number; rss: number };
-      return { heapMiB: usage.heapUsed / 1048576, rssAfterGcMiB: usage.rss / 1048576 };
+      const usage = JSON.parse(text) as { heapUsed: number; rss: number; requests: Record<string, number> };
+      return { heapMiB: usage.heapUsed / 1048576, rssAfterGcMiB: usage.rss / 1048576, requests: usage.requests };
     },
   };
 }
@@ -350,6 +352,11 @@ interface BurstResult {
   wallSeconds: number;
   /** From the first main container seen finished to the last: how long the simulator took to write the burst. */
   spreadSeconds: number;
+  /** API requests the watcher sent per pod of the burst, by method. */
+  requestsPerPod: Record<string, number>;
+  /** CPU seconds of the rest of the system during the burst: kube-apiserver + etcd (+ kube-controller-manager), and the kubelet simulator. */
+  controlPlaneCpuSeconds: number;
+  simulatorCpuSeconds: number;
   rssMiB: number;
   hwmMiB: number;
   load: string;
@@ -363,16 +370,16 @@ async function main(): Promise<void> {
   const bursts = numberList(args.get('bursts') ?? (quick ? '20,50,200' : '100,500,2000')).filter((n) => n <= managedCount);
   const skipAllPods = args.has('skip-all-pods');
   const root = resolve(args.get('root') ?? repoRoot);
-  // --compare-root DIR or NAME=DIR[,NAME=DIR...]: more slim watchers, from patched copies.
+  // --compare-root DIR or NAME=DIR[,NAME=DIR...]: more slim watchers, from other checkouts.
   const compareArgs = (args.get('compare-args') ?? '').split(' ').filter(Boolean);
   const variants = (args.get('compare-root') ?? '')
     .split(',')
     .filter(Boolean)
     .map((entry, index) => {
-      const [name, dir] = entry.includes('=') ? (entry.split('=', 2) as [string, string]) : [index === 0 ? 'slim-patched' : `slim-patched-${index + 1}`, entry];
+      const [name, dir] = entry.includes('=') ? (entry.split('=', 2) as [string, string]) : [index === 0 ? 'other' : `other-${index + 1}`, entry];
       return { name, root: resolve(dir) };
     });
-  if (variants.length === 0 && compareArgs.length > 0) variants.push({ name: 'slim-patched', root });
+  if (variants.length === 0 && compareArgs.length > 0) variants.push({ name: 'other', root });
   const label = args.get('label');
   const outDir = join(import.meta.dirname, '../results');
   mkdirSync(outDir, { recursive: true });
@@ -393,6 +400,8 @@ async function main(): Promise<void> {
     for (let i = 0; i < UNMANAGED_NAMESPACES; i++) await cp.createNamespace(`bench-unmanaged-${i}`);
     const sim = await Simulator.start(cp, dir);
     procs.push(sim);
+    // etcd, kube-apiserver and kube-controller-manager of this control plane: their arguments name its directory.
+    const controlPlanePids = findPids((commandLine) => commandLine.includes(cp.dir) && /\/(etcd|kube-apiserver|kube-controller-manager) /.test(commandLine) && !commandLine.startsWith('setpriv'));
 
     // The driver's view of the managed namespace: pods and CRRs.
     const tracked = new Map<string, Tracked>();
@@ -452,7 +461,7 @@ async function main(): Promise<void> {
     };
     await topUp();
 
-    // The watchers: the slim one, optionally the slim one from a patched copy, and the all-pods one.
+    // The watchers: the slim one, optionally slim ones from other checkouts, and the all-pods one.
     const specs: WatcherSpec[] = [
       { name: 'slim', start: () => startSlimWatcher(cp, dir, 'slim', root, profileRoot('slim')) },
       ...variants.map((variant) => ({
@@ -515,12 +524,15 @@ async function main(): Promise<void> {
     // Bursts, one watcher at a time (two would race for the same pods).
     const burstResults: BurstResult[] = [];
     const peaks: Record<string, number> = {};
-    const runBursts = async (watcher: Proc, completeWhen: (t: Tracked) => boolean) => {
+    const runBursts = async (watcher: Watcher, completeWhen: (t: Tracked) => boolean) => {
       for (const burst of bursts) {
         await topUp();
         await sleep(quick ? 2000 : 5000);
         const chosen = running().slice(0, burst);
+        const before = (await watcher.afterGc()).requests;
         const cpu0 = cpuSeconds(watcher.pid);
+        const cp0 = cpuSecondsOf(controlPlanePids);
+        const sim0 = cpuSeconds(sim.pid);
         log(`${watcher.name}: burst of ${burst} (load ${machineLoad()})`);
         const failed = await sim.exit(chosen);
         if (failed.length > 0) log(`  ${failed.length} exits failed, e.g. ${failed[0]}`);
@@ -529,6 +541,10 @@ async function main(): Promise<void> {
         await until(`burst of ${burst}: every action`, () => entries.every((t) => t.actionAt !== undefined), deadline, 200).catch((error: unknown) => log(String(error)));
         await until(`burst of ${burst}: every pod finished`, () => entries.every(completeWhen), deadline, 200).catch((error: unknown) => log(String(error)));
         const cpu = cpuSeconds(watcher.pid) - cpu0;
+        const controlPlaneCpuSeconds = cpuSecondsOf(controlPlanePids) - cp0;
+        const simulatorCpuSeconds = cpuSeconds(sim.pid) - sim0;
+        const after = (await watcher.afterGc()).requests;
+        const requestsPerPod = Object.fromEntries(Object.entries(after).map(([method, n]) => [method, (n - (before[method] ?? 0)) / burst]).filter(([, n]) => (n as number) > 0));
         const latencies = entries.filter((t) => t.actionAt !== undefined && t.finishedAt !== undefined).map((t) => t.actionAt! - t.finishedAt!);
         const finishes = entries.map((t) => t.finishedAt).filter((v) => v !== undefined);
         const first = Math.min(...finishes);
@@ -543,11 +559,14 @@ async function main(): Promise<void> {
           cpuSeconds: cpu,
           wallSeconds: (last - first) / 1000,
           spreadSeconds: (Math.max(...finishes) - first) / 1000,
+          requestsPerPod,
+          controlPlaneCpuSeconds,
+          simulatorCpuSeconds,
           ...memory(watcher.pid),
           load: machineLoad(),
         };
         burstResults.push(result);
-        log(`  p50 ${fmt(result.p50)} ms, p99 ${fmt(result.p99)} ms, max ${fmt(result.max)} ms, ${result.missing} missing; CPU ${fmt(cpu)} s; finishes spread over ${fmt(result.spreadSeconds)} s, ${fmt(result.wallSeconds)} s from first finish to last action; RSS ${fmt(result.rssMiB)} MiB, peak ${fmt(result.hwmMiB)} MiB`);
+        log(`  p50 ${fmt(result.p50)} ms, p99 ${fmt(result.p99)} ms, max ${fmt(result.max)} ms, ${result.missing} missing; CPU ${fmt(cpu)} s (control plane ${fmt(controlPlaneCpuSeconds)} s, simulator ${fmt(simulatorCpuSeconds)} s); requests per pod ${JSON.stringify(result.requestsPerPod)}; finishes spread over ${fmt(result.spreadSeconds)} s, ${fmt(result.wallSeconds)} s from first finish to last action; RSS ${fmt(result.rssMiB)} MiB, peak ${fmt(result.hwmMiB)} MiB`);
         // Finished Jobs go away (a TTL controller would do it); the CRRs go with them (owner references).
         await pool(chosen, 32, async (name) => {
           await core.deleteNamespacedPod({ namespace: MANAGED_NS, name, gracePeriodSeconds: 0 }).catch(() => undefined);
@@ -615,7 +634,6 @@ function summarise(
     memoryPoints.find((p) => p.watcher === watcher && p.unmanaged === step)?.[field] ?? Number.NaN;
   const names: Record<string, string> = {
     slim: 'slim watcher (`serve --no-webhook`)',
-    'slim-patched': 'slim watcher, patched copy',
     'all-pods': 'all-pods watcher (Kruise-style cache)',
   };
   for (const name of new Set([...memoryPoints.map((p) => p.watcher), ...bursts.map((b) => b.watcher)])) names[name] ??= `slim watcher, ${name}`;
@@ -634,9 +652,9 @@ function summarise(
     'RSS (MiB) right after that collection:\n',
     memoryTable('rssAfterGcMiB'),
     '',
-    'Bursts: latency from a main container seen finished to its ContainerRecreateRequest seen created; the watcher process\'s CPU seconds for the whole burst (until every pod is done); "finishes spread": from the first main container seen finished to the last (the simulator writing the burst); "last action": from the first finish to the last CRR:\n',
+    'Bursts: latency from a main container seen finished to its ContainerRecreateRequest seen created; the watcher process\'s CPU seconds for the whole burst (until every pod is done), and those of the control plane (etcd, kube-apiserver, kube-controller-manager) and of the kubelet simulator meanwhile; "finishes spread": from the first main container seen finished to the last (the simulator writing the burst); "last action": from the first finish to the last CRR:\n',
     table(
-      ['watcher', 'burst', 'p50 ms', 'p99 ms', 'max ms', 'missing', 'CPU s', 'finishes spread s', 'last action s', 'RSS after MiB', 'peak RSS MiB'],
+      ['watcher', 'burst', 'p50 ms', 'p99 ms', 'max ms', 'missing', 'CPU s', 'CPU ms per pod', 'API requests per pod', 'control plane CPU s', 'simulator CPU s', 'finishes spread s', 'last action s', 'RSS after MiB', 'peak RSS MiB'],
       bursts.map((b) => [
         names[b.watcher] ?? b.watcher,
         String(b.burst),
@@ -645,6 +663,13 @@ function summarise(
         fmt(b.max, 0),
         String(b.missing),
         fmt(b.cpuSeconds, 1),
+        fmt((1000 * b.cpuSeconds) / b.burst, 1),
+        Object.entries(b.requestsPerPod)
+          .filter(([, n]) => n >= 0.05)
+          .map(([method, n]) => `${fmt(n, 1)} ${method}`)
+          .join(', '),
+        fmt(b.controlPlaneCpuSeconds, 1),
+        fmt(b.simulatorCpuSeconds, 1),
         fmt(b.spreadSeconds, 1),
         fmt(b.wallSeconds, 1),
         fmt(b.rssMiB, 0),

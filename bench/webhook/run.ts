@@ -1,7 +1,7 @@
 // Admission latency and throughput of the webhook over HTTPS, next to the framework's limit.
 //
 //   node bench/webhook/run.ts [--quick] [--duration S] [--repeats N] [--concurrency 1,16,64]
-//                             [--only pod5] [--root DIR] [--patched-root DIR] [--label NAME]
+//                             [--only pod5] [--root DIR] [--before-root DIR] [--label NAME]
 //                             [--log devnull|stdout|off]
 //
 // Two server processes (bench/webhook/server.ts) listen on 127.0.0.1 with a certificate issued
@@ -14,8 +14,8 @@
 // of each connection (it carries the TLS handshake). Besides req/s, each run reports requests
 // per second of server CPU time (from /proc/PID/stat): on a shared machine the server does not
 // always get its core, and this capacity figure is much steadier than req/s. --root builds the webhook from another
-// checkout; --patched-root adds a third server built from one (a patched copy under /tmp),
-// measured in the same pairs, for before/after figures of a proposed change.
+// checkout; --before-root adds a third server built from one (an earlier commit, extracted by
+// bench/run.ts), measured in the same pairs, for before/after figures of a change.
 //
 // Writes bench/results/webhook[-LABEL].json and .md, prints the markdown.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -182,7 +182,7 @@ async function main(): Promise<void> {
   const only = args.get('only')?.split(',');
   const label = args.get('label');
   const root = args.get('root');
-  const patchedRoot = args.get('patched-root');
+  const beforeRoot = args.get('before-root');
   const log = args.get('log') ?? 'devnull';
   const outDir = join(import.meta.dirname, '../results');
   mkdirSync(outDir, { recursive: true });
@@ -197,9 +197,9 @@ async function main(): Promise<void> {
     servers.push(app);
     const empty = await startServer('empty', ['--mode', 'empty', '--cert-dir', certDir]);
     servers.push(empty);
-    const patched = patchedRoot ? await startServer('patched', ['--mode', 'app', '--cert-dir', certDir, '--log', log, '--root', patchedRoot]) : undefined;
-    if (patched) servers.push(patched);
-    const targets = [app, ...(patched ? [patched] : [])];
+    const before = beforeRoot ? await startServer('before', ['--mode', 'app', '--cert-dir', certDir, '--log', log, '--root', beforeRoot]) : undefined;
+    if (before) servers.push(before);
+    const targets = [app, ...(before ? [before] : [])];
 
     for (const scenario of all) for (const server of targets) await preflight(server, scenario);
     console.error(`# webhook bench: ${all.length} scenarios x ${levels.join('/')} connections x ${repeats} repeats, ${durationS} s each; ${cpus().length} cores, load ${machineLoad()}`);

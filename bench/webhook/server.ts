@@ -8,7 +8,7 @@
 //       not the start-up.
 //
 // app:   the webhook's own buildApp (schema, policy, metrics, one log line per decision),
-//        as `serve` builds it. --root points at another checkout (a patched copy under /tmp)
+//        as `serve` builds it. --root points at another checkout (e.g. an earlier commit extracted under /tmp)
 //        whose src/webhook/app.ts is used instead of this one.
 // empty: the framework's limit: a stock fastify HTTPS server (default JSON body parser, no
 //        schema, no logger) whose /validate and /mutate return a constant AdmissionReview.
