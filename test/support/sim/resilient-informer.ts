@@ -29,12 +29,18 @@ export async function startResilientInformer<T extends KubernetesObject>(
   informer.on('add', handlers.changed);
   informer.on('update', handlers.changed);
   informer.on('delete', handlers.deleted);
-  informer.on('error', (err: unknown) => {
+  const failed = (err: unknown) => {
     if (stopped) return;
     // 404: the resource is not served (yet); 429: its storage is still starting. Quietly look again later.
     if (!isApiError(err, 404) && !isApiError(err, 429)) log(`watch ${path}: ${describeError(err)}; retrying`);
-    retry = setTimeout(() => void informer.start(), retryDelayMs);
-  });
+    clearTimeout(retry);
+    // A start that fails before it reaches the API server (e.g. its CA file is gone) rejects
+    // instead of emitting 'error'; either way one retry is pending, and none after stop().
+    retry = setTimeout(() => {
+      if (!stopped) informer.start().catch(failed);
+    }, retryDelayMs);
+  };
+  informer.on('error', failed);
   await informer.start();
   return {
     async stop() {
