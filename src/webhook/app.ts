@@ -110,10 +110,10 @@ function answerWith(endpoint: AdmissionEndpoint, metrics: AdmissionMetrics): Ans
     const { uid, ...context } = requestContext(request.body);
     metrics.observe(endpoint, result, reply.elapsedTime / 1000);
     // Logged clipped: these come from the body, and a caller other than the API server can make them huge.
-    const log = request.log.child({ uid: clip(uid), ...context });
-    const line = { endpoint, result, status, code: decision.status?.code, message: decision.status?.message, warnings: decision.warnings?.length ?? 0 };
-    if (result === 'error') log.warn(line, 'admission request rejected');
-    else log.info(line, 'admission decision');
+    // One object rather than a child logger: a child per request costs more than the line itself.
+    const line = { uid: clip(uid), ...context, endpoint, result, status, code: decision.status?.code, message: decision.status?.message, warnings: decision.warnings?.length ?? 0 };
+    if (result === 'error') request.log.warn(line, 'admission request rejected');
+    else request.log.info(line, 'admission decision');
     return reply.code(status).send(review(uid, decision));
   };
 }
