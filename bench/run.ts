@@ -58,7 +58,7 @@ try {
     // Node's client honours `Connection: close` as the API server's Go client does; the Service
     // drops the stopping replica's endpoint at once, or a second late.
     for (const lag of ['0', '1000']) {
-      const common = ['--client', 'node', '--duration', quick ? '15' : '60', '--endpoint-lag', lag];
+      const common = ['--client', 'node', '--duration', quick.length > 0 ? '15' : '60', '--endpoint-lag', lag];
       const suffix = lag === '0' ? '' : '-lag';
       node('bench/rolling-restart/run.ts', [...common, '--label', `after${suffix}`]);
       if (before) node('bench/rolling-restart/run.ts', [...common, '--root', before, '--label', `before${suffix}`]);
