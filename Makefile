@@ -41,7 +41,8 @@ chart-test: node_modules
 
 # Benchmarks (bench/README.md): admission latency and throughput next to the framework's limit,
 # where admission time goes, and the watcher's burst latency and memory next to a watcher that
-# caches every pod. Reproduces every figure of bench/README.md (about an hour on two cores);
+# caches every pod, and a rolling restart of the webhook under load. Reproduces every figure of
+# bench/README.md (about 35 minutes on two cores);
 # `make bench QUICK=1` is a short run that checks the harness. Never part of `make test`.
 bench: node_modules
 	node bench/run.ts $(if $(QUICK),--quick)

@@ -11,7 +11,7 @@
 // The before/after figures: unless --no-before, src/ as it was at --before (by default the
 // commit before the changes the profiles suggested) is extracted to /tmp and measured in the
 // same runs, next to the current code. Results: bench/results/*.md and *.json. --quick: short
-// runs, smaller cluster (minutes instead of about an hour); its figures are for checking the
+// runs, smaller cluster (minutes instead of about 35); its figures are for checking the
 // harness, not for the README.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
