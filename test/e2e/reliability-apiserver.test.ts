@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, jobYaml, startStack, type Stack } from '../support/stack.ts';
+import { apply, jobYaml, startStack, waitForJobsComplete, type Stack } from '../support/stack.ts';
 
 const stack = await startStack(t, { sim: { restartDelayMs: 200 }, serveArgs: ['--kill-mechanism', 'signal'] });
 const { cp, core } = stack;
@@ -39,21 +39,6 @@ async function burst(namespace: string, count: number, spreadS: number): Promise
 
 async function signalledPods(namespace: string): Promise<number> {
   return (await core.listNamespacedPod({ namespace })).items.filter(signalled).length;
-}
-
-async function waitForAllComplete(t: Test, namespace: string, count: number): Promise<void> {
-  let progress = '';
-  await waitFor(
-    `all ${count} Jobs to complete`,
-    async () => {
-      const jobs = await stack.batch.listNamespacedJob({ namespace });
-      const complete = jobs.items.filter((job) => job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True')).length;
-      const status = `${complete} complete, ${await signalledPods(namespace)} pods signalled`;
-      if (status !== progress) t.comment((progress = status));
-      return complete === count;
-    },
-    { timeoutMs: 360_000, intervalMs: 2000 },
-  );
 }
 
 /** Every pod Succeeded, one ephemeral container per kill sidecar, one SidecarTerminating event. */
@@ -99,7 +84,7 @@ t.test('the API server restarted (etcd kept) while 200 Jobs are finishing', asyn
   const restartedAt = Date.now();
   t.comment(`API server back; ${handledBefore} of ${count} pods had been signalled before it went down, ${await signalledPods(namespace)} now`);
 
-  await waitForAllComplete(t, namespace, count);
+  await waitForJobsComplete(t, stack, namespace, count, async () => `${await signalledPods(namespace)} pods signalled`);
   t.ok(handledBefore < count, `the restart happened mid-burst (${handledBefore} of ${count} pods signalled before it)`);
   await assertNoneLeftOrDuplicated(t, stack, namespace, count);
 
@@ -130,7 +115,7 @@ t.test('the watcher killed (SIGKILL) mid-burst and started again', async (t) => 
   const handledBefore = await signalledPods(namespace);
   await stack.restartServe();
 
-  await waitForAllComplete(t, namespace, count);
+  await waitForJobsComplete(t, stack, namespace, count, async () => `${await signalledPods(namespace)} pods signalled`);
   t.ok(handledBefore < count, `the kill happened mid-burst (${handledBefore} of ${count} pods signalled before it)`);
   await assertNoneLeftOrDuplicated(t, stack, namespace, count);
 });

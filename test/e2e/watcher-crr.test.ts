@@ -5,7 +5,7 @@ import t from 'tap';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { CRR, findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { apply, jobYaml, podOfJob, startStack, waitForJob, waitForJobsComplete } from '../support/stack.ts';
 
 const stack = await startStack(t, { installCrrCrd: true, sim: { restartDelayMs: 200 } });
 const { cp } = stack;
@@ -77,18 +77,7 @@ t.test('the watcher restarted in the middle of a burst of 200 finishing Jobs', a
   const handledWhileDown = (await listCrrs(namespace)).length;
   await stack.restartServe();
 
-  let progress = '';
-  await waitFor(
-    `all ${count} Jobs to complete`,
-    async () => {
-      const jobs = await stack.batch.listNamespacedJob({ namespace });
-      const complete = jobs.items.filter((job) => job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True')).length;
-      const status = `${complete} complete, ${(await listCrrs(namespace)).length} CRRs`;
-      if (status !== progress) t.comment((progress = status));
-      return complete === count;
-    },
-    { timeoutMs: 300_000, intervalMs: 1000 },
-  );
+  await waitForJobsComplete(t, stack, namespace, count, async () => `${(await listCrrs(namespace)).length} CRRs`, 300_000);
   const crrs = await listCrrs(namespace);
   const pods = new Set(crrs.map((crr) => crr.spec.podName));
   t.ok(handledWhileDown < count, `the restart happened mid-burst (${handledWhileDown} of ${count} handled before it)`);

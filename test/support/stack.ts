@@ -94,6 +94,22 @@ export async function waitForJob(stack: Stack, namespace: string, name: string, 
   );
 }
 
+/** Waits for `count` complete Jobs in the namespace, commenting `progress()` (with the count) whenever it changes. */
+export async function waitForJobsComplete(t: { comment(message: string): void }, stack: Stack, namespace: string, count: number, progress: () => Promise<string>, timeoutMs = 360_000) {
+  let last = '';
+  await waitFor(
+    `all ${count} Jobs to complete`,
+    async () => {
+      const jobs = await stack.batch.listNamespacedJob({ namespace });
+      const complete = jobs.items.filter((job) => job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True')).length;
+      const status = `${complete} complete, ${await progress()}`;
+      if (status !== last) t.comment((last = status));
+      return complete === count;
+    },
+    { timeoutMs, intervalMs: 1000 },
+  );
+}
+
 export async function podsOfJob(stack: Stack, namespace: string, job: string): Promise<V1Pod[]> {
   return (await stack.core.listNamespacedPod({ namespace, labelSelector: `job-name=${job}` })).items;
 }
