@@ -199,7 +199,7 @@ export class Watcher {
             break;
           }
           await this.measured(pod, 'image', () => replaceImage(this.clients, pod, action.container, action.image));
-          told.push({ description: `${action.container} (quick-exit image ${action.image})`, now: true });
+          told.push({ description: byImage(action.container, action.image), now: true });
           break;
         case 'markTerminal':
           await this.measured(pod, 'phase', () => markTerminal(this.clients, pod, action.phase));
@@ -221,13 +221,16 @@ export class Watcher {
 
   /** The sidecars the actions will tell to stop, in the words of the event. */
   private planned(pod: V1Pod, actions: Action[]): string[] {
-    const kill = this.kill!;
     return actions.flatMap((action) => {
-      if (action.type === 'replaceImage') return this.imageAllowed(action.image) ? [`${action.container} (quick-exit image ${action.image})`] : [];
-      if (action.type !== 'kill') return [];
-      if (kill.mechanism === 'crr') return [`${action.container} (ContainerRecreateRequest)`];
-      return pod.spec?.shareProcessNamespace ? [] : [`${action.container} (SIGTERM)`];
+      if (action.type === 'replaceImage') return this.imageAllowed(action.image) ? [byImage(action.container, action.image)] : [];
+      if (action.type !== 'kill' || this.cannotSignal(pod)) return [];
+      return [byKill(action.container, this.kill!.mechanism)];
     });
+  }
+
+  /** The signal mechanism cannot reach a sidecar whose pod shares one PID namespace (PID 1 is the pause process). */
+  private cannotSignal(pod: V1Pod): boolean {
+    return this.kill!.mechanism === 'signal' && pod.spec?.shareProcessNamespace === true;
   }
 
   /** Stops the containers by the kill mechanism; says which were told to stop, and whether just now. */
@@ -235,9 +238,9 @@ export class Watcher {
     const kill = this.kill!;
     if (kill.mechanism === 'crr') {
       const result = await this.measured(pod, 'crr', () => killByCrr(this.clients, kill.version, pod, containers));
-      return containers.map((c) => ({ description: `${c} (ContainerRecreateRequest)`, now: result === 'created' }));
+      return containers.map((c) => ({ description: byKill(c, 'crr'), now: result === 'created' }));
     }
-    if (pod.spec?.shareProcessNamespace) {
+    if (this.cannotSignal(pod)) {
       this.terminations.inc({ mechanism: 'signal', result: 'refused' });
       await this.events.record(
         pod,
@@ -250,7 +253,7 @@ export class Watcher {
     const told: Stopping[] = [];
     for (const container of containers) {
       const result = await this.measured(pod, 'signal', () => killBySignal(this.clients, this.options.signal, pod, container));
-      told.push({ description: `${container} (SIGTERM)`, now: result === 'created' });
+      told.push({ description: byKill(container, 'signal'), now: result === 'created' });
       if (result === 'exists') await this.checkSignalTakenEffect(pod, container);
     }
     return told;
@@ -336,4 +339,13 @@ function messageOf(error: unknown): string {
     }
   }
   return error instanceof Error ? error.message : String(error);
+}
+
+/** How a sidecar is told to stop, in the words of events and logs. */
+function byImage(container: string, image: string): string {
+  return `${container} (quick-exit image ${image})`;
+}
+
+function byKill(container: string, mechanism: 'crr' | 'signal'): string {
+  return `${container} (${mechanism === 'crr' ? 'ContainerRecreateRequest' : 'SIGTERM'})`;
 }
