@@ -2,7 +2,10 @@
 // SIGINT, then stops them in reverse order. A component is a function that starts something
 // and returns how to stop it, so the watcher joins as one more entry in the list.
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Server as HttpsServer } from 'node:https';
 import { hostname } from 'node:os';
+import type { TLSSocket } from 'node:tls';
 import { AdmissionregistrationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { FastifyBaseLogger } from 'fastify';
 import { pino } from 'pino';
@@ -238,14 +241,14 @@ async function closeWithin(app: ReturnType<typeof buildApp>, graceMs: number, lo
  * it. Go's HTTP client (the API server) keeps such connections in its pool. Returns a function
  * that closes every TLS connection with no request in progress.
  */
-function trackUnusedConnections(server: import('node:https').Server): () => void {
-  const inProgress = new Map<import('node:tls').TLSSocket, number>();
-  server.on('secureConnection', (socket: import('node:tls').TLSSocket) => {
+function trackUnusedConnections(server: HttpsServer): () => void {
+  const inProgress = new Map<TLSSocket, number>();
+  server.on('secureConnection', (socket: TLSSocket) => {
     inProgress.set(socket, 0);
     socket.once('close', () => inProgress.delete(socket));
   });
-  server.on('request', (request: import('node:http').IncomingMessage, response: import('node:http').ServerResponse) => {
-    const socket = request.socket as import('node:tls').TLSSocket;
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    const socket = request.socket as TLSSocket;
     inProgress.set(socket, (inProgress.get(socket) ?? 0) + 1);
     response.once('close', () => {
       if (inProgress.has(socket)) inProgress.set(socket, inProgress.get(socket)! - 1);
