@@ -9,7 +9,7 @@ import t, { type Test } from 'tap';
 import { ENV_WHEN_JOB_EXIT, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { startControlPlane } from '../support/control-plane.ts';
 import { KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { httpStatus, servedCertificate, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
+import { httpStatus, registeringWebhooks, servedCertificate, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
 import { jobYaml } from '../support/stack.ts';
 import { startTcpBalancer } from '../support/tcp-balancer.ts';
 
@@ -48,7 +48,7 @@ async function waitForWebhooksInEffect(namespace: string): Promise<void> {
 // One webhook (failurePolicy Fail) labels the pods for the watcher tests.
 const watcherTestsWebhook = await startServe((port) => [
   '--kubeconfig', cp.kubeconfigPath, '--namespace', addonNamespace, '--tls-secret', 'ha-watcher-tls', '--no-watcher',
-  '--register-webhooks', '--webhook-url', `https://127.0.0.1:${port}`, '--webhook-config-name', 'ha-watcher', '--failure-policy', 'Fail',
+  ...registeringWebhooks(port, 'Fail', 'ha-watcher'),
 ]);
 t.teardown(() => watcherTestsWebhook.stop());
 await waitForWebhooksInEffect(await cp.createNamespace());
@@ -164,7 +164,7 @@ t.test('two webhook replicas sharing the certificate Secret behind a round-robin
   t.teardown(() => balancer.stop());
   const replicaArgs = ['--kubeconfig', cp.kubeconfigPath, '--namespace', addonNamespace, '--tls-secret', 'ha-webhook-tls', '--no-watcher', '--webhook-config-name', 'ha-webhook'];
   // The first replica registers the webhooks at the proxy's address; the second only serves.
-  const a = await startServe([...replicaArgs, '--register-webhooks', '--webhook-url', `https://127.0.0.1:${balancer.port}`, '--failure-policy', 'Fail']);
+  const a = await startServe([...replicaArgs, ...registeringWebhooks(balancer.port, 'Fail')]);
   const b = await startServe(replicaArgs);
   const replicas = [a, b];
   t.teardown(() => Promise.all(replicas.map((replica) => replica.stop())));

@@ -12,7 +12,7 @@ import t from 'tap';
 import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { startControlPlane } from '../support/control-plane.ts';
 import { KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { startServe, startWatcherProcess } from '../support/serve-process.ts';
+import { registeringWebhooks, startServe, startWatcherProcess } from '../support/serve-process.ts';
 import { jobYaml } from '../support/stack.ts';
 
 const CONFIG_NAME = 'st-webhook-down';
@@ -31,10 +31,7 @@ const startWebhook = (failurePolicy: 'Fail' | 'Ignore') =>
   startServe((port) => [
     '--kubeconfig', cp.kubeconfigPath,
     '--cert-dir', certDir,
-    '--register-webhooks',
-    '--webhook-url', `https://127.0.0.1:${port}`,
-    '--webhook-config-name', CONFIG_NAME,
-    '--failure-policy', failurePolicy,
+    ...registeringWebhooks(port, failurePolicy, CONFIG_NAME),
     '--no-watcher',
   ]);
 

@@ -7,7 +7,7 @@ import { issueWithNewCa, servingHosts } from '../../src/tls/certificates.ts';
 import { secretStore } from '../../src/tls/secret-store.ts';
 import { startControlPlane } from '../support/control-plane.ts';
 import { waitFor } from '../support/kubelet-simulator.ts';
-import { servedCertificate, startServe, type ServeProcess } from '../support/serve-process.ts';
+import { registeringWebhooks, servedCertificate, startServe, type ServeProcess } from '../support/serve-process.ts';
 
 const cp = await startControlPlane();
 t.teardown(() => cp.stop());
@@ -117,7 +117,7 @@ t.test('the serving certificate is renewed while serve runs, and the API server 
   // failurePolicy Ignore: were the API server unable to reach the webhook, the bad Job below would be admitted.
   const [a, b] = await startReplicas(
     t,
-    (port) => serveArgs('rotating-tls', [...shortLived, '--register-webhooks', '--webhook-url', `https://127.0.0.1:${port}`, '--webhook-config-name', 'rotation', '--failure-policy', 'Ignore']),
+    (port) => serveArgs('rotating-tls', [...shortLived, ...registeringWebhooks(port, 'Ignore', 'rotation')]),
     serveArgs('rotating-tls', [...shortLived, '--webhook-config-name', 'rotation']),
   );
   const initial = await servedCertificate(a!.port);

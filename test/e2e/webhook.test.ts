@@ -8,7 +8,7 @@ import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import t from 'tap';
 import { startControlPlane } from '../support/control-plane.ts';
 import { waitFor } from '../support/kubelet-simulator.ts';
-import { runServe, servedCertificate, startServe, type ServeProcess } from '../support/serve-process.ts';
+import { registeringWebhooks, runServe, servedCertificate, startServe, type ServeProcess } from '../support/serve-process.ts';
 
 const WITH_IMAGE = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE';
 const WHEN_JOB_EXIT = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT';
@@ -25,10 +25,7 @@ const startWebhook = (extra: string[] = []) =>
   startServe((port) => [
     '--kubeconfig', cp.kubeconfigPath,
     '--cert-dir', certDir,
-    '--register-webhooks',
-    '--webhook-url', `https://127.0.0.1:${port}`,
-    '--webhook-config-name', CONFIG_NAME,
-    '--failure-policy', 'Fail',
+    ...registeringWebhooks(port, 'Fail', CONFIG_NAME),
     '--no-watcher',
     ...extra,
   ]);

@@ -8,7 +8,7 @@ import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { KubeletSimulator, waitFor } from './kubelet-simulator.ts';
-import { startServe, type ServeProcess } from './serve-process.ts';
+import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 
 export const repoRoot = resolve(import.meta.dirname, '../..');
 
@@ -40,10 +40,8 @@ export interface Demo {
 export const demoServeArgs = (kubeconfigPath: string, certDir: string) => (port: number) => [
   '--kubeconfig', kubeconfigPath,
   '--cert-dir', certDir,
-  '--register-webhooks',
-  '--webhook-url', `https://127.0.0.1:${port}`,
   // Fail rather than Ignore: a misconfigured Job is never admitted just because serve is slow.
-  '--failure-policy', 'Fail',
+  ...registeringWebhooks(port, 'Fail'),
 ];
 
 export async function startDemo(options: DemoOptions): Promise<Demo> {

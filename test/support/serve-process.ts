@@ -72,6 +72,16 @@ async function readyOrStopped(serve: ServeProcess, timeoutMs = 30_000): Promise<
   return serve;
 }
 
+/** The flags with which serve registers its webhooks with the API server, reached at 127.0.0.1:`port`. */
+export function registeringWebhooks(port: number, failurePolicy: 'Fail' | 'Ignore', configName?: string): string[] {
+  return [
+    '--register-webhooks',
+    '--webhook-url', `https://127.0.0.1:${port}`,
+    '--failure-policy', failurePolicy,
+    ...(configName ? ['--webhook-config-name', configName] : []),
+  ];
+}
+
 /** Runs `serve` with `args` to its end (for runs expected to exit by themselves). */
 export async function runServe(args: string[]): Promise<Exit & { output: string }> {
   const serve = spawnServe(args, 0, 'https');

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { ApiextensionsV1Api, BatchV1Api, CoreV1Api, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { CRR, KubeletSimulator, waitFor, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
-import { startServe, type ServeProcess } from './serve-process.ts';
+import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 
 export interface Stack {
   cp: ControlPlane;
@@ -41,9 +41,7 @@ export async function startStack(
     startServe((port) => [
       '--kubeconfig', cp.kubeconfigPath,
       '--cert-dir', certDir,
-      '--register-webhooks',
-      '--webhook-url', `https://127.0.0.1:${port}`,
-      '--failure-policy', 'Fail',
+      ...registeringWebhooks(port, 'Fail'),
       ...(options.serveArgs ?? []),
     ]);
   const stack: Stack = {
