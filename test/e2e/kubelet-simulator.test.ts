@@ -2,8 +2,6 @@
 // API server and the real Job controller. Outcomes only: Job conditions, phases, container
 // states and exit codes; waits are generous, nothing is timed.
 import {
-  BatchV1Api,
-  CoreV1Api,
   CustomObjectsApi,
   PatchStrategy,
   setHeaderOptions,
@@ -13,18 +11,10 @@ import {
   type V1PodSpec,
 } from '@kubernetes/client-node';
 import t from 'tap';
-import { startControlPlane } from '../support/control-plane.ts';
-import { CRR, findContainerStatus, KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { installCrrCrd } from '../support/stack.ts';
+import { CRR, findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { installCrrCrd, startCluster } from '../support/stack.ts';
 
-const cp = await startControlPlane();
-t.teardown(() => cp.stop());
-const sim = new KubeletSimulator(cp.kubeConfig, { maxGracePeriodMs: 1000, restartDelayMs: 200 });
-await sim.start();
-t.teardown(() => sim.stop());
-
-const core = cp.kubeConfig.makeApiClient(CoreV1Api);
-const batch = cp.kubeConfig.makeApiClient(BatchV1Api);
+const { cp, sim, core, batch } = await startCluster(t, { sim: { maxGracePeriodMs: 1000, restartDelayMs: 200 } });
 const strategicMerge = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
 
 const main: V1Container = { name: 'main', image: 'busybox:1.36' };

@@ -4,22 +4,15 @@
 // Secret behind a round-robin TCP proxy (standing for the Service): one replica killed,
 // admission goes on through the other.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BatchV1Api, CoordinationV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { CoordinationV1Api, type V1Pod } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { ENV_WHEN_JOB_EXIT, MANAGED_LABEL } from '../../src/policy/index.ts';
-import { startControlPlane } from '../support/control-plane.ts';
-import { KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
 import { httpStatus, registeringWebhooks, servedCertificate, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
-import { jobYaml } from '../support/stack.ts';
+import { jobYaml, startCluster } from '../support/stack.ts';
 import { startTcpBalancer } from '../support/tcp-balancer.ts';
 
-const cp = await startControlPlane();
-t.teardown(() => cp.stop());
-const sim = new KubeletSimulator(cp.kubeConfig, { restartDelayMs: 200 });
-await sim.start();
-t.teardown(() => sim.stop());
-const core = cp.kubeConfig.makeApiClient(CoreV1Api);
-const batch = cp.kubeConfig.makeApiClient(BatchV1Api);
+const { cp, core, batch } = await startCluster(t, { sim: { restartDelayMs: 200 } });
 const leases = cp.kubeConfig.makeApiClient(CoordinationV1Api);
 const addonNamespace = await cp.createNamespace('st-system');
 

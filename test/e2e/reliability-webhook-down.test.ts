@@ -7,23 +7,16 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BatchV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
 import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL } from '../../src/policy/index.ts';
-import { startControlPlane } from '../support/control-plane.ts';
-import { KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
 import { registeringWebhooks, startServe, startWatcherProcess } from '../support/serve-process.ts';
-import { jobYaml } from '../support/stack.ts';
+import { jobYaml, startCluster } from '../support/stack.ts';
 
 const CONFIG_NAME = 'st-webhook-down';
 
-const cp = await startControlPlane();
-t.teardown(() => cp.stop());
-const sim = new KubeletSimulator(cp.kubeConfig, { restartDelayMs: 200 });
-await sim.start();
-t.teardown(() => sim.stop());
-const core = cp.kubeConfig.makeApiClient(CoreV1Api);
-const batch = cp.kubeConfig.makeApiClient(BatchV1Api);
+const { cp, core, batch } = await startCluster(t, { sim: { restartDelayMs: 200 } });
 const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
 t.teardown(() => rm(certDir, { recursive: true, force: true }));
 

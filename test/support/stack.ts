@@ -10,12 +10,16 @@ import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { CRR, KubeletSimulator, waitFor, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 
-export interface Stack {
+/** A real control plane and the kubelet simulator, with the API clients the tests use. */
+export interface Cluster {
   cp: ControlPlane;
   sim: KubeletSimulator;
-  serve: ServeProcess;
   core: CoreV1Api;
   batch: BatchV1Api;
+}
+
+export interface Stack extends Cluster {
+  serve: ServeProcess;
   /** Starts serve again with the same flags (after it was stopped or killed). */
   restartServe(): Promise<ServeProcess>;
   stop(): Promise<void>;
@@ -25,16 +29,25 @@ interface Teardown {
   teardown(fn: () => unknown): void;
 }
 
-export async function startStack(
-  t: Teardown,
-  options: { serveArgs?: string[]; sim?: KubeletSimulatorOptions; installCrrCrd?: boolean } = {},
-): Promise<Stack> {
+interface ClusterOptions {
+  sim?: KubeletSimulatorOptions;
+  installCrrCrd?: boolean;
+}
+
+/** Starts a cluster; both parts stop at `t`'s teardown. */
+export async function startCluster(t: Teardown, options: ClusterOptions = {}): Promise<Cluster> {
   const cp = await startControlPlane();
   t.teardown(() => cp.stop());
   if (options.installCrrCrd) await installCrrCrd(cp);
   const sim = new KubeletSimulator(cp.kubeConfig, options.sim);
   await sim.start();
   t.teardown(() => sim.stop());
+  return { cp, sim, core: cp.kubeConfig.makeApiClient(CoreV1Api), batch: cp.kubeConfig.makeApiClient(BatchV1Api) };
+}
+
+export async function startStack(t: Teardown, options: ClusterOptions & { serveArgs?: string[] } = {}): Promise<Stack> {
+  const cluster = await startCluster(t, options);
+  const { cp, sim } = cluster;
   const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
   t.teardown(() => rm(certDir, { recursive: true, force: true }));
   const start = () =>
@@ -45,11 +58,8 @@ export async function startStack(
       ...(options.serveArgs ?? []),
     ]);
   const stack: Stack = {
-    cp,
-    sim,
+    ...cluster,
     serve: await start(),
-    core: cp.kubeConfig.makeApiClient(CoreV1Api),
-    batch: cp.kubeConfig.makeApiClient(BatchV1Api),
     async restartServe() {
       stack.serve = await start();
       return stack.serve;
