@@ -1,21 +1,34 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-controller-manager and kubectl from the Go module proxy
-# into a cache outside the repository, once per version. Prints the bin directory.
+# Builds the Kubernetes binaries of one release from the Go module proxy into a cache outside the
+# repository, once per version: etcd, kube-apiserver, kube-controller-manager and kubectl (the
+# control plane), kubelet and kube-proxy (the real node). Prints the bin directory.
 set -euo pipefail
+source "$(dirname "$0")/versions.sh"
 
-K8S_VERSION="${K8S_VERSION:-v1.36.3}"
-ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
-CACHE="${SIDECAR_TERMINATOR_CACHE:-$HOME/.cache/sidecar-terminator}"
-OUT="$CACHE/control-plane-$K8S_VERSION-etcd-$ETCD_VERSION"
+OUT="$SIDECAR_TERMINATOR_CACHE/control-plane-$K8S_VERSION-etcd-$ETCD_VERSION"
 BIN="$OUT/bin"
+KUBERNETES_BINARIES=(kube-apiserver kube-controller-manager kubectl kubelet kube-proxy)
 
-if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/kubectl" && -x "$BIN/etcd" ]]; then
+missing() {
+  local name
+  for name in etcd "${KUBERNETES_BINARIES[@]}"; do [[ -x "$BIN/$name" ]] || return 0; done
+  return 1
+}
+
+if ! missing; then
   echo "$BIN"
   exit 0
 fi
 
-command -v go >/dev/null || { echo "go is required to build the control plane" >&2; exit 1; }
+command -v go >/dev/null || { echo "go is required to build the control plane (https://go.dev/dl/)" >&2; exit 1; }
 mkdir -p "$BIN"
+# Test files run in parallel and may all ask at once: one builds, the others wait for it.
+exec 9>"$OUT.lock"
+flock 9
+if ! missing; then
+  echo "$BIN"
+  exit 0
+fi
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
 log() { echo "[control-plane] $*" >&2; }
@@ -33,23 +46,19 @@ build_kubernetes() {
   for m in $replaces; do
     go mod edit -replace "$m=$m@$staging"
   done
-  cat > tools.go <<GO
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
+  local packages=() name
+  for name in "${KUBERNETES_BINARIES[@]}"; do packages+=("k8s.io/kubernetes/cmd/$name"); done
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    printf '\t_ "%s"\n' "${packages[@]}"
+    printf ')\n'
+  } > tools.go
   log "resolving k8s.io/kubernetes@$K8S_VERSION"
   go get "k8s.io/kubernetes@$K8S_VERSION" >&2
   go mod tidy >&2 || true
-  log "compiling kube-apiserver, kube-controller-manager, kubectl (several minutes on 2 cores)"
+  log "compiling ${KUBERNETES_BINARIES[*]} (several minutes on 2 cores)"
   go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION" \
-    -o "$BIN/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl >&2
+    -o "$BIN/" "${packages[@]}" >&2
 }
 
 build_etcd() {
@@ -69,6 +78,11 @@ GO
   go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3 >&2
 }
 
-[[ -x "$BIN/etcd" ]] || build_etcd
-[[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/kubectl" ]] || build_kubernetes
+[[ -x "$BIN/etcd" ]] || (build_etcd)
+for name in "${KUBERNETES_BINARIES[@]}"; do
+  if [[ ! -x "$BIN/$name" ]]; then
+    (build_kubernetes)
+    break
+  fi
+done
 echo "$BIN"

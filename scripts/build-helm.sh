@@ -2,9 +2,9 @@
 # Builds helm from the Go module proxy into a cache outside the repository, once per version,
 # the way scripts/build-control-plane.sh builds the control plane. Prints the path of the binary.
 set -euo pipefail
+source "$(dirname "$0")/versions.sh"
 
-HELM_VERSION="${HELM_VERSION:-v3.22.0}"
-CACHE="${SIDECAR_TERMINATOR_CACHE:-$HOME/.cache/sidecar-terminator}"
+CACHE="$SIDECAR_TERMINATOR_CACHE"
 OUT="$CACHE/helm-$HELM_VERSION"
 BIN="$OUT/bin/helm"
 

@@ -1,0 +1,14 @@
+# Every version the project builds or runs against, pinned in one place. Each can be overridden
+# from the environment (K8S_VERSION=v1.37.2 make test). Sourced by the build scripts; the tests read
+# it through them.
+: "${K8S_VERSION:=v1.36.3}"
+: "${ETCD_VERSION:=v3.6.16}"
+: "${HELM_VERSION:=v3.22.0}"
+# The real node: container runtime, OCI runtime, CNI plugins.
+: "${CONTAINERD_VERSION:=v2.4.2}"
+: "${RUNC_VERSION:=v1.3.6}"
+: "${CNI_PLUGINS_VERSION:=v1.9.1}"
+# OpenKruise, for its kruise-daemon and its controller next to ours.
+: "${KRUISE_VERSION:=v1.8.2}"
+: "${SIDECAR_TERMINATOR_CACHE:=$HOME/.cache/sidecar-terminator}"
+export K8S_VERSION ETCD_VERSION HELM_VERSION CONTAINERD_VERSION RUNC_VERSION CNI_PLUGINS_VERSION KRUISE_VERSION SIDECAR_TERMINATOR_CACHE
