@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes binaries of one release from the Go module proxy into a cache outside the
 # repository, once per version: etcd, kube-apiserver, kube-controller-manager and kubectl (the
-# control plane), kubelet and kube-proxy (the real node). Prints the bin directory.
+# control plane; kube-scheduler for clusters with a real node), kubelet and kube-proxy (the real node).
+# Prints the bin directory.
 set -euo pipefail
 source "$(dirname "$0")/versions.sh"
 
 OUT="$SIDECAR_TERMINATOR_CACHE/control-plane-$K8S_VERSION-etcd-$ETCD_VERSION"
 BIN="$OUT/bin"
-KUBERNETES_BINARIES=(kube-apiserver kube-controller-manager kubectl kubelet kube-proxy)
+KUBERNETES_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
 
 missing() {
   local name

@@ -4,11 +4,12 @@
 : "${K8S_VERSION:=v1.36.3}"
 : "${ETCD_VERSION:=v3.6.16}"
 : "${HELM_VERSION:=v3.22.0}"
-# The real node: container runtime, OCI runtime, CNI plugins.
+# The real node: container runtime, OCI runtime, CNI plugins, the CRI command-line client.
 : "${CONTAINERD_VERSION:=v2.4.2}"
 : "${RUNC_VERSION:=v1.3.6}"
 : "${CNI_PLUGINS_VERSION:=v1.9.1}"
+: "${CRI_TOOLS_VERSION:=v1.36.0}"
 # OpenKruise, for its kruise-daemon and its controller next to ours.
 : "${KRUISE_VERSION:=v1.8.2}"
 : "${SIDECAR_TERMINATOR_CACHE:=$HOME/.cache/sidecar-terminator}"
-export K8S_VERSION ETCD_VERSION HELM_VERSION CONTAINERD_VERSION RUNC_VERSION CNI_PLUGINS_VERSION KRUISE_VERSION SIDECAR_TERMINATOR_CACHE
+export K8S_VERSION ETCD_VERSION HELM_VERSION CONTAINERD_VERSION RUNC_VERSION CNI_PLUGINS_VERSION CRI_TOOLS_VERSION KRUISE_VERSION SIDECAR_TERMINATOR_CACHE

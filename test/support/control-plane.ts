@@ -4,7 +4,7 @@
 // No process can outlive the test process: each binary is started through
 // `setpriv --pdeathsig KILL`, so the kernel kills it when Node dies, even on SIGKILL. On a
 // normal exit or a SIGINT/SIGTERM/SIGHUP the temporary directories are removed as well.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
@@ -22,6 +22,14 @@ export interface ControlPlaneOptions {
   binDir?: string;
   /** How long startup may take before it fails with the processes' log tails. Default 90 s. */
   startupTimeoutMs?: number;
+  /**
+   * Let pods on a real node reach the API server through the `kubernetes` Service, as in a real
+   * cluster: kube-apiserver listens on every interface and advertises this host's first
+   * non-loopback address (kube-proxy forwards the Service's ClusterIP there). Default: loopback only.
+   */
+  reachableFromPods?: boolean;
+  /** Run kube-scheduler, for real nodes (the kubelet simulator binds its pods itself). Default false. */
+  scheduler?: boolean;
 }
 
 export interface KubectlResult {
@@ -38,6 +46,15 @@ export interface ControlPlane {
   binDir: string;
   /** The temporary directory holding data, credentials and the processes' logs (`*.log`). */
   dir: string;
+  /** The cluster CA (it signs the API server's certificate and the client certificates the API server accepts). */
+  caCertPath: string;
+  /** The address the `kubernetes` Service forwards to (10.0.0.1 unless reachableFromPods). */
+  advertiseAddress: string;
+  /**
+   * A kubeconfig for a client authenticated by a certificate the cluster CA signs, as kubelets and
+   * kube-proxy are: `user` is the certificate's common name, `groups` its organizations.
+   */
+  clientKubeconfig(user: string, groups: string[]): Promise<string>;
   kubectl(args: string[], opts?: { input?: string; namespace?: string }): Promise<KubectlResult>;
   /** Creates a namespace (random name if none) and waits until its `default` ServiceAccount exists. */
   createNamespace(name?: string): Promise<string>;
@@ -50,12 +67,14 @@ export interface ControlPlane {
 const repoRoot = resolve(import.meta.dirname, '../..');
 const serviceClusterIpRange = '10.0.0.0/24';
 // The first address of the service range: non-loopback, as kube-apiserver requires, and never dialled.
-const advertiseAddress = '10.0.0.1';
+const unreachableAdvertiseAddress = '10.0.0.1';
+/** The `kubernetes` Service's ClusterIP: the first address of the service range. */
+export const KUBERNETES_SERVICE_IP = '10.0.0.1';
 
 export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const binDir = options.binDir ?? (await buildControlPlane());
   const dir = mkdtempSync(join(tmpdir(), 'sidecar-terminator-cp-'));
-  const cluster = new LocalCluster(binDir, dir);
+  const cluster = new LocalCluster(binDir, dir, options.reachableFromPods ? hostAddress() : undefined, options.scheduler ?? false);
   try {
     await cluster.start(options.startupTimeoutMs ?? 90_000);
   } catch (err) {
@@ -82,6 +101,7 @@ interface Ports {
   etcdPeer: number;
   apiServer: number;
   controllerManager: number;
+  scheduler: number;
 }
 
 class LocalCluster implements ControlPlane {
@@ -89,17 +109,27 @@ class LocalCluster implements ControlPlane {
   readonly dir: string;
   readonly kubeconfigPath: string;
   readonly kubeConfig = new KubeConfig();
+  readonly caCertPath: string;
+  readonly advertiseAddress: string;
   serverUrl = '';
+  /** The address kube-apiserver listens on: loopback, or every interface when pods must reach it. */
+  private readonly bindAddress: string;
   private readonly adminToken = randomBytes(24).toString('hex');
   private readonly controllerManagerToken = randomBytes(24).toString('hex');
   private ports: Ports | undefined;
   private readonly processes = new Map<string, ManagedProcess>();
   private stopping: Promise<void> | undefined;
 
-  constructor(binDir: string, dir: string) {
+  private readonly withScheduler: boolean;
+
+  constructor(binDir: string, dir: string, podReachableAddress: string | undefined, withScheduler: boolean) {
+    this.withScheduler = withScheduler;
     this.binDir = binDir;
     this.dir = dir;
     this.kubeconfigPath = join(dir, 'admin.kubeconfig');
+    this.caCertPath = join(dir, 'ca.crt');
+    this.advertiseAddress = podReachableAddress ?? unreachableAdvertiseAddress;
+    this.bindAddress = podReachableAddress ? '0.0.0.0' : '127.0.0.1';
   }
 
   async start(timeoutMs: number): Promise<void> {
@@ -111,6 +141,7 @@ class LocalCluster implements ControlPlane {
       etcdPeer: await freePort(),
       apiServer: await freePort(),
       controllerManager: await freePort(),
+      scheduler: await freePort(),
     };
     this.serverUrl = `https://127.0.0.1:${this.ports.apiServer}`;
     await this.writeCredentials();
@@ -122,6 +153,7 @@ class LocalCluster implements ControlPlane {
     await this.waitForApiServerReady(deadline);
     // Started only now: kube-controller-manager gives up when the API server stays unhealthy too long.
     this.launch('kube-controller-manager', this.controllerManagerArgs());
+    if (this.withScheduler) this.launch('kube-scheduler', this.schedulerArgs());
     await this.waitForServiceAccount('default', deadline);
   }
 
@@ -144,6 +176,20 @@ class LocalCluster implements ControlPlane {
     await this.kubeConfig.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name } } });
     await this.waitForServiceAccount(name, Date.now() + 60_000);
     return name;
+  }
+
+  async clientKubeconfig(user: string, groups: string[]): Promise<string> {
+    const name = `client-${randomBytes(4).toString('hex')}`;
+    const subject = `/CN=${user}${groups.map((group) => `/O=${group}`).join('')}`;
+    await run('openssl', [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2', '-sha256',
+      '-CA', this.path('ca.crt'), '-CAkey', this.path('ca.key'),
+      '-keyout', this.path(`${name}.key`), '-out', this.path(`${name}.crt`), '-subj', subject,
+      '-addext', 'basicConstraints=critical,CA:FALSE', '-addext', 'extendedKeyUsage=clientAuth',
+    ]);
+    const path = this.path(`${name}.kubeconfig`);
+    writeFileSync(path, this.kubeconfig(user, { 'client-certificate': this.path(`${name}.crt`), 'client-key': this.path(`${name}.key`) }));
+    return path;
   }
 
   async restartApiServer(): Promise<void> {
@@ -172,7 +218,7 @@ class LocalCluster implements ControlPlane {
 
   private async stopAndClean(): Promise<void> {
     const byName = (name: string) => this.processes.get(name)?.stop();
-    await Promise.all([byName('kube-controller-manager'), byName('kube-apiserver')]);
+    await Promise.all([byName('kube-scheduler'), byName('kube-controller-manager'), byName('kube-apiserver')]);
     await byName('etcd');
     rmSync(this.dir, { recursive: true, force: true, maxRetries: 3 });
     liveClusters.delete(this);
@@ -197,8 +243,8 @@ class LocalCluster implements ControlPlane {
       `${this.adminToken},admin,admin,system:masters\n` +
         `${this.controllerManagerToken},system:kube-controller-manager,kcm,system:masters\n`,
     );
-    writeFileSync(this.kubeconfigPath, this.kubeconfig('admin', this.adminToken));
-    writeFileSync(this.path('controller-manager.kubeconfig'), this.kubeconfig('kube-controller-manager', this.controllerManagerToken));
+    writeFileSync(this.kubeconfigPath, this.kubeconfig('admin', { token: this.adminToken }));
+    writeFileSync(this.path('controller-manager.kubeconfig'), this.kubeconfig('kube-controller-manager', { token: this.controllerManagerToken }));
   }
 
   /** A CA and the API server's certificate signed by it (Node's crypto cannot issue certificates). */
@@ -212,18 +258,18 @@ class LocalCluster implements ControlPlane {
     await run('openssl', [
       'req', '-x509', ...ec, '-CA', this.path('ca.crt'), '-CAkey', this.path('ca.key'),
       '-keyout', this.path('apiserver.key'), '-out', this.path('apiserver.crt'), '-subj', '/CN=kube-apiserver',
-      '-addext', `subjectAltName=IP:127.0.0.1,IP:${advertiseAddress},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc`,
+      '-addext', `subjectAltName=${[...new Set(['127.0.0.1', KUBERNETES_SERVICE_IP, this.advertiseAddress])].map((ip) => `IP:${ip}`).join(',')},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc`,
       '-addext', 'basicConstraints=critical,CA:FALSE', '-addext', 'extendedKeyUsage=serverAuth',
     ]);
   }
 
   /** kubeconfig files are YAML, and JSON is YAML. */
-  private kubeconfig(user: string, token: string): string {
+  private kubeconfig(user: string, credentials: Record<string, string>): string {
     return JSON.stringify({
       apiVersion: 'v1',
       kind: 'Config',
       clusters: [{ name: 'local', cluster: { server: this.serverUrl, 'certificate-authority': this.path('ca.crt') } }],
-      users: [{ name: user, user: { token } }],
+      users: [{ name: user, user: credentials }],
       contexts: [{ name: 'local', context: { cluster: 'local', user } }],
       'current-context': 'local',
     }, null, 2);
@@ -247,11 +293,15 @@ class LocalCluster implements ControlPlane {
     const { etcdClient, apiServer } = this.requirePorts();
     return [
       '--etcd-servers', `http://127.0.0.1:${etcdClient}`,
-      '--bind-address', '127.0.0.1', '--secure-port', String(apiServer), '--advertise-address', advertiseAddress,
+      '--bind-address', this.bindAddress, '--secure-port', String(apiServer), '--advertise-address', this.advertiseAddress,
       '--service-cluster-ip-range', serviceClusterIpRange,
       '--tls-cert-file', this.path('apiserver.crt'), '--tls-private-key-file', this.path('apiserver.key'),
       '--cert-dir', this.path('apiserver-certs'),
-      '--authorization-mode', 'RBAC', '--token-auth-file', this.path('tokens.csv'),
+      // Kubelets authenticate with certificates the cluster CA signs and are authorized as nodes.
+      '--client-ca-file', this.path('ca.crt'),
+      '--authorization-mode', 'Node,RBAC', '--token-auth-file', this.path('tokens.csv'),
+      // A real node registers by a name no DNS resolves: logs and exec reach its kubelet by its IP.
+      '--kubelet-preferred-address-types', 'InternalIP,Hostname',
       '--service-account-issuer', 'https://kubernetes.default.svc.cluster.local',
       '--service-account-key-file', this.path('sa.pub'), '--service-account-signing-key-file', this.path('sa.key'),
       '--profiling=false',
@@ -266,6 +316,15 @@ class LocalCluster implements ControlPlane {
       '--service-account-private-key-file', this.path('sa.key'), '--root-ca-file', this.path('ca.crt'),
       '--bind-address', '127.0.0.1', '--secure-port', String(controllerManager),
       '--cert-dir', this.path('controller-manager-certs'),
+      '--profiling=false',
+    ];
+  }
+
+  private schedulerArgs(): string[] {
+    return [
+      '--kubeconfig', this.path('controller-manager.kubeconfig'),
+      '--leader-elect=false',
+      '--bind-address', '127.0.0.1', '--secure-port', String(this.requirePorts().scheduler),
       '--profiling=false',
     ];
   }
@@ -350,6 +409,14 @@ class ManagedProcess {
       return '(no log)';
     }
   }
+}
+
+/** This host's first non-loopback IPv4 address (the source address of its default route). */
+export function hostAddress(): string {
+  const routes = execFileSync('ip', ['-4', '-o', 'route', 'get', '1.1.1.1'], { encoding: 'utf8' });
+  const address = /\bsrc (\d+\.\d+\.\d+\.\d+)/.exec(routes)?.[1];
+  if (!address) throw new Error(`no non-loopback IPv4 address on this host to advertise to pods (ip route get: ${routes.trim()})`);
+  return address;
 }
 
 /** A TCP port free on 127.0.0.1 right now. */

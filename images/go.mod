@@ -1,0 +1,3 @@
+module sidecar-terminator.io/images
+
+go 1.24

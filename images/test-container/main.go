@@ -1,0 +1,99 @@
+// test-container: the one program behind the test images of the real-node end-to-end tests, so each
+// behaviour a test relies on is explicit and logged.
+//
+//	test-container main [--sleep 2s] [--exit 0] [--fail-times N --state /path]
+//	    works for --sleep, then exits with --exit; with --fail-times it exits 1 on its first N runs
+//	    (counted in the --state file, which must survive a restart: an emptyDir), then --exit.
+//	test-container sidecar [--on-term 0] [--ignore-term]
+//	    runs until it gets SIGTERM or SIGINT, logs the signal and exits with --on-term; with
+//	    --ignore-term it logs SIGTERM and keeps running (only SIGKILL stops it).
+//
+// Every line it prints starts with its uid, so a test can tell which user it ran as.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func logf(format string, args ...any) {
+	fmt.Printf("uid=%d %s\n", os.Getuid(), fmt.Sprintf(format, args...))
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: test-container main|sidecar [flags]")
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "main":
+		runMain(os.Args[2:])
+	case "sidecar":
+		runSidecar(os.Args[2:])
+	default:
+		fmt.Fprintf(os.Stderr, "test-container: unknown mode %q (main or sidecar)\n", os.Args[1])
+		os.Exit(2)
+	}
+}
+
+func runMain(args []string) {
+	flags := flag.NewFlagSet("main", flag.ExitOnError)
+	sleep := flags.Duration("sleep", 2*time.Second, "how long to work")
+	exit := flags.Int("exit", 0, "exit code once done")
+	failTimes := flags.Int("fail-times", 0, "exit 1 on the first N runs")
+	state := flags.String("state", "", "file counting the runs (with --fail-times)")
+	_ = flags.Parse(args)
+
+	run := 1
+	if *failTimes > 0 {
+		if *state == "" {
+			fmt.Fprintln(os.Stderr, "--fail-times needs --state")
+			os.Exit(2)
+		}
+		if data, err := os.ReadFile(*state); err == nil {
+			previous, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+			run = previous + 1
+		}
+		if err := os.WriteFile(*state, []byte(strconv.Itoa(run)), 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "writing %s: %v\n", *state, err)
+			os.Exit(2)
+		}
+	}
+	logf("main: run %d, working for %s", run, *sleep)
+	time.Sleep(*sleep)
+	if run <= *failTimes {
+		logf("main: run %d fails with exit code 1", run)
+		os.Exit(1)
+	}
+	logf("main: done, exit code %d", *exit)
+	os.Exit(*exit)
+}
+
+func runSidecar(args []string) {
+	flags := flag.NewFlagSet("sidecar", flag.ExitOnError)
+	onTerm := flags.Int("on-term", 0, "exit code on SIGTERM or SIGINT")
+	ignoreTerm := flags.Bool("ignore-term", false, "keep running on SIGTERM")
+	_ = flags.Parse(args)
+
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	logf("sidecar: running as pid %d", os.Getpid())
+	for sig := range signals {
+		name := "SIGTERM"
+		if sig == syscall.SIGINT {
+			name = "SIGINT"
+		}
+		if *ignoreTerm && sig == syscall.SIGTERM {
+			logf("sidecar: received %s, ignoring it", name)
+			continue
+		}
+		logf("sidecar: received %s, exiting with code %d", name, *onTerm)
+		os.Exit(*onTerm)
+	}
+}

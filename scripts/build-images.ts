@@ -1,0 +1,295 @@
+// Builds the container images of the real node as OCI image layout archives, with no registry and
+// no Docker: each is one uncompressed layer (a tar of a directory assembled here), its config and
+// its manifest, named by the `io.containerd.image.name` annotation that `ctr images import` reads.
+// Archives are cached under ~/.cache/sidecar-terminator/images, keyed by a hash of what goes in.
+//
+//   node scripts/build-images.ts [NAME...]     builds (or finds) the images, prints one
+//                                              "REFERENCE<TAB>ARCHIVE" line each; no NAME: all
+//
+// The images:
+//   pause, quick-exit, test-container(-nonroot)  static Go programs from images/
+//   busybox                                      Debian's busybox-static (fetched, not installed)
+//   sidecar-terminator                           the add-on: the Dockerfile's content (Node.js, the
+//                                                production node_modules, dist/src), assembled here
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+
+const repoRoot = resolve(import.meta.dirname, '..');
+const cacheRoot = process.env.SIDECAR_TERMINATOR_CACHE ?? join(process.env.HOME ?? '/root', '.cache/sidecar-terminator');
+const imagesDir = join(cacheRoot, 'images');
+const version = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
+
+/** What an image runs: its OCI config, less what every image shares. */
+interface ImageConfig {
+  Entrypoint?: string[];
+  Cmd?: string[];
+  User?: string;
+  Env?: string[];
+  WorkingDir?: string;
+}
+
+interface ImageSpec {
+  /** The fully qualified reference kubelet asks for (`busybox:1.35` is `docker.io/library/busybox:1.35`). */
+  reference: string;
+  /** Inputs that decide the content: a change rebuilds the archive. */
+  inputs(): string[];
+  /** Fills the root filesystem directory. */
+  assemble(rootfs: string): void;
+  config: ImageConfig;
+}
+
+const PATH_ENV = 'PATH=/usr/local/bin:/usr/bin:/bin';
+/** The project's Node.js 24, from its `node` package (the one `make test` runs). */
+const projectNode = join(repoRoot, 'node_modules/node/bin/node');
+
+/** A static Go program from images/, built into a temporary directory once per run. */
+const goPrograms = new Map<string, string>();
+function goProgram(name: string): string {
+  let binary = goPrograms.get(name);
+  if (!binary) {
+    binary = join(mkdtempSync(join(tmpdir(), 'st-image-go-')), name);
+    execFileSync('go', ['build', '-trimpath', '-ldflags', '-s -w', '-o', binary, `./${name}`], {
+      cwd: join(repoRoot, 'images'),
+      env: { ...process.env, CGO_ENABLED: '0', GOFLAGS: '-mod=mod', GOTOOLCHAIN: 'local' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    goPrograms.set(name, binary);
+  }
+  return binary;
+}
+
+function goImage(reference: string, program: string, config: ImageConfig): ImageSpec {
+  return {
+    reference,
+    inputs: () => [goVersion(), ...filesUnder(join(repoRoot, 'images'))],
+    assemble(rootfs) {
+      copyExecutable(goProgram(program), join(rootfs, program));
+      mkdirSync(join(rootfs, 'tmp'), { mode: 0o1777 });
+      chmodSync(join(rootfs, 'tmp'), 0o1777);
+    },
+    config: { Env: [PATH_ENV], ...config },
+  };
+}
+
+const IMAGES: Record<string, ImageSpec> = {
+  pause: goImage('sidecar-terminator.local/pause:1', 'pause', { Entrypoint: ['/pause'] }),
+  'quick-exit': goImage(`ghcr.io/sidecar-terminator/quick-exit:${version}`, 'quick-exit', { Entrypoint: ['/quick-exit'] }),
+  'test-container': goImage('sidecar-terminator.local/test-container:1', 'test-container', { Entrypoint: ['/test-container'] }),
+  'test-container-nonroot': goImage('sidecar-terminator.local/test-container-nonroot:1', 'test-container', {
+    Entrypoint: ['/test-container'],
+    User: '1337:1337',
+  }),
+  busybox: {
+    reference: 'docker.io/library/busybox:1.35',
+    inputs: () => [debianPackage('busybox-static')],
+    assemble(rootfs) {
+      const unpacked = mkdtempSync(join(tmpdir(), 'st-busybox-'));
+      execFileSync('dpkg-deb', ['-x', debianPackage('busybox-static'), unpacked]);
+      mkdirSync(join(rootfs, 'bin'), { recursive: true });
+      copyExecutable(join(unpacked, 'bin/busybox'), join(rootfs, 'bin/busybox'));
+      // Every applet as a link, as the busybox image has them.
+      const applets = execFileSync(join(rootfs, 'bin/busybox'), ['--list'], { encoding: 'utf8' }).split('\n').filter(Boolean);
+      for (const applet of applets) if (applet !== 'busybox') execFileSync('ln', ['-s', 'busybox', join(rootfs, 'bin', applet)]);
+      for (const dir of ['tmp', 'etc', 'root']) mkdirSync(join(rootfs, dir), { recursive: true });
+      chmodSync(join(rootfs, 'tmp'), 0o1777);
+      writeFileSync(join(rootfs, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n');
+      writeFileSync(join(rootfs, 'etc/group'), 'root:x:0:\nnobody:x:65534:\n');
+      rmSync(unpacked, { recursive: true, force: true });
+    },
+    config: { Env: [PATH_ENV], Cmd: ['sh'] },
+  },
+  'sidecar-terminator': {
+    reference: `ghcr.io/sidecar-terminator/sidecar-terminator:${version}`,
+    inputs: () => [
+      projectNode,
+      ...['package.json', 'package-lock.json', 'tsconfig.json'].map((file) => join(repoRoot, file)),
+      ...filesUnder(join(repoRoot, 'src')),
+    ],
+    assemble: assembleAddOn,
+    // As the Dockerfile: the node image's unprivileged user, by number so that runAsNonRoot can verify it.
+    config: {
+      Env: [PATH_ENV, 'NODE_ENV=production'],
+      WorkingDir: '/app',
+      User: '1000:1000',
+      Entrypoint: ['node', '/app/dist/src/cli.js'],
+      Cmd: ['serve'],
+    },
+  },
+};
+
+/** The Dockerfile's three stages without Docker: compile, production dependencies, Node.js and its libraries. */
+function assembleAddOn(rootfs: string): void {
+  const work = mkdtempSync(join(tmpdir(), 'st-addon-'));
+  try {
+    for (const file of ['package.json', 'package-lock.json', 'tsconfig.json']) copyFileSync(join(repoRoot, file), join(work, file));
+    cpSync(join(repoRoot, 'src'), join(work, 'src'), { recursive: true });
+    const npm = { cwd: work, stdio: ['ignore', 'ignore', 'inherit'] as ('ignore' | 'inherit')[] };
+    // 1. Compile with the repository's own compiler.
+    execFileSync(projectNode, [join(repoRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--outDir', 'dist'], npm);
+    // 2. Production dependencies only.
+    execFileSync('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund'], npm);
+    const app = join(rootfs, 'app');
+    mkdirSync(app, { recursive: true });
+    cpSync(join(work, 'node_modules'), join(app, 'node_modules'), { recursive: true });
+    cpSync(join(work, 'dist/src'), join(app, 'dist/src'), { recursive: true });
+    copyFileSync(join(work, 'package.json'), join(app, 'package.json'));
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+  // 3. The runtime: this Node.js (the project's own, from its `node` package) and the shared
+  // libraries it links, at the paths its ELF header names.
+  copyExecutable(projectNode, join(rootfs, 'usr/local/bin/node'));
+  for (const library of sharedLibraries(projectNode)) copyExecutable(library, join(rootfs, library.replace(/^\//, '')));
+  mkdirSync(join(rootfs, 'tmp'), { recursive: true });
+  chmodSync(join(rootfs, 'tmp'), 0o1777);
+  mkdirSync(join(rootfs, 'etc'), { recursive: true });
+  writeFileSync(join(rootfs, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/false\nnode:x:1000:1000::/app:/bin/false\n');
+  writeFileSync(join(rootfs, 'etc/group'), 'root:x:0:\nnode:x:1000:\n');
+}
+
+/** The libraries `ldd` resolves for a binary, and its loader. */
+function sharedLibraries(binary: string): string[] {
+  const output = execFileSync('ldd', [binary], { encoding: 'utf8' });
+  const paths = [...output.matchAll(/(\/\S+\.so[^\s]*)/g)].map((match) => match[1]!);
+  return [...new Set(paths)];
+}
+
+function copyExecutable(from: string, to: string): void {
+  mkdirSync(dirname(to), { recursive: true });
+  copyFileSync(from, to);
+  chmodSync(to, 0o755);
+}
+
+/** A Debian package's archive, fetched once into the cache with `apt-get download`. */
+function debianPackage(name: string): string {
+  const dir = join(cacheRoot, 'debs');
+  mkdirSync(dir, { recursive: true });
+  const find = () => readdirSync(dir).find((file) => file.startsWith(`${name}_`) && file.endsWith('.deb'));
+  if (!find()) {
+    try {
+      execFileSync('apt-get', ['download', name], { cwd: dir, stdio: ['ignore', 'ignore', 'ignore'] });
+    } catch {
+      // The package lists may be missing on a fresh machine.
+      execFileSync('apt-get', ['update', '-q'], { stdio: ['ignore', 'ignore', 'inherit'] });
+      execFileSync('apt-get', ['download', name], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
+    }
+  }
+  const file = find();
+  if (!file) throw new Error(`apt-get download ${name} left no ${name}_*.deb in ${dir}`);
+  return join(dir, file);
+}
+
+function goVersion(): string {
+  return execFileSync('go', ['version'], { encoding: 'utf8' }).trim();
+}
+
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name))
+    .sort();
+}
+
+/** A hash of the inputs: file paths hash their content, other strings themselves. */
+function inputsHash(spec: ImageSpec): string {
+  const hash = createHash('sha256').update(spec.reference).update(JSON.stringify(spec.config));
+  for (const input of spec.inputs()) {
+    hash.update(input);
+    if (input.startsWith('/') && existsSync(input) && statSync(input).isFile()) hash.update(readFileSync(input));
+  }
+  return hash.digest('hex').slice(0, 16);
+}
+
+function sha256(data: Buffer): string {
+  return `sha256:${createHash('sha256').update(data).digest('hex')}`;
+}
+
+/** Writes the OCI image layout of one image into `layout` (a directory), then archives it. */
+function writeArchive(spec: ImageSpec, archive: string): void {
+  const work = mkdtempSync(join(tmpdir(), 'st-image-'));
+  try {
+    const rootfs = join(work, 'rootfs');
+    mkdirSync(rootfs);
+    spec.assemble(rootfs);
+    const layerTar = join(work, 'layer.tar');
+    // Reproducible: sorted names, root ownership, a fixed time.
+    execFileSync('tar', ['--sort=name', '--owner=0', '--group=0', '--numeric-owner', '--mtime=@0', '-cf', layerTar, '-C', rootfs, '.']);
+    const layer = readFileSync(layerTar);
+    const layout = join(work, 'layout');
+    const blobs = join(layout, 'blobs/sha256');
+    mkdirSync(blobs, { recursive: true });
+    const blob = (data: Buffer) => {
+      const digest = sha256(data);
+      writeFileSync(join(blobs, digest.slice('sha256:'.length)), data);
+      return { digest, size: data.length };
+    };
+    const layerBlob = blob(layer);
+    const config = Buffer.from(
+      JSON.stringify({
+        architecture: 'amd64',
+        os: 'linux',
+        config: spec.config,
+        rootfs: { type: 'layers', diff_ids: [layerBlob.digest] },
+        history: [{ created_by: 'scripts/build-images.ts' }],
+      }),
+    );
+    const configBlob = blob(config);
+    const manifest = Buffer.from(
+      JSON.stringify({
+        schemaVersion: 2,
+        mediaType: 'application/vnd.oci.image.manifest.v1+json',
+        config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...configBlob },
+        layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar', ...layerBlob }],
+      }),
+    );
+    const manifestBlob = blob(manifest);
+    const tag = spec.reference.slice(spec.reference.lastIndexOf(':') + 1);
+    writeFileSync(join(layout, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
+    writeFileSync(
+      join(layout, 'index.json'),
+      JSON.stringify({
+        schemaVersion: 2,
+        mediaType: 'application/vnd.oci.image.index.v1+json',
+        manifests: [
+          {
+            mediaType: 'application/vnd.oci.image.manifest.v1+json',
+            ...manifestBlob,
+            platform: { architecture: 'amd64', os: 'linux' },
+            annotations: { 'io.containerd.image.name': spec.reference, 'org.opencontainers.image.ref.name': tag },
+          },
+        ],
+      }),
+    );
+    // Test files may build the same image at once: each writes its own file, the last rename wins.
+    const partial = `${archive}.${process.pid}.partial`;
+    execFileSync('tar', ['--sort=name', '--owner=0', '--group=0', '--numeric-owner', '--mtime=@0', '-cf', partial, '-C', layout, '.']);
+    renameSync(partial, archive);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** The archive of one image, built unless its inputs are unchanged since it was last built. */
+export function buildImage(name: string): { reference: string; archive: string } {
+  const spec = IMAGES[name];
+  if (!spec) throw new Error(`no image "${name}": the images are ${Object.keys(IMAGES).join(', ')}`);
+  mkdirSync(imagesDir, { recursive: true });
+  const archive = join(imagesDir, `${name}-${inputsHash(spec)}.tar`);
+  if (!existsSync(archive)) {
+    process.stderr.write(`[images] building ${spec.reference}\n`);
+    for (const old of readdirSync(imagesDir)) if (old.startsWith(`${name}-`) && /^[0-9a-f]{16}\.tar$/.test(old.slice(name.length + 1))) rmSync(join(imagesDir, old));
+    writeArchive(spec, archive);
+  }
+  return { reference: spec.reference, archive };
+}
+
+if (import.meta.main) {
+  const names = process.argv.slice(2);
+  for (const name of names.length > 0 ? names : Object.keys(IMAGES)) {
+    const { reference, archive } = buildImage(name);
+    process.stdout.write(`${reference}\t${archive}\n`);
+  }
+}

@@ -1,0 +1,579 @@
+// A real Kubernetes node for end-to-end tests: containerd 2 with runc and the CNI bridge plugin,
+// and a kubelet of the control plane's version registered with a test control plane; optionally
+// kube-proxy (so pods reach Services and the API server) and OpenKruise's kruise-daemon. Built from
+// the Go module proxy by scripts/build-control-plane.sh and scripts/build-node.sh; the images come
+// from scripts/build-images.ts and are imported into containerd, so nothing is pulled.
+//
+// Each node is self-contained, so test files can run several at once: its own directory (containerd
+// root and state, kubelet root, pod logs), containerd socket, kubelet ports, and a bridge with its own
+// /24 of 10.244.0.0/16. Processes are started through `setpriv --pdeathsig KILL`; containers outlive
+// their containerd, so stop() (or the exit handler, or the next node started after a crash) removes
+// every pod sandbox through the CRI before containerd stops.
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
+import { freePort, hostAddress, type ControlPlane } from './control-plane.ts';
+
+const run = promisify(execFile);
+const repoRoot = resolve(import.meta.dirname, '../..');
+
+/** The images scripts/build-images.ts builds, by the name it knows them by. */
+export type ImageName = 'pause' | 'quick-exit' | 'test-container' | 'test-container-nonroot' | 'busybox' | 'sidecar-terminator';
+
+export interface RealNodeOptions {
+  /** Node name; default `real-<random>`. */
+  name?: string;
+  /** Labels the kubelet registers the node with (for example `type: virtual-kubelet`). */
+  labels?: Record<string, string>;
+  /** Images imported into containerd besides the pause image. Default: the test images and busybox. */
+  images?: ImageName[];
+  /** Run kube-proxy (nftables mode): pods reach ClusterIPs, the API server among them. Needs the control plane's `reachableFromPods`. */
+  kubeProxy?: boolean;
+  /** How long until the node is Ready. Default 120 s. */
+  readyTimeoutMs?: number;
+}
+
+export interface RealNode {
+  name: string;
+  /** The node's directory: containerd, kubelet and their logs (`*.log`). */
+  dir: string;
+  /** unix:// address of the node's containerd (its CRI endpoint). */
+  criEndpoint: string;
+  /** References of the imported images, by name. */
+  images: Partial<Record<ImageName, string>>;
+  /** Runs crictl against this node's containerd. */
+  crictl(args: string[]): Promise<string>;
+  /** Imports more images (scripts/build-images.ts builds them on demand). */
+  importImages(names: ImageName[]): Promise<void>;
+  /** The last lines of each process's log. */
+  logTails(lines?: number): string;
+  /** Stops kubelet, removes every pod sandbox, stops containerd, removes the node's network and directory. Idempotent. */
+  stop(): Promise<void>;
+}
+
+export const DEFAULT_IMAGES: ImageName[] = ['test-container', 'test-container-nonroot', 'quick-exit', 'busybox'];
+
+const CLUSTER_CIDR = '10.244.0.0/16';
+const LEASES_DIR = '/run/sidecar-terminator-nodes';
+/** Tells the tests that need a real node to fail, not skip, when the machine cannot run one (set by .ci/run). */
+export const REQUIRE_REAL_NODE_ENV = 'SIDECAR_TERMINATOR_REQUIRE_REAL_NODE';
+
+/** Why this machine cannot run a real node, or undefined when it can. */
+export function realNodeUnavailable(): string | undefined {
+  if (process.platform !== 'linux') return 'a real node needs Linux';
+  if (process.getuid?.() !== 0) return 'a real node needs root (containerd, runc and kubelet manage namespaces, mounts and cgroups)';
+  const cgroupV1 = existsSync('/sys/fs/cgroup/memory/memory.limit_in_bytes');
+  const cgroupV2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
+  if (!cgroupV1 && !cgroupV2) return 'a real node needs cgroups mounted under /sys/fs/cgroup (neither a v1 memory hierarchy nor cgroup v2 was found)';
+  if (!readFileSync('/proc/filesystems', 'utf8').includes('overlay')) return 'a real node needs the overlay filesystem (containerd\'s overlayfs snapshotter)';
+  for (const command of ['ip', 'setpriv', 'openssl', 'go']) {
+    try {
+      execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' });
+    } catch {
+      return `a real node needs the ${command} command`;
+    }
+  }
+  return undefined;
+}
+
+interface Tap {
+  plan(n: number, reason?: string): void;
+  comment(...message: unknown[]): void;
+}
+
+/**
+ * For a test file that needs a real node: true when it can run one. Otherwise it says why once and
+ * plans no test (the file shows as skipped), unless SIDECAR_TERMINATOR_REQUIRE_REAL_NODE is set
+ * (as .ci/run sets it), where a missing real node is an error.
+ */
+export function canRunRealNode(t: Tap): boolean {
+  const reason = realNodeUnavailable();
+  if (reason === undefined) return true;
+  if (process.env[REQUIRE_REAL_NODE_ENV]) throw new Error(`${REQUIRE_REAL_NODE_ENV} is set but ${reason}`);
+  t.plan(0, `skipped: ${reason}`);
+  return false;
+}
+
+/** The bin directories of the build scripts (each prints its own on its last line). */
+async function buildScriptOutput(script: string): Promise<string> {
+  const { stdout } = await run('bash', [join(repoRoot, 'scripts', script)], { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024 });
+  const dir = stdout.trim().split('\n').pop();
+  if (!dir) throw new Error(`scripts/${script} printed no directory`);
+  return dir;
+}
+
+/** Builds (or finds cached) the archives of these images: reference and OCI archive path each. */
+export async function buildImages(names: ImageName[]): Promise<Map<ImageName, { reference: string; archive: string }>> {
+  const { stdout } = await run(join(repoRoot, 'node_modules/.bin/node'), [join(repoRoot, 'scripts/build-images.ts'), ...names], {
+    cwd: repoRoot,
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  const lines = stdout.trim().split('\n');
+  return new Map(
+    names.map((name, index) => {
+      const [reference, archive] = (lines[index] ?? '').split('\t');
+      if (!reference || !archive) throw new Error(`scripts/build-images.ts printed no archive for ${name}`);
+      return [name, { reference, archive }];
+    }),
+  );
+}
+
+export async function startRealNode(cp: ControlPlane, options: RealNodeOptions = {}): Promise<RealNode> {
+  cleanStaleNodes();
+  const [kubeBin, nodeBin] = await Promise.all([buildScriptOutput('build-control-plane.sh'), buildScriptOutput('build-node.sh')]);
+  const node = new LocalNode(cp, kubeBin, nodeBin, options);
+  try {
+    await node.start(options.readyTimeoutMs ?? 120_000);
+  } catch (err) {
+    const logs = node.logTails();
+    await node.stop();
+    throw new Error(`real node failed to start: ${(err as Error).message}\n${logs}`, { cause: err });
+  }
+  return node;
+}
+
+class LocalNode implements RealNode {
+  readonly name: string;
+  readonly dir: string;
+  readonly criEndpoint: string;
+  readonly images: Partial<Record<ImageName, string>> = {};
+  private readonly cp: ControlPlane;
+  private readonly kubeBin: string;
+  private readonly nodeBin: string;
+  private readonly options: RealNodeOptions;
+  private readonly processes = new Map<string, NodeProcess>();
+  private subnet: number | undefined;
+  private stopping: Promise<void> | undefined;
+
+  constructor(cp: ControlPlane, kubeBin: string, nodeBin: string, options: RealNodeOptions) {
+    this.cp = cp;
+    this.kubeBin = kubeBin;
+    this.nodeBin = nodeBin;
+    this.options = options;
+    this.name = options.name ?? `real-${Math.random().toString(16).slice(2, 8)}`;
+    this.dir = mkdtempSync(join(tmpdir(), 'st-node-'));
+    this.criEndpoint = `unix://${join(this.dir, 'containerd.sock')}`;
+    writeFileSync(join(this.dir, 'owner.pid'), String(process.pid));
+  }
+
+  private get bridge(): string {
+    return `st-cni${this.subnet}`;
+  }
+
+  async start(timeoutMs: number): Promise<void> {
+    liveNodes.add(this);
+    installExitHandlers();
+    const deadline = Date.now() + timeoutMs;
+    this.subnet = leaseSubnet(this.dir);
+    writeFileSync(join(this.dir, 'subnet'), String(this.subnet));
+    const imageNames: ImageName[] = ['pause', ...(this.options.images ?? DEFAULT_IMAGES)];
+    const [images] = await Promise.all([buildImages([...new Set(imageNames)]), this.writeContainerdConfig()]);
+    const pause = images.get('pause')!.reference;
+    this.writeCniConfig();
+    await this.rewritePauseImage(pause);
+
+    this.launch('containerd', join(this.nodeBin, 'containerd'), ['--config', join(this.dir, 'containerd.toml')]);
+    await this.waitUntil('containerd', deadline, async () => (await this.tryCrictl(['version'])) !== undefined);
+    await this.importArchives(images);
+
+    await this.startKubelet();
+    await this.waitUntil(`node ${this.name} Ready`, deadline, () => this.isReady());
+    if (this.options.kubeProxy) await this.startKubeProxy();
+  }
+
+  async crictl(args: string[]): Promise<string> {
+    const { stdout } = await run(join(this.nodeBin, 'crictl'), ['--runtime-endpoint', this.criEndpoint, '--image-endpoint', this.criEndpoint, '--timeout', '20s', ...args], {
+      maxBuffer: 16 * 1024 * 1024,
+    });
+    return stdout;
+  }
+
+  async importImages(names: ImageName[]): Promise<void> {
+    await this.importArchives(await buildImages(names));
+  }
+
+  logTails(lines = 30): string {
+    return [...this.processes.values()].map((p) => `--- ${p.name} (${p.logPath}) ---\n${p.logTail(lines)}`).join('\n');
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= this.stopAndClean();
+    return this.stopping;
+  }
+
+  /** Synchronous last resort for process exit handlers. */
+  killNow(): void {
+    for (const name of ['kube-proxy', 'kubelet']) this.processes.get(name)?.killNow();
+    removeSandboxesSync(join(this.nodeBin, 'crictl'), this.criEndpoint);
+    this.processes.get('containerd')?.killNow();
+    if (this.processes.has('kube-proxy')) removeKubeProxyRules();
+    cleanUpNodeDirectory(this.dir);
+  }
+
+  private async stopAndClean(): Promise<void> {
+    const stop = (name: string) => this.processes.get(name)?.stop();
+    await Promise.all([stop('kube-proxy'), stop('kubelet')]);
+    if (this.processes.has('containerd')) {
+      // Containers outlive containerd: remove them (and their network, through CNI) first.
+      await this.tryCrictl(['rmp', '--force', '--all']);
+    }
+    await stop('containerd');
+    if (this.processes.has('kube-proxy')) removeKubeProxyRules();
+    cleanUpNodeDirectory(this.dir);
+    liveNodes.delete(this);
+  }
+
+  private async tryCrictl(args: string[]): Promise<string | undefined> {
+    try {
+      return await this.crictl(args);
+    } catch {
+      return undefined;
+    }
+  }
+
+  private launch(name: string, binary: string, args: string[], env: NodeJS.ProcessEnv = process.env): void {
+    const pathEnv = `${this.nodeBin}:${env.PATH ?? '/usr/bin:/bin'}`;
+    this.processes.set(name, new NodeProcess(name, binary, args, join(this.dir, `${name}.log`), { ...env, PATH: pathEnv }));
+  }
+
+  private async writeContainerdConfig(): Promise<void> {
+    const dir = this.dir;
+    // Every path the node writes lies in its own directory; NRI (a fixed socket path) is off.
+    const config = `version = 3
+root = "${join(dir, 'containerd/root')}"
+state = "${join(dir, 'containerd/state')}"
+
+[grpc]
+  address = "${join(dir, 'containerd.sock')}"
+
+[plugins]
+  [plugins.'io.containerd.internal.v1.opt']
+    path = "${join(dir, 'containerd/opt')}"
+  [plugins.'io.containerd.nri.v1.nri']
+    disable = true
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = "overlayfs"
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = "PAUSE_IMAGE"
+  [plugins.'io.containerd.cri.v1.runtime']
+    # This machine's root cannot lower oom_score_adj (no CAP_SYS_RESOURCE); without this every
+    # sandbox fails in runc ("can't get final child's PID from pipe").
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = "runc"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = "${join(this.nodeBin, 'runc')}"
+          Root = "${join(dir, 'runc')}"
+          SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = ["${join(this.nodeBin, 'cni')}"]
+      conf_dir = "${join(dir, 'cni')}"
+  [plugins.'io.containerd.grpc.v1.cri']
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+`;
+    writeFileSync(join(dir, 'containerd.toml'), config);
+  }
+
+  private async rewritePauseImage(reference: string): Promise<void> {
+    const path = join(this.dir, 'containerd.toml');
+    writeFileSync(path, readFileSync(path, 'utf8').replace('PAUSE_IMAGE', reference));
+  }
+
+  private writeCniConfig(): void {
+    mkdirSync(join(this.dir, 'cni'), { recursive: true });
+    const config = {
+      cniVersion: '1.0.0',
+      name: `st-${this.subnet}`,
+      plugins: [
+        {
+          type: 'bridge',
+          bridge: this.bridge,
+          isGateway: true,
+          ipMasq: false,
+          hairpinMode: true,
+          ipam: {
+            type: 'host-local',
+            ranges: [[{ subnet: `10.244.${this.subnet}.0/24` }]],
+            routes: [{ dst: '0.0.0.0/0' }],
+            dataDir: join(this.dir, 'cni-ipam'),
+          },
+        },
+      ],
+    };
+    writeFileSync(join(this.dir, 'cni', '10-bridge.conflist'), JSON.stringify(config, null, 2));
+  }
+
+  private async importArchives(images: Map<ImageName, { reference: string; archive: string }>): Promise<void> {
+    const address = join(this.dir, 'containerd.sock');
+    for (const [name, { reference, archive }] of images) {
+      await run(join(this.nodeBin, 'ctr'), ['--address', address, '--namespace', 'k8s.io', 'images', 'import', archive], { maxBuffer: 16 * 1024 * 1024 });
+      this.images[name] = reference;
+    }
+  }
+
+  private async startKubelet(): Promise<void> {
+    const kubeconfig = await this.cp.clientKubeconfig(`system:node:${this.name}`, ['system:nodes']);
+    const [port, healthzPort] = [await freePort(), await freePort()];
+    const root = join(this.dir, 'kubelet');
+    mkdirSync(root, { recursive: true });
+    // JSON is YAML. What this host needs: cgroup v1 without systemd, no QoS cgroup tree, no
+    // allocatable enforcement, eviction thresholds it cannot trip (it cannot read the root
+    // filesystem's stats here). kubelet refuses a loopback node IP, so it serves `kubectl logs`
+    // on this host's address, anonymously: the API server does not authenticate to it here.
+    const nodeIp = hostAddress();
+    const config = {
+      apiVersion: 'kubelet.config.k8s.io/v1beta1',
+      kind: 'KubeletConfiguration',
+      failCgroupV1: false,
+      cgroupDriver: 'cgroupfs',
+      cgroupsPerQOS: false,
+      enforceNodeAllocatable: [],
+      localStorageCapacityIsolation: false,
+      failSwapOn: false,
+      containerRuntimeEndpoint: this.criEndpoint,
+      address: nodeIp,
+      port,
+      healthzBindAddress: '127.0.0.1',
+      healthzPort,
+      readOnlyPort: 0,
+      authentication: { anonymous: { enabled: true }, webhook: { enabled: false } },
+      authorization: { mode: 'AlwaysAllow' },
+      evictionHard: { 'memory.available': '1Mi', 'nodefs.available': '0%', 'imagefs.available': '0%', 'nodefs.inodesFree': '0%' },
+      imageGCHighThresholdPercent: 100,
+      imageGCLowThresholdPercent: 99,
+      serializeImagePulls: false,
+      podLogsDir: join(this.dir, 'pod-logs'),
+      // Status changes reach the API server at once; the tests (and Jobs) wait on them.
+      nodeStatusUpdateFrequency: '10s',
+      syncFrequency: '10s',
+      fileCheckFrequency: '10s',
+      resolvConf: '/etc/resolv.conf',
+    };
+    writeFileSync(join(this.dir, 'kubelet.yaml'), JSON.stringify(config, null, 2));
+    const labels = Object.entries(this.options.labels ?? {}).map(([key, value]) => `${key}=${value}`).join(',');
+    this.launch('kubelet', join(this.kubeBin, 'kubelet'), [
+      '--config', join(this.dir, 'kubelet.yaml'),
+      '--kubeconfig', kubeconfig,
+      '--hostname-override', this.name,
+      '--node-ip', nodeIp,
+      '--root-dir', root,
+      ...(labels ? ['--node-labels', labels] : []),
+      '--v', '1',
+    ]);
+  }
+
+  private async startKubeProxy(): Promise<void> {
+    const kubeconfig = await this.cp.clientKubeconfig('system:kube-proxy', []);
+    this.launch('kube-proxy', join(this.kubeBin, 'kube-proxy'), [
+      '--kubeconfig', kubeconfig,
+      '--proxy-mode', 'nftables',
+      '--cluster-cidr', CLUSTER_CIDR,
+      '--hostname-override', this.name,
+      '--metrics-bind-address', `127.0.0.1:${await freePort()}`,
+      '--healthz-bind-address', `127.0.0.1:${await freePort()}`,
+      // This host's conntrack table is the host's business.
+      '--conntrack-max-per-core', '0',
+      '--v', '1',
+    ]);
+  }
+
+  private async isReady(): Promise<boolean> {
+    try {
+      const node: V1Node = await this.cp.kubeConfig.makeApiClient(CoreV1Api).readNode({ name: this.name });
+      return node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+    } catch {
+      return false;
+    }
+  }
+
+  private async waitUntil(what: string, deadline: number, check: () => Promise<boolean>): Promise<void> {
+    while (!(await check())) {
+      const exited = [...this.processes.values()].find((p) => p.exitStatus !== undefined);
+      if (exited) throw new Error(`${exited.name} exited (${exited.exitStatus}) while waiting for ${what}`);
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await sleep(250);
+    }
+  }
+}
+
+/** One process of the node, its output appended to a log file. */
+class NodeProcess {
+  readonly name: string;
+  readonly logPath: string;
+  exitStatus: string | undefined;
+  private readonly child: ChildProcess;
+  private readonly exited: Promise<void>;
+
+  constructor(name: string, binary: string, args: string[], logPath: string, env: NodeJS.ProcessEnv) {
+    this.name = name;
+    this.logPath = logPath;
+    const log = openSync(logPath, 'a');
+    this.child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', binary, ...args], { stdio: ['ignore', log, log], env });
+    closeSync(log);
+    this.exited = new Promise((resolveExit) => {
+      this.child.on('exit', (code, signal) => {
+        this.exitStatus = signal ?? `code ${code}`;
+        resolveExit();
+      });
+      this.child.on('error', (err) => {
+        this.exitStatus = err.message;
+        resolveExit();
+      });
+    });
+  }
+
+  async stop(graceMs = 10_000): Promise<void> {
+    if (this.exitStatus !== undefined) return;
+    this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  killNow(): void {
+    if (this.exitStatus === undefined) this.child.kill('SIGKILL');
+  }
+
+  logTail(lines: number): string {
+    try {
+      return readFileSync(this.logPath, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+    } catch {
+      return '(no log)';
+    }
+  }
+}
+
+/** A /24 of 10.244.0.0/16 for one node, leased by a directory naming the node's directory. */
+function leaseSubnet(nodeDir: string): number {
+  mkdirSync(LEASES_DIR, { recursive: true });
+  for (let index = 1; index < 255; index++) {
+    const lease = join(LEASES_DIR, `subnet-${index}`);
+    try {
+      mkdirSync(lease);
+    } catch {
+      continue;
+    }
+    writeFileSync(join(lease, 'node'), nodeDir);
+    return index;
+  }
+  throw new Error(`no free pod subnet in ${CLUSTER_CIDR}: ${LEASES_DIR} holds 254 leases`);
+}
+
+function releaseSubnet(index: number): void {
+  rmSync(join(LEASES_DIR, `subnet-${index}`), { recursive: true, force: true });
+}
+
+/** Removes every pod sandbox of a node's containerd (stopping containers and tearing down their network). */
+function removeSandboxesSync(crictl: string, endpoint: string): void {
+  try {
+    execFileSync(crictl, ['--runtime-endpoint', endpoint, '--timeout', '20s', 'rmp', '--force', '--all'], { stdio: 'ignore', timeout: 60_000 });
+  } catch {
+    // containerd already gone: the directory clean-up below unmounts what is left.
+  }
+}
+
+/** kube-proxy leaves its nftables tables behind when it stops; the host is shared with later nodes. */
+function removeKubeProxyRules(): void {
+  for (const family of ['ip', 'ip6']) {
+    try {
+      execFileSync('nft', ['delete', 'table', family, 'kube-proxy'], { stdio: 'ignore' });
+    } catch {
+      // not there
+    }
+  }
+}
+
+/** Unmounts what containerd and kubelet left under the directory, deletes the node's bridge, removes the directory. */
+function cleanUpNodeDirectory(dir: string): void {
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((line) => line.split(' ')[4])
+    .filter((mountPoint): mountPoint is string => mountPoint !== undefined && (mountPoint === dir || mountPoint.startsWith(`${dir}/`)))
+    .sort((a, b) => b.length - a.length);
+  for (const mountPoint of mounts) {
+    try {
+      execFileSync('umount', ['-l', mountPoint], { stdio: 'ignore' });
+    } catch {
+      // already gone
+    }
+  }
+  const subnetFile = join(dir, 'subnet');
+  if (existsSync(subnetFile)) {
+    const index = Number(readFileSync(subnetFile, 'utf8'));
+    try {
+      execFileSync('ip', ['link', 'delete', `st-cni${index}`], { stdio: 'ignore' });
+    } catch {
+      // no pod ever created the bridge
+    }
+    releaseSubnet(index);
+  }
+  rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+}
+
+/**
+ * Nodes whose test process died without cleaning up (SIGKILL): their containers still run. Start
+ * their containerd again just long enough to remove the sandboxes, then clean up as stop() would.
+ */
+function cleanStaleNodes(): void {
+  for (const entry of readdirSync(tmpdir())) {
+    if (!entry.startsWith('st-node-')) continue;
+    const dir = join(tmpdir(), entry);
+    let owner = 0;
+    try {
+      owner = Number(readFileSync(join(dir, 'owner.pid'), 'utf8'));
+    } catch {
+      continue;
+    }
+    if (owner > 0 && processAlive(owner)) continue;
+    const config = join(dir, 'containerd.toml');
+    const socket = join(dir, 'containerd.sock');
+    const binary = /BinaryName = "(.*)\/runc"/.exec(existsSync(config) ? readFileSync(config, 'utf8') : '')?.[1];
+    if (binary && existsSync(join(binary, 'containerd'))) {
+      const containerd = spawn(join(binary, 'containerd'), ['--config', config], { stdio: 'ignore', env: { ...process.env, PATH: `${binary}:${process.env.PATH}` } });
+      for (let attempt = 0; attempt < 40 && !existsSync(socket); attempt++) execFileSync('sleep', ['0.25']);
+      removeSandboxesSync(join(binary, 'crictl'), `unix://${socket}`);
+      containerd.kill('SIGKILL');
+    }
+    cleanUpNodeDirectory(dir);
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// Clean-up when the test process ends without calling stop().
+const liveNodes = new Set<LocalNode>();
+const exitSignals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+let exitHandlersInstalled = false;
+
+function installExitHandlers(): void {
+  if (exitHandlersInstalled) return;
+  exitHandlersInstalled = true;
+  process.on('exit', killAllNodes);
+  for (const signal of exitSignals) process.on(signal, onSignal);
+}
+
+function killAllNodes(): void {
+  for (const node of liveNodes) node.killNow();
+  liveNodes.clear();
+}
+
+function onSignal(signal: NodeJS.Signals): void {
+  killAllNodes();
+  for (const s of exitSignals) process.removeListener(s, onSignal);
+  process.kill(process.pid, signal);
+}
