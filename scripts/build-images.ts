@@ -13,7 +13,7 @@
 //                                                production node_modules, dist/src), assembled here
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 
@@ -126,11 +126,14 @@ function assembleAddOn(rootfs: string): void {
   try {
     for (const file of ['package.json', 'package-lock.json', 'tsconfig.json']) copyFileSync(join(repoRoot, file), join(work, file));
     cpSync(join(repoRoot, 'src'), join(work, 'src'), { recursive: true });
-    const npm = { cwd: work, stdio: ['ignore', 'ignore', 'inherit'] as ('ignore' | 'inherit')[] };
-    // 1. Compile with the repository's own compiler.
-    execFileSync(projectNode, [join(repoRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--outDir', 'dist'], npm);
+    // Output to stderr: stdout carries this script's answer.
+    const inWork = { cwd: work, stdio: ['ignore', 2, 2] as ['ignore', number, number] };
+    // 1. Compile src/ with the full dependency tree (the repository's: its compiler and types).
+    symlinkSync(join(repoRoot, 'node_modules'), join(work, 'node_modules'));
+    execFileSync(projectNode, [join(repoRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--outDir', 'dist'], inWork);
+    rmSync(join(work, 'node_modules'));
     // 2. Production dependencies only.
-    execFileSync('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund'], npm);
+    execFileSync('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund'], inWork);
     const app = join(rootfs, 'app');
     mkdirSync(app, { recursive: true });
     cpSync(join(work, 'node_modules'), join(app, 'node_modules'), { recursive: true });

@@ -10,12 +10,16 @@ import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { CRR, KubeletSimulator, waitFor, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 
-/** A real control plane and the kubelet simulator, with the API clients the tests use. */
-export interface Cluster {
-  cp: ControlPlane;
-  sim: KubeletSimulator;
+/** The API clients the tests use. */
+export interface Clients {
   core: CoreV1Api;
   batch: BatchV1Api;
+}
+
+/** A real control plane and the kubelet simulator, with the API clients the tests use. */
+export interface Cluster extends Clients {
+  cp: ControlPlane;
+  sim: KubeletSimulator;
 }
 
 export interface Stack extends Cluster {
@@ -91,7 +95,7 @@ export async function apply(cp: ControlPlane, namespace: string, yaml: string): 
   return result.stderr;
 }
 
-export async function waitForJob(stack: Stack, namespace: string, name: string, condition: 'Complete' | 'Failed', timeoutMs = 90_000) {
+export async function waitForJob(stack: Clients, namespace: string, name: string, condition: 'Complete' | 'Failed', timeoutMs = 90_000) {
   return waitFor(
     `Job ${namespace}/${name} to be ${condition}`,
     async () => {
@@ -103,7 +107,7 @@ export async function waitForJob(stack: Stack, namespace: string, name: string, 
 }
 
 /** Waits for `count` complete Jobs in the namespace, commenting `progress()` (with the count) whenever it changes. */
-export async function waitForJobsComplete(t: { comment(message: string): void }, stack: Stack, namespace: string, count: number, progress: () => Promise<string>, timeoutMs = 360_000) {
+export async function waitForJobsComplete(t: { comment(message: string): void }, stack: Clients, namespace: string, count: number, progress: () => Promise<string>, timeoutMs = 360_000) {
   let last = '';
   await waitFor(
     `all ${count} Jobs to complete`,
@@ -118,15 +122,15 @@ export async function waitForJobsComplete(t: { comment(message: string): void },
   );
 }
 
-export async function podsOfJob(stack: Stack, namespace: string, job: string): Promise<V1Pod[]> {
+export async function podsOfJob(stack: Clients, namespace: string, job: string): Promise<V1Pod[]> {
   return (await stack.core.listNamespacedPod({ namespace, labelSelector: `job-name=${job}` })).items;
 }
 
-export async function podOfJob(stack: Stack, namespace: string, job: string): Promise<V1Pod> {
+export async function podOfJob(stack: Clients, namespace: string, job: string): Promise<V1Pod> {
   return waitFor(`a pod of Job ${job}`, async () => (await podsOfJob(stack, namespace, job))[0]);
 }
 
-export async function eventsOf(stack: Stack, namespace: string, pod: string): Promise<CoreV1Event[]> {
+export async function eventsOf(stack: Clients, namespace: string, pod: string): Promise<CoreV1Event[]> {
   const events = await stack.core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${pod}` });
   return events.items.filter((e) => e.source?.component === 'sidecar-terminator');
 }

@@ -1,0 +1,102 @@
+// The crr mechanism on a real node with OpenKruise's own components: the watcher creates a
+// ContainerRecreateRequest, kruise-manager's webhook completes it (node, pod UID, container ID),
+// and kruise-daemon stops the sidecar through containerd. What the test reads is what kubelet
+// reports, the sidecar's own log, and the CRR's status as kruise-daemon wrote it.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import { startKruise } from '../support/kruise.ts';
+import { waitFor } from '../support/kubelet-simulator.ts';
+import { canRunRealNode } from '../support/real-node.ts';
+import { containerLog, containerStatus, startRealCluster } from '../support/real-stack.ts';
+import { registeringWebhooks, startServe } from '../support/serve-process.ts';
+import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
+
+const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
+const CRR = { group: 'apps.kruise.io', version: 'v1alpha1', plural: 'containerrecreaterequests' };
+
+interface ContainerRecreateRequest {
+  metadata: { name: string; labels?: Record<string, string>; ownerReferences?: { kind: string; name: string; uid: string; controller?: boolean }[] };
+  spec: { podName: string; containers: { name: string; statusContext?: { containerID?: string } }[] };
+  status?: { phase?: string; containerRecreateStates?: { name: string; phase: string; isKilled?: boolean }[] };
+}
+
+if (canRunRealNode(t)) {
+  const cluster = await startRealCluster(t, { node: { images: ['test-container'] } });
+  const { cp, node } = cluster;
+  const kruise = await startKruise(cp, { nodes: [node] });
+  t.teardown(() => kruise.stop());
+  // Started after Kruise: the watcher asks the API server whether it serves ContainerRecreateRequests.
+  const certDir = mkdtempSync(join(tmpdir(), 'st-e2e-certs-'));
+  t.teardown(() => rmSync(certDir, { recursive: true, force: true }));
+  const serve = await startServe((port) => ['--kubeconfig', cp.kubeconfigPath, '--cert-dir', certDir, ...registeringWebhooks(port, 'Fail'), '--kill-mechanism', 'crr']);
+  t.teardown(() => serve.stop());
+  const custom = cp.kubeConfig.makeApiClient(CustomObjectsApi);
+  const readCrr = (namespace: string, name: string) =>
+    custom.getNamespacedCustomObject({ ...CRR, namespace, name }) as Promise<ContainerRecreateRequest>;
+
+  t.test('kruise-daemon stops the sidecar through containerd; the Job completes; the CRR goes with its pod', async (t) => {
+    const namespace = await cp.createNamespace();
+    await apply(
+      cp,
+      namespace,
+      jobYaml('crr', {
+        containers: `        - name: main
+          image: ${TEST_IMAGE}
+          args: ["main", "--sleep", "2s"]
+        - name: proxy
+          image: ${TEST_IMAGE}
+          args: ["sidecar"]
+          env:
+            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
+              value: "true"
+`,
+      }),
+    );
+    try {
+      await waitForJob(cluster, namespace, 'crr', 'Complete', 180_000);
+    } catch (err) {
+      t.comment(kruise.logTails());
+      throw err;
+    }
+    const pod = await podOfJob(cluster, namespace, 'crr');
+    const podName = pod.metadata!.name!;
+    const uid = pod.metadata!.uid!;
+
+    const proxy = await containerStatus(cluster, namespace, podName, 'proxy', (s) => s.state?.terminated !== undefined);
+    t.equal(proxy.state?.terminated?.exitCode, 0, 'kubelet reports the sidecar exited 0');
+    t.equal(proxy.restartCount, 0, 'and was not started again');
+    t.match(await containerLog(cp, namespace, podName, 'proxy'), /sidecar: received SIGTERM, exiting with code 0/, 'the runtime sent the sidecar SIGTERM');
+
+    // kruise-daemon reports the kill; the request stays Recreating, since a finished Job's
+    // container is never started again, until its pod goes (as with Kruise's own controller).
+    const crr = await waitFor('kruise-daemon to report the sidecar killed in the CRR', async () => {
+      const current = await readCrr(namespace, `sidecar-termination-${uid}`);
+      return current.status?.containerRecreateStates?.some((s) => s.name === 'proxy' && s.isKilled) && current;
+    });
+    t.equal(crr.status?.phase, 'Recreating', 'the CRR is Recreating: its container was stopped and will not start again');
+    t.equal(crr.spec.podName, podName, 'the CRR names the pod');
+    t.same(crr.spec.containers.map((c) => c.name), ['proxy'], 'and the sidecar only');
+    t.equal(crr.metadata.labels?.['crr.apps.kruise.io/node-name'], node.name, "Kruise's webhook labelled it with the node");
+    t.equal(crr.metadata.labels?.['crr.apps.kruise.io/pod-uid'], uid, 'and the pod UID');
+    t.equal(crr.spec.containers[0]?.statusContext?.containerID, pod.status?.containerStatuses?.find((s) => s.name === 'proxy')?.containerID, 'and the container ID kubelet reported');
+    t.same(
+      crr.metadata.ownerReferences?.map((o) => ({ kind: o.kind, name: o.name, uid: o.uid, controller: o.controller })),
+      [{ kind: 'Pod', name: podName, uid, controller: true }],
+      'the pod owns the CRR',
+    );
+    const reasons = (await eventsOf(cluster, namespace, podName)).map((e) => e.reason);
+    t.notOk(reasons.includes('SidecarTerminationFailed'), `no failure event (events: ${reasons.join(', ')})`);
+
+    const deleted = await cp.kubectl(['delete', 'job', 'crr', '--cascade=foreground', '--wait=true', '--timeout=120s'], { namespace });
+    t.equal(deleted.code, 0, deleted.stderr);
+    const gone = await waitFor(
+      'the CRR to be garbage-collected with its pod',
+      () => readCrr(namespace, `sidecar-termination-${uid}`).then(() => undefined, (err: { code?: number }) => (err.code === 404 ? 'not found' : undefined)),
+      { timeoutMs: 120_000 },
+    );
+    t.equal(gone, 'not found', 'the CRR is gone with the pod');
+  });
+}

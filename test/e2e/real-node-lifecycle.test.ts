@@ -1,0 +1,138 @@
+// The trigger rules and the stop mechanisms other than the kill, on a real node: what kubelet does
+// with a terminal phase written by the watcher, with a failing main container under OnFailure, and
+// with an image replaced in place on a node labelled as a virtual kubelet.
+import t from 'tap';
+import type { V1Pod } from '@kubernetes/client-node';
+import { canRunRealNode } from '../support/real-node.ts';
+import { containerLog, containerStatus, startRealStack, type RealStack } from '../support/real-stack.ts';
+import { apply, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
+
+const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
+
+async function finishedPod(stack: RealStack, namespace: string, job: string): Promise<V1Pod> {
+  await waitForJob(stack, namespace, job, 'Complete', 240_000);
+  const pod = await podOfJob(stack, namespace, job);
+  return stack.core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
+}
+
+if (canRunRealNode(t)) {
+  // Subtests run side by side, each in its own namespace.
+  t.jobs = 3;
+
+  t.test('normal node, signal mechanism', async (t) => {
+    const stack = await startRealStack(t, {
+      node: { images: ['test-container', 'sidecar-terminator'] },
+      serveArgs: ['--kill-mechanism', 'signal'],
+    });
+    const { cp } = stack;
+    t.jobs = 2;
+
+    t.test('KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE: a sidecar that exits 143 leaves the Job Complete', { buffered: true }, async (t) => {
+      const namespace = await cp.createNamespace();
+      await apply(
+        cp,
+        namespace,
+        jobYaml('ignore-exit-code', {
+          containers: `        - name: main
+          image: ${TEST_IMAGE}
+          args: ["main", "--sleep", "2s"]
+        - name: proxy
+          image: ${TEST_IMAGE}
+          args: ["sidecar", "--on-term", "143"]
+          env:
+            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
+              value: "true"
+            - name: KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE
+              value: "true"
+`,
+        }),
+      );
+      const pod = await finishedPod(stack, namespace, 'ignore-exit-code');
+      t.equal(pod.status?.phase, 'Succeeded', 'the pod is Succeeded: its phase follows the main container');
+      const condition = pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated');
+      t.equal(condition?.status, 'True', 'with the SidecarTerminated condition, as Kruise sets it');
+      const proxy = await containerStatus(stack, namespace, pod.metadata!.name!, 'proxy', (s) => s.state?.terminated !== undefined);
+      t.equal(proxy.state?.terminated?.exitCode, 143, 'kubelet reports the sidecar exited 143');
+      t.match(await containerLog(cp, namespace, pod.metadata!.name!, 'proxy'), /received SIGTERM, exiting with code 143/, 'the sidecar logged SIGTERM');
+    });
+
+    t.test('OnFailure: main fails twice, kubelet restarts it; the sidecar is stopped only after main succeeds', { buffered: true }, async (t) => {
+      const namespace = await cp.createNamespace();
+      await apply(
+        cp,
+        namespace,
+        jobYaml('on-failure', {
+          restartPolicy: 'OnFailure',
+          spec: '\n      volumes:\n        - name: state\n          emptyDir: {}',
+          containers: `        - name: main
+          image: ${TEST_IMAGE}
+          args: ["main", "--sleep", "1s", "--fail-times", "2", "--state", "/state/runs"]
+          volumeMounts:
+            - { name: state, mountPath: /state }
+        - name: proxy
+          image: ${TEST_IMAGE}
+          args: ["sidecar"]
+          env:
+            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
+              value: "true"
+`,
+        }),
+      );
+      const pod = await finishedPod(stack, namespace, 'on-failure');
+      const podName = pod.metadata!.name!;
+      const main = await containerStatus(stack, namespace, podName, 'main', (s) => s.state?.terminated !== undefined);
+      t.equal(main.restartCount, 2, 'kubelet restarted main twice');
+      t.equal(main.state?.terminated?.exitCode, 0, 'and its third run succeeded');
+      const proxy = await containerStatus(stack, namespace, podName, 'proxy', (s) => s.state?.terminated !== undefined);
+      t.equal(proxy.restartCount, 0, 'the sidecar ran once, untouched by the failures');
+      t.equal(proxy.state?.terminated?.exitCode, 0, 'and exited 0 when stopped');
+      const mainSucceededAt = Date.parse(main.state!.terminated!.finishedAt as unknown as string);
+      const signal = [...(pod.status?.ephemeralContainerStatuses ?? [])].find((s) => s.state?.terminated || s.state?.running);
+      t.ok(signal, 'a signal container ran');
+      const signalledAt = Date.parse((signal?.state?.terminated?.startedAt ?? signal?.state?.running?.startedAt) as unknown as string);
+      t.ok(signalledAt >= mainSucceededAt - 1000, `the signal container started after main succeeded (${new Date(signalledAt).toISOString()} vs ${new Date(mainSucceededAt).toISOString()})`);
+      const log = await containerLog(cp, namespace, podName, 'proxy');
+      t.equal(log.match(/received SIGTERM/g)?.length, 1, 'the sidecar got SIGTERM once');
+    });
+  });
+
+  t.test('a real node labelled type=virtual-kubelet: the quick-exit image replaces the sidecar in place', async (t) => {
+    const stack = await startRealStack(t, {
+      node: { images: ['test-container', 'quick-exit'], labels: { type: 'virtual-kubelet' } },
+    });
+    const { cp, node } = stack;
+    const namespace = await cp.createNamespace();
+    const quickExit = node.images['quick-exit']!;
+    await apply(
+      cp,
+      namespace,
+      jobYaml('quick-exit', {
+        spec: '\n      nodeSelector:\n        type: virtual-kubelet',
+        containers: `        - name: main
+          image: ${TEST_IMAGE}
+          args: ["main", "--sleep", "2s"]
+        - name: proxy
+          image: ${TEST_IMAGE}
+          args: ["sidecar"]
+          env:
+            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE
+              value: ${quickExit}
+`,
+      }),
+    );
+    const pod = await finishedPod(stack, namespace, 'quick-exit');
+    const podName = pod.metadata!.name!;
+    t.equal(pod.spec?.containers.find((c) => c.name === 'proxy')?.image, quickExit, 'the sidecar\'s image was replaced in the pod spec');
+    const proxy = await containerStatus(stack, namespace, podName, 'proxy', (s) => s.state?.terminated !== undefined);
+    t.equal(proxy.restartCount, 1, 'kubelet restarted the sidecar once, with the new image');
+    t.equal(proxy.state?.terminated?.exitCode, 0, 'and it exited 0');
+    t.match(proxy.image, /quick-exit/, 'kubelet reports the quick-exit image');
+    t.match(await containerLog(cp, namespace, podName, 'proxy'), /quick-exit: exiting 0/, 'the quick-exit image ran');
+    const kubeletEvents = await stack.core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${podName},reason=Killing` });
+    t.match(
+      kubeletEvents.items.map((e) => e.message).join('\n'),
+      /Container proxy definition changed, will be restarted/,
+      'kubelet stopped the original sidecar because its definition changed',
+    );
+  });
+}

@@ -1,0 +1,131 @@
+// The signal mechanism on a real node: kubelet, containerd and runc run the containers, the
+// add-on's own image runs the ephemeral container that sends SIGTERM, and what the tests read is
+// what kubelet reports (container state, exit code) and the containers' own logs.
+//
+// The users a real cluster has: a root sidecar with nothing set on the pod, a sidecar with
+// runAsUser, a pod that only says runAsNonRoot (the sidecar's user comes from its image), and a
+// namespace that enforces the restricted Pod Security level. And a sidecar that ignores SIGTERM.
+import t, { type Test } from 'tap';
+import { canRunRealNode } from '../support/real-node.ts';
+import { containerLog, containerStatus, startRealStack } from '../support/real-stack.ts';
+import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
+import { waitFor } from '../support/kubelet-simulator.ts';
+
+const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
+const NONROOT_IMAGE = 'sidecar-terminator.local/test-container-nonroot:1';
+
+/** A main container that works two seconds and exits 0, and a sidecar that logs the signal it gets. */
+function containers(sidecar: { image: string; securityContext?: string; args?: string[] }, main: { securityContext?: string } = {}): string {
+  return `        - name: main
+          image: ${TEST_IMAGE}
+          args: ["main", "--sleep", "2s"]${main.securityContext ?? ''}
+        - name: sidecar
+          image: ${sidecar.image}
+          args: ${JSON.stringify(sidecar.args ?? ['sidecar'])}
+          env:
+            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
+              value: "true"${sidecar.securityContext ?? ''}
+`;
+}
+
+const RESTRICTED_CONTAINER = `
+          securityContext:
+            allowPrivilegeEscalation: false
+            capabilities: { drop: ["ALL"] }`;
+
+if (canRunRealNode(t)) {
+  const stack = await startRealStack(t, {
+    node: { images: ['test-container', 'test-container-nonroot', 'sidecar-terminator'] },
+    serveArgs: ['--kill-mechanism', 'signal'],
+  });
+  const { cp } = stack;
+
+  /** Runs the Job to completion and checks that the sidecar itself got SIGTERM and exited 0. */
+  async function stoppedBySigterm(t: Test, namespace: string, name: string, uid: number): Promise<void> {
+    await waitForJob(stack, namespace, name, 'Complete', 180_000);
+    const pod = await podOfJob(stack, namespace, name);
+    const podName = pod.metadata!.name!;
+    const sidecar = await containerStatus(stack, namespace, podName, 'sidecar', (s) => s.state?.terminated !== undefined);
+    t.equal(sidecar.state?.terminated?.exitCode, 0, 'kubelet reports the sidecar exited 0');
+    t.equal(sidecar.restartCount, 0, 'the sidecar was never restarted');
+    t.match(await containerLog(cp, namespace, podName, 'sidecar'), new RegExp(`uid=${uid} sidecar: received SIGTERM, exiting with code 0`), 'the sidecar logged SIGTERM, as its own user');
+    const signal = pod.spec?.ephemeralContainers?.find((c) => c.targetContainerName === 'sidecar');
+    t.ok(signal, 'an ephemeral container targeted the sidecar');
+    const signalStatus = await containerStatus(stack, namespace, podName, signal!.name, (s) => s.state?.terminated !== undefined);
+    t.equal(signalStatus.state?.terminated?.exitCode, 0, 'the signal container exited 0 (its kill succeeded)');
+    const reasons = (await eventsOf(stack, namespace, podName)).map((e) => e.reason);
+    t.notOk(reasons.includes('SidecarTerminationFailed'), `no failure event (events: ${reasons.join(', ')})`);
+  }
+
+  t.test('Never: a root sidecar with nothing set on the pod is stopped by SIGTERM, the Job completes', async (t) => {
+    const namespace = await cp.createNamespace();
+    await apply(cp, namespace, jobYaml('root-sidecar', { containers: containers({ image: TEST_IMAGE }) }));
+    await stoppedBySigterm(t, namespace, 'root-sidecar', 0);
+  });
+
+  t.test('a sidecar with runAsUser: 1337 is stopped by SIGTERM', async (t) => {
+    const namespace = await cp.createNamespace();
+    await apply(
+      cp,
+      namespace,
+      jobYaml('run-as-user', {
+        containers: containers({ image: TEST_IMAGE, securityContext: '\n          securityContext:\n            runAsUser: 1337' }),
+      }),
+    );
+    await stoppedBySigterm(t, namespace, 'run-as-user', 1337);
+  });
+
+  t.test('a pod with runAsNonRoot whose sidecar runs as its image\'s numeric user is stopped by SIGTERM', async (t) => {
+    const namespace = await cp.createNamespace();
+    await apply(
+      cp,
+      namespace,
+      jobYaml('non-root-image', {
+        spec: '\n      securityContext:\n        runAsNonRoot: true',
+        containers: containers({ image: NONROOT_IMAGE }, { securityContext: '\n          securityContext:\n            runAsUser: 1000' }),
+      }),
+    );
+    await stoppedBySigterm(t, namespace, 'non-root-image', 1337);
+  });
+
+  t.test('in a namespace enforcing the restricted Pod Security level the sidecar is stopped by SIGTERM', async (t) => {
+    const namespace = await cp.createNamespace();
+    const labelled = await cp.kubectl(['label', 'namespace', namespace, 'pod-security.kubernetes.io/enforce=restricted']);
+    t.equal(labelled.code, 0, labelled.stderr);
+    await apply(
+      cp,
+      namespace,
+      jobYaml('restricted', {
+        spec: '\n      securityContext:\n        runAsNonRoot: true\n        runAsUser: 1337\n        seccompProfile: { type: RuntimeDefault }',
+        containers: containers({ image: TEST_IMAGE, securityContext: RESTRICTED_CONTAINER }, { securityContext: RESTRICTED_CONTAINER }),
+      }),
+    );
+    await stoppedBySigterm(t, namespace, 'restricted', 1337);
+  });
+
+  t.test('a sidecar that ignores SIGTERM keeps running, and the events say why and what to do', async (t) => {
+    const namespace = await cp.createNamespace();
+    await apply(
+      cp,
+      namespace,
+      jobYaml('ignores-sigterm', {
+        spec: '\n      terminationGracePeriodSeconds: 5',
+        containers: containers({ image: TEST_IMAGE, args: ['sidecar', '--ignore-term'] }),
+      }),
+    );
+    const pod = await podOfJob(stack, namespace, 'ignores-sigterm');
+    const podName = pod.metadata!.name!;
+    const failure = await waitFor(
+      'the SidecarTerminationFailed event',
+      async () => (await eventsOf(stack, namespace, podName)).find((e) => e.reason === 'SidecarTerminationFailed'),
+      { timeoutMs: 180_000 },
+    );
+    t.match(failure.message, /sidecar still runs 5s after SIGTERM: its PID 1 ignores SIGTERM/, 'the event says the sidecar ignores SIGTERM');
+    t.match(failure.message, /quick-exit image or --kill-mechanism crr/, 'and what to do');
+    t.match(await containerLog(cp, namespace, podName, 'sidecar'), /received SIGTERM, ignoring it/, 'the sidecar did get SIGTERM');
+    const sidecar = await containerStatus(stack, namespace, podName, 'sidecar', () => true);
+    t.ok(sidecar.state?.running, 'kubelet reports the sidecar still running');
+    const job = await stack.batch.readNamespacedJob({ name: 'ignores-sigterm', namespace });
+    t.notOk(job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True'), 'the Job is not complete');
+  });
+}

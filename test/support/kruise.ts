@@ -1,0 +1,209 @@
+// OpenKruise as its users run it, next to a test control plane: its CRDs, kruise-manager (whose
+// ContainerRecreateRequest webhook fills in each request's node, pod UID and container IDs, and
+// whose SidecarTerminator controller can be switched on), and kruise-daemon on each real node (it
+// stops containers for ContainerRecreateRequests through the node's containerd). Built from the Go
+// module proxy by scripts/build-kruise.sh.
+//
+// Only the webhooks for ContainerRecreateRequests are registered (the manager fills in their
+// address and CA): the tests are about stopping sidecars, and Kruise's pod webhooks would put the
+// manager in the path of every pod.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { AdmissionregistrationV1Api, ApiextensionsV1Api } from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import { freePort, type ControlPlane } from './control-plane.ts';
+import type { RealNode } from './real-node.ts';
+
+const run = promisify(execFile);
+const repoRoot = resolve(import.meta.dirname, '../..');
+
+export const KRUISE_NAMESPACE = 'kruise-system';
+const MUTATING = 'kruise-mutating-webhook-configuration';
+const VALIDATING = 'kruise-validating-webhook-configuration';
+/** kruise-daemon looks for the container runtime's socket under this fixed path (a hostPath mount in its DaemonSet). */
+const HOST_VAR_RUN = '/hostvarrun';
+
+export interface KruiseOptions {
+  /** kruise-manager's feature gates, e.g. `SidecarTerminator=true` to run Kruise's own controller. */
+  featureGates?: string;
+  /** Run kruise-daemon on these nodes. */
+  nodes?: RealNode[];
+}
+
+export interface Kruise {
+  /** The manager's and daemons' logs, for a failed test. */
+  logTails(lines?: number): string;
+  stop(): Promise<void>;
+}
+
+/** Where scripts/build-kruise.sh put the binaries, CRDs and webhook manifests. */
+export async function buildKruise(): Promise<string> {
+  const { stdout } = await run('bash', [join(repoRoot, 'scripts/build-kruise.sh')], { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024 });
+  const dir = stdout.trim().split('\n').pop();
+  if (!dir) throw new Error('scripts/build-kruise.sh printed no directory');
+  return dir;
+}
+
+/** Installs Kruise's CRDs and runs kruise-manager (and kruise-daemon on `options.nodes`) until stop(). */
+export async function startKruise(cp: ControlPlane, options: KruiseOptions = {}): Promise<Kruise> {
+  const home = await buildKruise();
+  const dir = mkdtempSync(join(tmpdir(), 'st-kruise-'));
+  const processes: KruiseProcess[] = [];
+  const kruise: Kruise = {
+    logTails: (lines = 40) => processes.map((p) => `--- ${p.name} (${p.logPath}) ---\n${p.logTail(lines)}`).join('\n'),
+    async stop() {
+      await Promise.all(processes.map((p) => p.stop()));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  try {
+    await installCrds(cp, join(home, 'crd'));
+    await cp.kubectl(['create', 'namespace', KRUISE_NAMESPACE]);
+    await registerWebhooks(cp, join(home, 'webhook/manifests.yaml'));
+
+    const webhookPort = await freePort();
+    const healthPort = await freePort();
+    processes.push(
+      new KruiseProcess('kruise-manager', join(home, 'bin/kruise-manager'), [
+        '--enable-leader-election=false',
+        `--metrics-addr=127.0.0.1:${await freePort()}`,
+        `--health-probe-addr=127.0.0.1:${healthPort}`,
+        '--enable-pprof=false',
+        ...(options.featureGates ? [`--feature-gates=${options.featureGates}`] : []),
+        '--v=2',
+      ], join(dir, 'kruise-manager.log'), {
+        KUBECONFIG: cp.kubeconfigPath,
+        POD_NAMESPACE: KRUISE_NAMESPACE,
+        // The manager serves its webhooks here and writes this URL into the configurations.
+        WEBHOOK_HOST: '127.0.0.1',
+        WEBHOOK_PORT: String(webhookPort),
+        WEBHOOK_CERT_DIR: join(dir, 'webhook-certs'),
+      }),
+    );
+    await waitUntil('kruise-manager to serve its webhook with a CA the API server trusts', processes, async () => {
+      const mutating = await cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api).readMutatingWebhookConfiguration({ name: MUTATING });
+      return (mutating.webhooks ?? []).length > 0 && mutating.webhooks!.every((w) => (w.clientConfig.caBundle ?? '').length > 0 && w.clientConfig.url !== undefined);
+    });
+
+    mkdirSync(HOST_VAR_RUN, { recursive: true });
+    for (const node of options.nodes ?? []) {
+      const addr = await freePort();
+      // As its DaemonSet mounts the host's /var/run at /hostvarrun: here the node's directory,
+      // which holds its containerd.sock, bound there in a mount namespace of its own.
+      const daemon = `exec setpriv --pdeathsig KILL -- "$0" "$@"`;
+      processes.push(
+        new KruiseProcess(`kruise-daemon-${node.name}`, 'unshare', [
+          '--mount', '--propagation', 'private', '--', 'sh', '-c', `mount --bind "$NODE_DIR" ${HOST_VAR_RUN} && ${daemon}`,
+          join(home, 'bin/kruise-daemon'),
+          `--addr=127.0.0.1:${addr}`,
+          `--pprof-addr=127.0.0.1:${await freePort()}`,
+          '--enable-pprof=false',
+          `--kubeconfig=${cp.kubeconfigPath}`,
+          '--v=2',
+        ], join(dir, `kruise-daemon-${node.name}.log`), { NODE_NAME: node.name, NODE_DIR: node.dir }),
+      );
+      await waitUntil(`kruise-daemon on ${node.name} to be healthy`, processes, () => httpOk(`http://127.0.0.1:${addr}/healthz`));
+    }
+  } catch (err) {
+    const logs = kruise.logTails();
+    await kruise.stop();
+    throw new Error(`OpenKruise failed to start: ${(err as Error).message}\n${logs}`, { cause: err });
+  }
+  return kruise;
+}
+
+/** Server-side apply: some of Kruise's CRDs are too large for the last-applied annotation. */
+async function installCrds(cp: ControlPlane, crdDir: string): Promise<void> {
+  const files = readdirSync(crdDir).filter((file) => file.endsWith('.yaml'));
+  const applied = await cp.kubectl(['apply', '--server-side', ...files.flatMap((file) => ['-f', join(crdDir, file)])]);
+  if (applied.code !== 0) throw new Error(`installing Kruise's CRDs failed: ${applied.stderr}`);
+  const extensions = cp.kubeConfig.makeApiClient(ApiextensionsV1Api);
+  await waitUntil("Kruise's CRDs to be established", [], async () => {
+    const crds = (await extensions.listCustomResourceDefinition()).items.filter((crd) => crd.spec.group.endsWith('kruise.io'));
+    return crds.length >= files.length && crds.every((crd) => crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True'));
+  });
+}
+
+/** Kruise's webhook configurations from its manifests, named as its kustomization names them, CRR webhooks only. */
+async function registerWebhooks(cp: ControlPlane, manifestsPath: string): Promise<void> {
+  const documents = parseAllDocuments(readFileSync(manifestsPath, 'utf8')).map((doc) => doc.toJS() as { kind: string; metadata: { name: string }; webhooks: { clientConfig: { service?: { path?: string } } }[] });
+  const configurations = documents
+    .filter((doc) => doc?.kind === 'MutatingWebhookConfiguration' || doc?.kind === 'ValidatingWebhookConfiguration')
+    .map((doc) => ({
+      ...doc,
+      metadata: { name: doc.kind === 'MutatingWebhookConfiguration' ? MUTATING : VALIDATING },
+      webhooks: doc.webhooks.filter((webhook) => webhook.clientConfig.service?.path?.includes('containerrecreaterequest')),
+    }));
+  const applied = await cp.kubectl(['apply', '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: configurations }) });
+  if (applied.code !== 0) throw new Error(`registering Kruise's webhook configurations failed: ${applied.stderr}`);
+}
+
+class KruiseProcess {
+  readonly name: string;
+  readonly logPath: string;
+  exitStatus: string | undefined;
+  private readonly child: ChildProcess;
+  private readonly exited: Promise<void>;
+
+  constructor(name: string, binary: string, args: string[], logPath: string, env: Record<string, string>) {
+    this.name = name;
+    this.logPath = logPath;
+    const log = openSync(logPath, 'a');
+    const command = binary === 'unshare' ? ['unshare', ...args] : ['setpriv', '--pdeathsig', 'KILL', '--', binary, ...args];
+    this.child = spawn(command[0]!, command.slice(1), { stdio: ['ignore', log, log], env: { ...process.env, ...env } });
+    closeSync(log);
+    this.exited = new Promise((resolveExit) => {
+      this.child.on('exit', (code, signal) => {
+        this.exitStatus = signal ?? `code ${code}`;
+        resolveExit();
+      });
+      this.child.on('error', (err) => {
+        this.exitStatus = err.message;
+        resolveExit();
+      });
+    });
+  }
+
+  async stop(graceMs = 5000): Promise<void> {
+    if (this.exitStatus !== undefined) return;
+    this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  logTail(lines: number): string {
+    try {
+      return readFileSync(this.logPath, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+    } catch {
+      return '(no log)';
+    }
+  }
+}
+
+async function waitUntil(what: string, processes: KruiseProcess[], check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch {
+      // not yet
+    }
+    const exited = processes.find((p) => p.exitStatus !== undefined);
+    if (exited) throw new Error(`${exited.name} exited (${exited.exitStatus}) while waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(500);
+  }
+}
+
+async function httpOk(url: string): Promise<boolean> {
+  try {
+    return (await fetch(url)).ok;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,83 @@
+// The whole system on a real node: a control plane with kube-scheduler, a real node (kubelet,
+// containerd, runc, CNI), and `sidecar-terminator serve` registered with the API server as a local
+// process, as stack.ts does with the kubelet simulator. Test files start with canRunRealNode(t).
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BatchV1Api, CoreV1Api, type V1ContainerStatus, type V1Pod } from '@kubernetes/client-node';
+import { startControlPlane, type ControlPlane } from './control-plane.ts';
+import { startRealNode, type RealNode, type RealNodeOptions } from './real-node.ts';
+import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
+import { waitFor } from './kubelet-simulator.ts';
+import type { Clients } from './stack.ts';
+
+export interface RealCluster extends Clients {
+  cp: ControlPlane;
+  node: RealNode;
+}
+
+export interface RealStack extends RealCluster {
+  serve: ServeProcess;
+}
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+export interface RealClusterOptions {
+  node?: RealNodeOptions;
+  /** Pods reach the API server through the `kubernetes` Service (kube-proxy runs on the node). */
+  reachableFromPods?: boolean;
+}
+
+/** A control plane and one real node; both stop at `t`'s teardown. */
+export async function startRealCluster(t: Teardown, options: RealClusterOptions = {}): Promise<RealCluster> {
+  const cp = await startControlPlane({ scheduler: true, reachableFromPods: options.reachableFromPods ?? false });
+  t.teardown(() => cp.stop());
+  const node = await startRealNode(cp, { kubeProxy: options.reachableFromPods ?? false, ...options.node });
+  // Teardowns run in reverse: the node goes before the control plane.
+  t.teardown(() => node.stop());
+  return { cp, node, core: cp.kubeConfig.makeApiClient(CoreV1Api), batch: cp.kubeConfig.makeApiClient(BatchV1Api) };
+}
+
+/** A real cluster and serve (webhook and watcher) registered with it, failurePolicy Fail. */
+export async function startRealStack(t: Teardown, options: RealClusterOptions & { serveArgs?: string[] } = {}): Promise<RealStack> {
+  const cluster = await startRealCluster(t, options);
+  const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
+  t.teardown(() => rm(certDir, { recursive: true, force: true }));
+  const serve = await startServe((port) => [
+    '--kubeconfig', cluster.cp.kubeconfigPath,
+    '--cert-dir', certDir,
+    ...registeringWebhooks(port, 'Fail'),
+    ...(options.serveArgs ?? []),
+  ]);
+  t.teardown(() => serve.stop());
+  return { ...cluster, serve };
+}
+
+/** A container's status as kubelet reports it, once it satisfies `check`. */
+export async function containerStatus(
+  clients: Clients,
+  namespace: string,
+  pod: string,
+  container: string,
+  check: (status: V1ContainerStatus, pod: V1Pod) => boolean,
+  timeoutMs = 120_000,
+): Promise<V1ContainerStatus> {
+  return waitFor(
+    `container ${container} of pod ${namespace}/${pod}`,
+    async () => {
+      const current = await clients.core.readNamespacedPod({ name: pod, namespace });
+      const status = [...(current.status?.containerStatuses ?? []), ...(current.status?.ephemeralContainerStatuses ?? [])].find((s) => s.name === container);
+      return status && check(status, current) ? status : undefined;
+    },
+    { timeoutMs },
+  );
+}
+
+/** A container's log, as `kubectl logs` shows it (through the API server and the node's kubelet). */
+export async function containerLog(cp: ControlPlane, namespace: string, pod: string, container: string, previous = false): Promise<string> {
+  const result = await cp.kubectl(['logs', pod, '-c', container, ...(previous ? ['--previous'] : [])], { namespace });
+  if (result.code !== 0) throw new Error(`kubectl logs ${pod} -c ${container} failed: ${result.stderr}`);
+  return result.stdout;
+}
