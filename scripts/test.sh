@@ -13,6 +13,12 @@ echo "== control plane binaries"
 bash scripts/build-control-plane.sh
 bash scripts/build-helm.sh
 
+# Built here once rather than by the first test files that need them, all at once.
+echo "== real node: containerd, runc, CNI plugins, crictl, OpenKruise, images"
+bash scripts/build-node.sh
+bash scripts/build-kruise.sh
+node scripts/build-images.ts
+
 echo "== tests (node $(node --version))"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

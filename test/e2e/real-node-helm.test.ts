@@ -1,0 +1,139 @@
+// The add-on as an operator installs it: its own image (assembled by scripts/build-images.ts with
+// the Dockerfile's content) imported into a real node's containerd, and `helm install` of the chart.
+// The API server reaches the webhook through its Service (kube-proxy), so the serving certificate's
+// names and the CA bundle the webhook writes are what a real cluster checks; the watcher runs with
+// leader election and the chart's RBAC; the signal mechanism's ephemeral container runs the same
+// image. Then the examples, a denial, an upgrade under load, and an uninstall.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { AdmissionregistrationV1Api, AppsV1Api, CoordinationV1Api } from '@kubernetes/client-node';
+import { chartDir, helm, repoRoot } from '../chart/helm.ts';
+import { waitFor } from '../support/kubelet-simulator.ts';
+import { canRunRealNode } from '../support/real-node.ts';
+import { containerLog, containerStatus, startRealCluster } from '../support/real-stack.ts';
+import { podOfJob, waitForJob } from '../support/stack.ts';
+
+const RELEASE = 'sidecar-terminator';
+const NS = 'sidecar-terminator';
+const MANAGED = 'sidecar-terminator.io/managed';
+
+if (canRunRealNode(t)) {
+  const cluster = await startRealCluster(t, {
+    reachableFromPods: true,
+    node: { images: ['sidecar-terminator', 'busybox', 'quick-exit'] },
+  });
+  const { cp, core } = cluster;
+  const apps = cp.kubeConfig.makeApiClient(AppsV1Api);
+  const admission = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+  const helmHome = mkdtempSync(join(tmpdir(), 'st-helm-home-'));
+  t.teardown(() => rmSync(helmHome, { recursive: true, force: true }));
+  const helmEnv = { KUBECONFIG: cp.kubeconfigPath, HELM_CONFIG_HOME: join(helmHome, 'config'), HELM_CACHE_HOME: join(helmHome, 'cache'), HELM_DATA_HOME: join(helmHome, 'data') };
+  // Fail: a webhook that cannot be reached refuses pods, so every admission below proves it answered.
+  const values = ['--set', 'webhook.failurePolicy=Fail'];
+
+  const kubectl = async (args: string[], namespace?: string, input?: string) => cp.kubectl(args, { ...(namespace ? { namespace } : {}), ...(input !== undefined ? { input } : {}) });
+
+  t.test('helm install: both Deployments become ready with the add-on\'s own image', async (t) => {
+    const installed = await helm(['install', RELEASE, chartDir, '--namespace', NS, '--create-namespace', ...values, '--wait', '--timeout', '300s'], { env: helmEnv });
+    if (installed.code !== 0) t.comment((await kubectl(['get', 'pods,events', '-o', 'wide'], NS)).stdout);
+    t.equal(installed.code, 0, `helm install: ${installed.stderr}`);
+    for (const component of ['webhook', 'watcher']) {
+      const deployment = await apps.readNamespacedDeployment({ name: `${RELEASE}-${component}`, namespace: NS });
+      t.equal(deployment.status?.readyReplicas, deployment.spec?.replicas, `${component}: ${deployment.status?.readyReplicas} of ${deployment.spec?.replicas} replicas ready`);
+      t.equal(deployment.spec?.template.spec?.containers[0]?.image, 'ghcr.io/sidecar-terminator/sidecar-terminator:0.1.0', `${component} runs the add-on's image`);
+    }
+    const configuration = await waitFor('the webhook to write its CA into the webhook configurations', async () => {
+      const mutating = await admission.readMutatingWebhookConfiguration({ name: RELEASE });
+      return (mutating.webhooks?.[0]?.clientConfig.caBundle ?? '') !== '' && mutating;
+    });
+    t.same(configuration.webhooks?.[0]?.clientConfig.service, { namespace: NS, name: RELEASE, path: '/mutate', port: 443 }, 'the API server calls the webhook through its Service');
+    const lease = await waitFor('the watcher to hold its Lease', async () => {
+      const current = await cp.kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: `${RELEASE}-watcher`, namespace: NS });
+      return current.spec?.holderIdentity ? current : undefined;
+    });
+    t.match(lease.spec?.holderIdentity, new RegExp(`^${RELEASE}-watcher-`), 'the watcher pod leads');
+  });
+
+  t.test('the examples complete through the installed add-on, on real containers', async (t) => {
+    const namespace = await cp.createNamespace();
+    for (const example of ['log-shipper', 'ignore-exit-code']) {
+      const applied = await kubectl(['apply', '-f', join(repoRoot, `examples/${example}.yaml`)], namespace);
+      t.equal(applied.code, 0, `kubectl apply -f examples/${example}.yaml: ${applied.stderr}`);
+    }
+    await waitForJob(cluster, namespace, 'log-shipper', 'Complete', 180_000);
+    await waitForJob(cluster, namespace, 'ignore-exit-code', 'Complete', 180_000);
+    const shipper = await podOfJob(cluster, namespace, 'log-shipper');
+    t.equal(shipper.metadata?.labels?.[MANAGED], 'done', 'the webhook labelled the pod and the watcher finished with it');
+    const shipperStatus = await containerStatus(cluster, namespace, shipper.metadata!.name!, 'log-shipper', (s) => s.state?.terminated !== undefined);
+    t.equal(shipperStatus.state?.terminated?.exitCode, 0, 'the log shipper exited 0 on SIGTERM');
+    t.match(await containerLog(cp, namespace, shipper.metadata!.name!, 'log-shipper'), /row 5\n(.|\n)*shipped/, 'it shipped every row, then stopped');
+    const signal = shipper.spec?.ephemeralContainers?.[0];
+    t.equal(signal?.image, 'ghcr.io/sidecar-terminator/sidecar-terminator:0.1.0', "the signal container ran the chart's own image");
+    const proxy = await podOfJob(cluster, namespace, 'ignore-exit-code');
+    t.equal(proxy.status?.phase, 'Succeeded', 'the pod whose sidecar exits 143 is Succeeded');
+  });
+
+  t.test('kubectl apply of a misconfigured Job shows the denial', async (t) => {
+    const namespace = await cp.createNamespace();
+    const denied = await kubectl(['apply', '-f', join(repoRoot, 'examples/misconfigured.yaml')], namespace);
+    t.not(denied.code, 0, 'kubectl apply fails');
+    t.match(denied.stderr, /admission webhook "validate\.sidecar-terminator\.io" denied the request: .*the quick-exit image is the sidecar's own image/, denied.stderr);
+  });
+
+  t.test('helm upgrade with changed values rolls both Deployments without a denied pod', async (t) => {
+    const namespace = await cp.createNamespace();
+    const pod = (index: number) => JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: `during-upgrade-${index}` },
+      spec: {
+        restartPolicy: 'Never',
+        containers: [
+          { name: 'main', image: 'busybox:1.35', command: ['sh', '-c', 'sleep 1'] },
+          { name: 'proxy', image: 'busybox:1.35', command: ['sh', '-c', "trap 'exit 0' TERM; sleep 2147483647 & wait"], env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }] },
+        ],
+      },
+    });
+    const before = (await apps.readNamespacedDeployment({ name: `${RELEASE}-webhook`, namespace: NS })).metadata?.generation ?? 0;
+    let upgrading = true;
+    const failures: string[] = [];
+    let created = 0;
+    const load = (async () => {
+      while (upgrading) {
+        const result = await kubectl(['create', '-f', '-'], namespace, pod(created));
+        if (result.code === 0) created++;
+        else failures.push(result.stderr.trim());
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    })();
+    const upgraded = await helm(['upgrade', RELEASE, chartDir, '--namespace', NS, ...values, '--set', 'logLevel=debug', '--wait', '--timeout', '300s'], { env: helmEnv });
+    // A little longer: endpoints and kube-proxy catch up with the last replaced pod.
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    upgrading = false;
+    await load;
+    t.equal(upgraded.code, 0, `helm upgrade: ${upgraded.stderr}`);
+    const after = await apps.readNamespacedDeployment({ name: `${RELEASE}-webhook`, namespace: NS });
+    t.ok((after.metadata?.generation ?? 0) > before, 'the webhook Deployment rolled');
+    t.equal(after.status?.updatedReplicas, after.spec?.replicas, 'every webhook replica was replaced');
+    t.same(failures, [], `no pod was refused during the roll (${created} created)`);
+    t.ok(created > 10, `pods were created throughout the roll (${created})`);
+    const pods = (await core.listNamespacedPod({ namespace })).items;
+    const unlabelled = pods.filter((p) => p.metadata?.labels?.[MANAGED] === undefined).map((p) => p.metadata?.name);
+    t.same(unlabelled, [], 'every pod went through the mutating webhook');
+  });
+
+  t.test('helm uninstall leaves no webhook configuration behind', async (t) => {
+    const uninstalled = await helm(['uninstall', RELEASE, '--namespace', NS, '--wait', '--timeout', '120s'], { env: helmEnv });
+    t.equal(uninstalled.code, 0, uninstalled.stderr);
+    const mutating = (await admission.listMutatingWebhookConfiguration()).items.map((c) => c.metadata?.name);
+    const validating = (await admission.listValidatingWebhookConfiguration()).items.map((c) => c.metadata?.name);
+    t.notOk(mutating.includes(RELEASE), `no MutatingWebhookConfiguration ${RELEASE} (${mutating.join(', ') || 'none'})`);
+    t.notOk(validating.includes(RELEASE), `no ValidatingWebhookConfiguration ${RELEASE} (${validating.join(', ') || 'none'})`);
+    const namespace = await cp.createNamespace();
+    const job = readFileSync(join(repoRoot, 'examples/misconfigured.yaml'), 'utf8');
+    const applied = await kubectl(['apply', '-f', '-'], namespace, job);
+    t.equal(applied.code, 0, 'with the add-on gone, nothing is checked any more: the misconfigured Job is admitted');
+  });
+}
