@@ -99,4 +99,32 @@ if (canRunRealNode(t)) {
     );
     t.equal(gone, 'not found', 'the CRR is gone with the pod');
   });
+
+  t.test('a sidecar that ignores SIGTERM is killed by the runtime after its grace period: exit 137', async (t) => {
+    const namespace = await cp.createNamespace();
+    const sidecar = (ignoreExitCode: boolean) => `        - name: main
+          image: ${TEST_IMAGE}
+          args: ["main", "--sleep", "2s"]
+        - name: proxy
+          image: ${TEST_IMAGE}
+          args: ["sidecar", "--ignore-term"]
+          env:
+            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
+              value: "true"${ignoreExitCode ? '\n            - name: KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE\n              value: "true"' : ''}
+`;
+    const grace = '\n      terminationGracePeriodSeconds: 3';
+    await apply(cp, namespace, jobYaml('ignores-sigterm', { spec: grace, containers: sidecar(false) }));
+    await apply(cp, namespace, jobYaml('ignores-sigterm-exit-code-ignored', { spec: grace, containers: sidecar(true) }));
+
+    await waitForJob(cluster, namespace, 'ignores-sigterm', 'Failed', 180_000);
+    const failed = await podOfJob(cluster, namespace, 'ignores-sigterm');
+    const killed = await containerStatus(cluster, namespace, failed.metadata!.name!, 'proxy', (s) => s.state?.terminated !== undefined);
+    t.equal(killed.state?.terminated?.exitCode, 137, 'kruise-daemon stopped it with SIGKILL after SIGTERM was ignored');
+    t.match(await containerLog(cp, namespace, failed.metadata!.name!, 'proxy'), /received SIGTERM, ignoring it/, 'it got SIGTERM first');
+    t.equal(failed.status?.phase, 'Failed', 'restartPolicy Never: exit 137 fails the pod, and the Job');
+
+    await waitForJob(cluster, namespace, 'ignores-sigterm-exit-code-ignored', 'Complete', 180_000);
+    const complete = await podOfJob(cluster, namespace, 'ignores-sigterm-exit-code-ignored');
+    t.equal(complete.status?.phase, 'Succeeded', 'with KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE the pod is Succeeded and the Job completes');
+  });
 }

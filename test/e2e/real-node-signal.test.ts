@@ -39,6 +39,8 @@ if (canRunRealNode(t)) {
     serveArgs: ['--kill-mechanism', 'signal'],
   });
   const { cp } = stack;
+  // The scenarios run side by side, each in its own namespace: most of their time is waiting.
+  t.jobs = 5;
 
   /** Runs the Job to completion and checks that the sidecar itself got SIGTERM and exited 0. */
   async function stoppedBySigterm(t: Test, namespace: string, name: string, uid: number): Promise<void> {
@@ -57,13 +59,13 @@ if (canRunRealNode(t)) {
     t.notOk(reasons.includes('SidecarTerminationFailed'), `no failure event (events: ${reasons.join(', ')})`);
   }
 
-  t.test('Never: a root sidecar with nothing set on the pod is stopped by SIGTERM, the Job completes', async (t) => {
+  t.test('Never: a root sidecar with nothing set on the pod is stopped by SIGTERM, the Job completes', { buffered: true }, async (t) => {
     const namespace = await cp.createNamespace();
     await apply(cp, namespace, jobYaml('root-sidecar', { containers: containers({ image: TEST_IMAGE }) }));
     await stoppedBySigterm(t, namespace, 'root-sidecar', 0);
   });
 
-  t.test('a sidecar with runAsUser: 1337 is stopped by SIGTERM', async (t) => {
+  t.test('a sidecar with runAsUser: 1337 is stopped by SIGTERM', { buffered: true }, async (t) => {
     const namespace = await cp.createNamespace();
     await apply(
       cp,
@@ -75,7 +77,7 @@ if (canRunRealNode(t)) {
     await stoppedBySigterm(t, namespace, 'run-as-user', 1337);
   });
 
-  t.test('a pod with runAsNonRoot whose sidecar runs as its image\'s numeric user is stopped by SIGTERM', async (t) => {
+  t.test('a pod with runAsNonRoot whose sidecar runs as its image\'s numeric user is stopped by SIGTERM', { buffered: true }, async (t) => {
     const namespace = await cp.createNamespace();
     await apply(
       cp,
@@ -88,7 +90,7 @@ if (canRunRealNode(t)) {
     await stoppedBySigterm(t, namespace, 'non-root-image', 1337);
   });
 
-  t.test('in a namespace enforcing the restricted Pod Security level the sidecar is stopped by SIGTERM', async (t) => {
+  t.test('in a namespace enforcing the restricted Pod Security level the sidecar is stopped by SIGTERM', { buffered: true }, async (t) => {
     const namespace = await cp.createNamespace();
     const labelled = await cp.kubectl(['label', 'namespace', namespace, 'pod-security.kubernetes.io/enforce=restricted']);
     t.equal(labelled.code, 0, labelled.stderr);
@@ -103,7 +105,7 @@ if (canRunRealNode(t)) {
     await stoppedBySigterm(t, namespace, 'restricted', 1337);
   });
 
-  t.test('a sidecar that ignores SIGTERM keeps running, and the events say why and what to do', async (t) => {
+  t.test('a sidecar that ignores SIGTERM keeps running, and the events say why and what to do', { buffered: true }, async (t) => {
     const namespace = await cp.createNamespace();
     await apply(
       cp,

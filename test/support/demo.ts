@@ -1,19 +1,25 @@
-// The local demo: a real control plane, the kubelet simulator playing a normal and a virtual
-// node, and `sidecar-terminator serve` registered with the API server. `make dev` runs it
-// (scripts/dev.ts -> runDev) and test/e2e/examples.test.ts follows the README's "Try it" against
-// the same startDemo(), so what the README promises is what a user gets.
+// The local demo: a real control plane, two real nodes (kubelet, containerd, runc: a normal one and
+// one registered as a virtual kubelet), and `sidecar-terminator serve` registered with the API
+// server. Where the machine cannot run a real node (not root, no cgroups), the kubelet simulator
+// plays both nodes instead, and says so. `make dev` runs it (scripts/dev.ts -> runDev) and
+// test/e2e/examples.test.ts follows the README's "Try it" against the same startDemo(), so what
+// the README promises is what a user gets.
 import { copyFileSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { KubeletSimulator, waitFor } from './kubelet-simulator.ts';
+import { realNodeUnavailable, startRealNode } from './real-node.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 
 export const repoRoot = resolve(import.meta.dirname, '../..');
 
-/** Main containers (those without a sidecar marker) exit 0 this long after they start. */
+/** Simulated main containers (those without a sidecar marker) exit 0 this long after they start. */
 export const DEMO_MAIN_EXIT_AFTER_MS = 5000;
+
+/** The demo's nodes: a normal one, and one registered as a virtual kubelet (label and taint). */
+export const DEMO_NODES = { normal: 'node-1', virtual: 'virtual-node-1' } as const;
 
 export interface DemoOptions {
   /** Where serve keeps its CA and serving certificate (--cert-dir). */
@@ -24,9 +30,12 @@ export interface DemoOptions {
   progress?: (message: string) => void;
 }
 
+/** Who runs the pods: real kubelets, or the simulator (with the reason a real node cannot run here). */
+export type DemoNodes = { kind: 'real' } | { kind: 'simulated'; reason: string };
+
 export interface Demo {
   cp: ControlPlane;
-  sim: KubeletSimulator;
+  nodes: DemoNodes;
   serve: ServeProcess;
   /** The kubectl built with the control plane (same version as the API server). */
   kubectlPath: string;
@@ -53,21 +62,37 @@ export async function startDemo(options: DemoOptions): Promise<Demo> {
       for (const each of stops.reverse()) await each().catch(() => {});
     })());
   try {
-    progress('starting etcd, kube-apiserver and kube-controller-manager');
-    const cp = await startControlPlane();
+    const unavailable = realNodeUnavailable();
+    const nodes: DemoNodes = unavailable === undefined ? { kind: 'real' } : { kind: 'simulated', reason: unavailable };
+    progress(`starting etcd, kube-apiserver, kube-controller-manager${nodes.kind === 'real' ? ' and kube-scheduler' : ''}`);
+    const cp = await startControlPlane({ scheduler: nodes.kind === 'real' });
     stops.push(() => cp.stop());
-    progress('starting the kubelet simulator (nodes sim-node and sim-virtual-node)');
-    const sim = new KubeletSimulator(cp.kubeConfig, {
-      defaultMainExitAfterMs: DEMO_MAIN_EXIT_AFTER_MS,
-      ...(options.simulatorLog ? { log: options.simulatorLog } : {}),
-    });
-    await sim.start();
-    stops.push(() => sim.stop());
+    if (nodes.kind === 'real') {
+      progress(`starting the nodes ${DEMO_NODES.normal} and ${DEMO_NODES.virtual}: kubelet, containerd, runc (built once from the Go module proxy)`);
+      const started = await Promise.all([
+        startRealNode(cp, { name: DEMO_NODES.normal, images: ['busybox', 'quick-exit', 'sidecar-terminator'] }),
+        startRealNode(cp, {
+          name: DEMO_NODES.virtual,
+          labels: { type: 'virtual-kubelet' },
+          taints: ['virtual-kubelet.io/provider=demo:NoSchedule'],
+          images: ['busybox', 'quick-exit'],
+        }),
+      ]);
+      for (const node of started) stops.push(() => node.stop());
+    } else {
+      progress(`no real node here (${nodes.reason}): the kubelet simulator plays the nodes sim-node and sim-virtual-node`);
+      const sim = new KubeletSimulator(cp.kubeConfig, {
+        defaultMainExitAfterMs: DEMO_MAIN_EXIT_AFTER_MS,
+        ...(options.simulatorLog ? { log: options.simulatorLog } : {}),
+      });
+      await sim.start();
+      stops.push(() => sim.stop());
+    }
     progress('starting sidecar-terminator serve');
     const serve = await startServe(demoServeArgs(cp.kubeconfigPath, options.certDir));
     stops.push(() => serve.stop());
     const started = await waitFor('the watcher to start', () => serve.logs().find((line) => line.msg === 'watcher starting'));
-    return { cp, sim, serve, kubectlPath: join(cp.binDir, 'kubectl'), killMechanism: String(started.killMechanism), stop };
+    return { cp, nodes, serve, kubectlPath: join(cp.binDir, 'kubectl'), killMechanism: String(started.killMechanism), stop };
   } catch (error) {
     await stop();
     throw error;
@@ -139,8 +164,7 @@ export async function runDev(args: readonly string[], env: NodeJS.ProcessEnv = p
   say(`
 sidecar-terminator demo is up (${seconds} s)
   API server   ${demo.cp.serverUrl}  (etcd, kube-apiserver, kube-controller-manager; logs: ${demo.cp.dir}/*.log)
-  nodes        sim-node (normal), sim-virtual-node (virtual-kubelet), played by the kubelet simulator:
-               main containers exit 0 ${DEMO_MAIN_EXIT_AFTER_MS / 1000} s after they start
+  nodes        ${describeNodes(demo.nodes)}
   webhook      ${demo.serve.url}  (registered with the API server; CA and certificate in ${displayPath(certDir)})
   watcher      kill mechanism: ${demo.killMechanism}
   kubeconfig   ${published.kubeconfig}
@@ -186,11 +210,20 @@ Ctrl-C stops everything and deletes the cluster. serve's logs follow.
   done = true;
   stopping = true;
   showLogs();
-  say(`\n[dev] ${signal}: stopping serve, the kubelet simulator and the control plane`);
+  say(`\n[dev] ${signal}: stopping serve, the nodes and the control plane`);
   await demo.stop();
   published.remove();
   say('[dev] stopped; the cluster is gone');
   return signal === 'SIGINT' || signal === 'SIGTERM' || signal === 'SIGHUP' ? 0 : 1;
+}
+
+function describeNodes(nodes: DemoNodes): string {
+  if (nodes.kind === 'real') {
+    return `${DEMO_NODES.normal} (normal), ${DEMO_NODES.virtual} (labelled and tainted as a virtual kubelet):
+               real kubelets with containerd and runc; the examples' containers really run`;
+  }
+  return `sim-node (normal), sim-virtual-node (virtual-kubelet), played by the kubelet simulator
+               (${nodes.reason}): main containers exit 0 ${DEMO_MAIN_EXIT_AFTER_MS / 1000} s after they start`;
 }
 
 /** Relative to the working directory when inside it. */

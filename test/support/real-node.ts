@@ -29,6 +29,8 @@ export interface RealNodeOptions {
   name?: string;
   /** Labels the kubelet registers the node with (for example `type: virtual-kubelet`). */
   labels?: Record<string, string>;
+  /** Taints the kubelet registers the node with, as `key=value:Effect`. */
+  taints?: string[];
   /** Images imported into containerd besides the pause image. Default: the test images and busybox. */
   images?: ImageName[];
   /** Run kube-proxy (nftables mode): pods reach ClusterIPs, the API server among them. Needs the control plane's `reachableFromPods`. */
@@ -366,6 +368,7 @@ state = "${join(dir, 'containerd/state')}"
       '--node-ip', nodeIp,
       '--root-dir', root,
       ...(labels ? ['--node-labels', labels] : []),
+      ...(this.options.taints?.length ? ['--register-with-taints', this.options.taints.join(',')] : []),
       '--v', '1',
     ]);
   }
