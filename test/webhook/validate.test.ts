@@ -1,4 +1,4 @@
-// POST /validate: every rule of DESIGN.md section 3, reached through AdmissionReview fixtures,
+// POST /validate: every rule of README "Rules checked at admission", reached through AdmissionReview fixtures,
 // for the pod spec of a Pod, a Job and a CronJob; enforcement modes; what is left alone.
 import t from 'tap';
 import type { RuleId, Severity } from '../../src/policy/index.ts';
@@ -87,10 +87,10 @@ t.test('several errors: one message listing each, and the warnings beside it', a
       reason: 'Invalid',
       message:
         '2 sidecar configuration errors: ' +
-        `spec.template.spec.containers[1].env[${W}]: Invalid value: "yes": must be "true" or "false" (any case); ` +
+        `spec.template.spec.containers[1].env[${W}]: Invalid value: "yes": must be "true" or "false" (any case); any other value counts as "false", as in OpenKruise; ` +
         `spec.template.spec.containers[2].env[${I}]: Invalid value: "nginx:1.27": the quick-exit image is the sidecar's own image, so replacing it changes nothing and the sidecar never stops`,
     },
-    warnings: [`spec.template.spec.containers[2].env[${W}]: Duplicate value: "${W}": defined 2 times in this container; only the last definition takes effect, so remove the others`],
+    warnings: [`spec.template.spec.containers[2].env[${W}]: Duplicate value: "${W}": defined 2 times in this container; one of them is "true", so the container is a sidecar: any "true" counts, as in OpenKruise; keep one definition`],
   });
   t.ok(answer.response?.warnings?.every((warning) => !/[\r\n]/.test(warning)), 'each warning is a single line');
 });
