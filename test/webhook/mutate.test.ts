@@ -63,9 +63,12 @@ t.test('warn mode admits a pod with errors, but the watcher does not get it', as
 
 t.test('a pod its Job created is labelled despite errors, so it is handled as OpenKruise handles it', async (t) => {
   const app = testApp();
-  const review = createdBy(loadReview('pod-errors'), OWNERS.Job);
-  t.equal((await post(app, 'validate', review)).review.response?.allowed, true, 'admitted');
-  t.same(patchOf((await post(app, 'mutate', review)).review), [{ op: 'add', path: '/metadata/labels', value: { [MANAGED_LABEL]: MANAGED } }], 'labelled');
+  const review = loadReview('pod-from-job-errors');
+  const validated = (await post(app, 'validate', review)).review.response;
+  t.equal(validated?.allowed, true, 'admitted');
+  t.ok(validated?.warnings?.length, 'with the errors as warnings');
+  const answer = (await post(app, 'mutate', review)).review;
+  t.same(applyPatch(review.request.object, patchOf(answer)).metadata.labels, { ...review.request.object.metadata.labels, [MANAGED_LABEL]: MANAGED }, 'labelled');
 });
 
 t.test('idempotent: a reinvocation on a pod mutated already changes nothing, for every fixture', async (t) => {
