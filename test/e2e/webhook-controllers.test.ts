@@ -93,6 +93,11 @@ const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
 t.teardown(() => rm(certDir, { recursive: true, force: true }));
 const serve = await startServe((port) => ['--kubeconfig', cp.kubeconfigPath, '--cert-dir', certDir, ...registeringWebhooks(port, 'Fail')]);
 t.teardown(() => serve.stop());
+// Ready once it listens, registered just after, picked up by the API server a moment later.
+await waitFor('the API server to call the webhook', async () => {
+  const dryRun = await kubectl(['create', '--dry-run=server', '-f', '-'], job('dry-run', KRUISE_ACCEPTS));
+  return dryRun.code !== 0 && dryRun.stderr.includes('denied the request');
+});
 
 t.test('a Job that ran before the add-on was installed completes: its pod is labelled, as its controller made it', async (t) => {
   await completed('before-install');

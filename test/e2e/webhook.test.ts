@@ -55,8 +55,9 @@ spec:
 
 t.test('the registered configurations call this process with the CA of --cert-dir', async (t) => {
   const admission = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
-  const mutating = await admission.readMutatingWebhookConfiguration({ name: CONFIG_NAME });
-  const validating = await admission.readValidatingWebhookConfiguration({ name: CONFIG_NAME });
+  // serve is ready once it listens; it registers just after, so a loaded machine can read first.
+  const mutating = await waitFor('the MutatingWebhookConfiguration', () => admission.readMutatingWebhookConfiguration({ name: CONFIG_NAME }));
+  const validating = await waitFor('the ValidatingWebhookConfiguration', () => admission.readValidatingWebhookConfiguration({ name: CONFIG_NAME }));
   const caFile = await readFile(join(certDir, 'ca.crt'), 'utf8');
   for (const config of [mutating, validating]) {
     const [webhook] = config.webhooks ?? [];
