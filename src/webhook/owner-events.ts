@@ -50,6 +50,13 @@ export interface OwnerEventRecorderOptions {
   /** How long an event written is remembered, so the same one is not even attempted again. */
   rememberMs?: number;
   maxRemembered?: number;
+  /**
+   * Writes per second over time, with bursts of `burst`; more are dropped (counted). Anyone who
+   * reaches the webhook port can post an AdmissionReview, so this caps the events such a caller
+   * can make the webhook write; the API server's own requests stay far below it.
+   */
+  ratePerSecond?: number;
+  burst?: number;
 }
 
 export class OwnerEventRecorder {
@@ -58,12 +65,15 @@ export class OwnerEventRecorder {
   /** Event name -> when it may be written again; insertion order is age order. */
   private readonly remembered = new Map<string, number>();
   private readonly inFlight = new Set<Promise<void>>();
+  private tokens: number;
+  private tokensAt = Date.now();
 
   constructor(options: OwnerEventRecorderOptions) {
-    this.options = { timeoutMs: 5000, maxInFlight: 8, rememberMs: 60 * 60 * 1000, maxRemembered: 4096, ...options };
+    this.options = { timeoutMs: 5000, maxInFlight: 8, rememberMs: 60 * 60 * 1000, maxRemembered: 4096, ratePerSecond: 1, burst: 30, ...options };
+    this.tokens = this.options.burst;
     this.results = new Counter({
       name: 'sidecar_terminator_admission_owner_events_total',
-      help: 'Events about sidecar configuration errors on the controller of an object admitted anyway, by result (created, duplicate, dropped when too many writes were under way, error).',
+      help: 'Events about sidecar configuration errors on the controller of an object admitted anyway, by result (created, duplicate, dropped: too many at once or too fast, or names the API server refuses; error).',
       labelNames: ['result'] as const,
       registers: options.metrics ? [options.metrics] : [],
     });
@@ -77,7 +87,9 @@ export class OwnerEventRecorder {
     const now = Date.now();
     this.forgetExpired(now);
     if ((this.remembered.get(name) ?? 0) > now) return this.count('duplicate');
-    if (this.inFlight.size >= this.options.maxInFlight) return this.count('dropped');
+    // Names the API server would refuse (only a caller other than the API server sends them) are not sent.
+    if (!isNamespaceName(notice.namespace) || !isObjectName(notice.owner.name)) return this.count('dropped');
+    if (this.inFlight.size >= this.options.maxInFlight || !this.takeToken(now)) return this.count('dropped');
     this.remember(name, now);
     // After the current turn, so the admission answer goes out first.
     const write = new Promise<void>((resolve) => setImmediate(resolve))
@@ -103,9 +115,24 @@ export class OwnerEventRecorder {
       // Written again by the next object that has the problem.
       this.remembered.delete(name);
       this.count('error');
-      const reason = signal.aborted ? `no answer within ${this.options.timeoutMs} ms` : error instanceof Error ? error.message : String(error);
-      this.options.logger.warn({ namespace, owner: `${owner.kind}/${owner.name}`, event: name, error: reason }, 'could not record the configuration event on the owner');
+      this.options.logger.warn({ namespace, owner: clip(`${owner.kind}/${owner.name}`), event: name, error: this.describe(error, signal) }, 'could not record the configuration event on the owner');
     }
+  }
+
+  /** The error in a few words: an API error's body can quote the whole event. */
+  private describe(error: unknown, signal: AbortSignal): string {
+    if (signal.aborted) return `no answer within ${this.options.timeoutMs} ms`;
+    const code = (error as { code?: unknown } | null)?.code;
+    return clip(typeof code === 'number' ? `the API server answered ${code}` : error instanceof Error ? error.message : String(error));
+  }
+
+  /** A token bucket: `burst` writes at once, refilled at `ratePerSecond`. */
+  private takeToken(now: number): boolean {
+    this.tokens = Math.min(this.options.burst, this.tokens + ((now - this.tokensAt) / 1000) * this.options.ratePerSecond);
+    this.tokensAt = now;
+    if (this.tokens < 1) return false;
+    this.tokens -= 1;
+    return true;
   }
 
   private remember(name: string, now: number): void {
@@ -124,6 +151,19 @@ export class OwnerEventRecorder {
   private count(result: OwnerEventResult): void {
     this.results.inc({ result });
   }
+}
+
+function isNamespaceName(name: string): boolean {
+  return name.length <= 63 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name);
+}
+
+/** A DNS subdomain, as the names of Jobs, CronJobs and Events are. */
+function isObjectName(name: string): boolean {
+  return name.length <= 253 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(name);
+}
+
+function clip(text: string, max = 253): string {
+  return text.length > max ? `${text.slice(0, max)}...` : text;
 }
 
 /** Request options that abort the request on `signal` (the object API takes observable middleware). */

@@ -9,7 +9,7 @@ import { Registry } from 'prom-client';
 import t from 'tap';
 import { OWNER_EVENT_REASON, OwnerEventRecorder, ownerEventMessage, type OwnerNotice } from '../../src/webhook/owner-events.ts';
 
-type Behaviour = 'created' | 'conflict' | 'silent';
+type Behaviour = 'created' | 'conflict' | 'invalid' | 'silent';
 
 /** An HTTP server for POST /api/v1/namespaces/NS/events; returns what it received. */
 async function eventEndpoint(t: { teardown(fn: () => unknown): void }, behaviour: () => Behaviour) {
@@ -22,9 +22,10 @@ async function eventEndpoint(t: { teardown(fn: () => unknown): void }, behaviour
       received.push({ path: request.url ?? '', body: JSON.parse(text) });
       const mode = behaviour();
       if (mode === 'silent') return void waiting.push(response);
-      const status = mode === 'created' ? 201 : 409;
+      const status = { created: 201, conflict: 409, invalid: 422 }[mode];
+      const refusal = { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: status, reason: mode === 'conflict' ? 'AlreadyExists' : 'Invalid', message: `quoting the event: ${text}`.repeat(100) };
       response.writeHead(status, { 'content-type': 'application/json' });
-      response.end(JSON.stringify(mode === 'created' ? JSON.parse(text) : { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'AlreadyExists', code: 409 }));
+      response.end(JSON.stringify(mode === 'created' ? JSON.parse(text) : refusal));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -44,7 +45,7 @@ async function eventEndpoint(t: { teardown(fn: () => unknown): void }, behaviour
   return { core: kubeConfig.makeApiClient(CoreV1Api), received };
 }
 
-function recorder(core: CoreV1Api, options: { timeoutMs?: number; maxInFlight?: number } = {}) {
+function recorder(core: CoreV1Api, options: { timeoutMs?: number; maxInFlight?: number; ratePerSecond?: number; burst?: number } = {}) {
   const metrics = new Registry();
   const warnings: Array<Record<string, unknown>> = [];
   const events = new OwnerEventRecorder({ core, metrics, logger: { warn: (object) => warnings.push(object as Record<string, unknown>) }, ...options });
@@ -115,6 +116,27 @@ t.test('bounded: a write with no answer is abandoned after the timeout, and too 
   await events.idle();
   t.equal(received.length, 3, 'a failed write is not remembered: the next object with the problem tries again');
   t.equal((await counts()).created, 1);
+});
+
+t.test('bounded in rate, and never sent with names the API server refuses: what a caller other than the API server can make it write', async (t) => {
+  const { core, received } = await eventEndpoint(t, () => 'created');
+  const { events, counts, warnings } = recorder(core, { ratePerSecond: 0.001, burst: 3 });
+  for (let index = 0; index < 10; index++) events.record(notice(`job-${index}`));
+  events.record({ ...notice(), owner: { ...notice().owner, name: 'x'.repeat(100_000) } });
+  events.record({ ...notice(), namespace: 'Not A Namespace' });
+  await events.idle();
+  t.equal(received.length, 3, 'a burst of 3, then nothing until the bucket refills');
+  t.same(await counts(), { created: 3, duplicate: 0, dropped: 9, error: 0 });
+  t.same(warnings, []);
+});
+
+t.test('a refused write is logged in a few words, whatever the API server quoted', async (t) => {
+  const { core } = await eventEndpoint(t, () => 'invalid');
+  const { events, warnings, counts } = recorder(core);
+  events.record(notice());
+  await events.idle();
+  t.same(warnings, [{ namespace: 'batch', owner: 'Job/nightly-29120', event: warnings[0]?.event, error: 'the API server answered 422' }]);
+  t.equal((await counts()).error, 1);
 });
 
 t.test('the message stays readable when there are many errors', async (t) => {
