@@ -87,7 +87,7 @@ export const SERVE_FLAGS = {
   noWatcher: bool('no-watcher', 'Do not run the watcher (run the admission webhook alone).'),
   listenAddress: text('listen-address', 'host:port of the HTTPS server for /validate, /mutate, /healthz, /readyz and /metrics.', '0.0.0.0:9443'),
   probeAddress: text('probe-address', 'host:port of a plain-HTTP listener for /healthz, /readyz and /metrics (for probes and scrapes of a watcher-only process); empty disables it.', ''),
-  enforcement: oneOf('enforcement', 'deny rejects misconfigured pods, Jobs and CronJobs; warn admits them and returns every error as a warning (audit mode).', ['deny', 'warn'] as const, 'deny'),
+  enforcement: oneOf('enforcement', 'deny rejects misconfigured pods, Jobs and CronJobs, except those a controller creates (admitted with warnings and an event on their owner); warn admits them all and returns every error as a warning (audit mode).', ['deny', 'warn'] as const, 'deny'),
   quickExitImageAllowlist: list('quick-exit-image-allowlist', 'When set, quick-exit images must match one of these patterns (* matches anything, e.g. registry.example.com/quick-exit:*).'),
   bodyLimit: bytes('body-limit', 'Largest AdmissionReview body accepted; larger requests get a 413.', 8 * 1024 * 1024),
   shutdownGrace: duration('shutdown-grace', 'On SIGTERM, how long in-flight requests and reconciles may take to finish.', '20s'),

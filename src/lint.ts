@@ -1,11 +1,11 @@
 // `sidecar-terminator lint FILE...`: the webhook's validation, offline, on YAML manifests,
-// for CI pipelines (DESIGN.md section 6). Findings are printed in the webhook's words.
+// for CI pipelines. Findings are printed in the webhook's words.
 // Input is untrusted: a size limit per file, a small alias budget against alias bombs, and
 // the yaml package never runs code for tags (unknown tags are read as plain values).
 import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { Composer, Lexer, LineCounter, Parser } from 'yaml';
-import { applyEnforcement, formatFinding, inspectObject, isRecord, type EnforcementMode } from './policy/index.ts';
+import { enforcedFindings, formatFinding, inspectObject, isRecord, type EnforcementMode } from './policy/index.ts';
 
 export const MAX_FILE_BYTES = 8 * 1024 * 1024;
 const MAX_ALIAS_COUNT = 50;
@@ -102,7 +102,7 @@ export function lintText(text: string, file: string, options: LintOptions): File
       continue;
     }
     report.checked++;
-    for (const finding of applyEnforcement(inspection.findings, options.enforcement)) {
+    for (const finding of enforcedFindings(inspection, options.enforcement)) {
       report.lines.push(`${file}: ${label}: ${finding.severity}: ${formatFinding(finding)}`);
       if (finding.severity === 'error') report.errors++;
       else report.warnings++;

@@ -21,6 +21,7 @@ import { secureContextOptions } from './tls/secure-context.ts';
 import { directoryStore } from './tls/store.ts';
 import { buildProbeApp, type Readiness } from './health.ts';
 import { buildApp } from './webhook/app.ts';
+import { OwnerEventRecorder } from './webhook/owner-events.ts';
 import { createWatcherMetrics } from './watcher/metrics.ts';
 import { Watcher } from './watcher/watcher.ts';
 import { LeaderElector } from './kube/leader-election.ts';
@@ -165,7 +166,9 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
 
   let draining = false;
   readinessChecks.push(() => (draining ? { ready: false, reason: 'shutting down' } : { ready: true }));
+  const ownerEvents = new OwnerEventRecorder({ core: kubeConfig.makeApiClient(CoreV1Api), logger, metrics });
   const app = buildApp({
+    ownerEvents,
     draining: () => draining,
     enforcement: config.enforcement,
     quickExitImageAllowlist: config.quickExitImageAllowlist,
@@ -217,6 +220,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     draining = true;
     await new Promise((resolveDrain) => setTimeout(resolveDrain, Math.min(SHUTDOWN_DRAIN_MS, config.shutdownGrace / 4)));
     await closeWithin(app, config.shutdownGrace, logger, closeUnusedConnections);
+    await ownerEvents.idle();
   };
 }
 

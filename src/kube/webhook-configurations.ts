@@ -42,7 +42,6 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
   const common = (path: string) => ({
     clientConfig: clientConfig(target, path, caBundle),
     admissionReviewVersions: ['v1'],
-    sideEffects: 'None',
     failurePolicy: target.failurePolicy,
     timeoutSeconds: 10,
     namespaceSelector: {
@@ -55,13 +54,18 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
       apiVersion: 'admissionregistration.k8s.io/v1',
       kind: 'MutatingWebhookConfiguration',
       metadata,
-      webhooks: [{ name: 'mutate.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'Never', ...common('/mutate') }],
+      // IfNeeded: called again when a later webhook changed the pod (a service mesh or log agent
+      // injecting a marked sidecar), so that sidecar's pod is labelled too. Mutation is
+      // idempotent: a pod labelled already gets no patch.
+      webhooks: [{ name: 'mutate.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...common('/mutate') }],
     },
     validating: {
       apiVersion: 'admissionregistration.k8s.io/v1',
       kind: 'ValidatingWebhookConfiguration',
       metadata,
-      webhooks: [{ name: 'validate.sidecar-terminator.io', rules: [podCreate, jobTemplates, workloadTemplates], ...common('/validate') }],
+      // NoneOnDryRun: for an object a controller created despite errors it records an Event on the
+      // owner, except on dry runs.
+      webhooks: [{ name: 'validate.sidecar-terminator.io', rules: [podCreate, jobTemplates, workloadTemplates], sideEffects: 'NoneOnDryRun', ...common('/validate') }],
     },
   };
 }

@@ -1,14 +1,21 @@
-// Judging a whole object: find its pod spec, validate it. The webhook, the lint command and
-// the watcher's sweeper all judge objects through these.
-import { applyEnforcement, type Finding } from './findings.ts';
-import { podSpecOf } from './templates.ts';
+// Judging a whole object: find its pod spec, validate it, and say what admission makes of the
+// findings. The webhook, the lint command and the watcher's sweeper all judge objects through these.
+import { applyEnforcement, type EnforcementMode, type Finding } from './findings.ts';
+import { controllerOf, podSpecOf, type ControllerReference } from './templates.ts';
 import { isManageable, validatePodSpec } from './validate.ts';
 
 export interface Inspection {
   /** The object's pod spec, as found (possibly malformed). */
   spec: unknown;
-  /** Every finding, before the enforcement mode is applied (workloads' findings are warnings already). */
+  /** Every finding with the severity its rule gives it (workloads' findings are warnings already). */
   findings: Finding[];
+  /**
+   * The controller that created the object (a pod's Job, a Job's CronJob), if any. Its findings
+   * are never enforced: the template they come from was admitted before (before the add-on was
+   * installed, or in warn mode), and denying what a controller creates from it breaks a workload
+   * that OpenKruise runs, with the controller retrying in a loop. The template is what to fix.
+   */
+  controller: ControllerReference | undefined;
 }
 
 /** The findings for the pod spec of a Pod, Job, CronJob or workload object; undefined when it carries none. */
@@ -17,12 +24,20 @@ export function inspectObject(object: unknown, quickExitImageAllowlist: readonly
   if (!location) return undefined;
   const { spec, fieldPrefix, strictRestartPolicy, advisory } = location;
   const findings = validatePodSpec(spec, { fieldPrefix, strictRestartPolicy, quickExitImageAllowlist });
-  return { spec, findings: advisory ? applyEnforcement(findings, 'warn') : findings };
+  return { spec, findings: advisory ? applyEnforcement(findings, 'warn') : findings, controller: controllerOf(object) };
 }
 
-/** Whether a pod should carry the managed label: the webhook's rule, also applied by the sweeper. */
+/** The findings as admission and lint report them: errors become warnings in warn mode, and for an object a controller created. */
+export function enforcedFindings(inspection: Inspection, mode: EnforcementMode): Finding[] {
+  return applyEnforcement(inspection.findings, inspection.controller ? 'warn' : mode);
+}
+
+/**
+ * Whether a pod should carry the managed label: the webhook's rule, also applied by the sweeper.
+ * A pod from a controller is handled as OpenKruise handles it, errors or not; any other pod with
+ * an error is left alone even when warn mode admitted it.
+ */
 export function shouldManage(pod: unknown, quickExitImageAllowlist: readonly string[]): boolean {
   const inspection = inspectObject(pod, quickExitImageAllowlist);
-  // The findings before enforcement: a pod with errors is not managed, even when warn mode admits it.
-  return inspection !== undefined && isManageable(inspection.spec, inspection.findings);
+  return inspection !== undefined && isManageable(inspection.spec, inspection.controller ? [] : inspection.findings);
 }

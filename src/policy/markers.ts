@@ -1,5 +1,5 @@
 // The OpenKruise-compatible env vars that mark a container as a sidecar, and the reading of
-// them from a container. See DESIGN.md section 2.
+// them from a container, entry by entry as OpenKruise's Job Sidecar Terminator reads them.
 import { arrayOf, isRecord, type Container, type PodSpec } from './types.ts';
 
 export const ENV_WHEN_JOB_EXIT = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT';
@@ -49,17 +49,20 @@ export function isTrueValue(value: string | undefined): boolean {
 }
 
 /**
- * Reads a container's markers. When a name is defined twice the last entry wins, as it does
- * in the container's environment (validation warns about the duplicate).
+ * Reads a container's markers the way OpenKruise does, so a pod behaves the same under either
+ * controller: a name defined twice counts when any of its definitions is "true" (any case), and
+ * the quick-exit image is the first definition's value, even though the container's environment
+ * holds the last one. Any other value (`""`, `"1"`, `"yes"`, or one set through valueFrom, which
+ * cannot be read from the spec) means "not set". Validation warns about all of these.
  */
 export function readMarkers(container: Container): SidecarMarkers {
-  const last = new Map<MarkerName, MarkerEntry>();
-  for (const entry of markerEntries(container)) last.set(entry.name, entry);
-  const quickExitImage = last.get(ENV_WITH_IMAGE)?.value;
+  const entries = markerEntries(container);
+  const anyTrue = (name: MarkerName) => entries.some((entry) => entry.name === name && isTrueValue(entry.value));
+  const quickExitImage = entries.find((entry) => entry.name === ENV_WITH_IMAGE)?.value;
   return {
-    whenJobExit: isTrueValue(last.get(ENV_WHEN_JOB_EXIT)?.value),
+    whenJobExit: anyTrue(ENV_WHEN_JOB_EXIT),
     quickExitImage: quickExitImage === '' ? undefined : quickExitImage,
-    ignoreExitCode: isTrueValue(last.get(ENV_IGNORE_EXIT_CODE)?.value),
+    ignoreExitCode: anyTrue(ENV_IGNORE_EXIT_CODE),
   };
 }
 

@@ -54,3 +54,27 @@ export function podSpecOf(object: unknown): PodSpecLocation | undefined {
   }
   return undefined;
 }
+
+/** The object whose controller created this one: an ownerReference with `controller: true`. */
+export interface ControllerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+}
+
+/**
+ * The controller of an object: a Job's for its pods, a CronJob's for its Jobs, any operator's
+ * for what it creates. Such an object is written by a program from a template that already
+ * exists, so denying it only makes the controller retry; see inspectObject.
+ */
+export function controllerOf(object: unknown): ControllerReference | undefined {
+  const metadata = isRecord(object) ? object.metadata : undefined;
+  const references = isRecord(metadata) && Array.isArray(metadata.ownerReferences) ? metadata.ownerReferences : [];
+  for (const reference of references) {
+    if (!isRecord(reference) || reference.controller !== true) continue;
+    const { apiVersion, kind, name, uid } = reference;
+    if (typeof apiVersion === 'string' && typeof kind === 'string' && typeof name === 'string' && typeof uid === 'string') return { apiVersion, kind, name, uid };
+  }
+  return undefined;
+}

@@ -1,5 +1,5 @@
-// Validation of the sidecar configuration of one pod spec (a pod's, or a template's),
-// DESIGN.md section 3. Pure: the webhook and the lint command both call it.
+// Validation of the sidecar configuration of one pod spec (a pod's, or a template's): the rules
+// of README "Rules checked at admission". Pure: the webhook and the lint command both call it.
 import type { Finding, RuleId, Severity, FindingType } from './findings.ts';
 import { isAllowedImage, isSameImage, parseImageReference } from './image.ts';
 import {
@@ -11,6 +11,7 @@ import {
   type ContainerRole,
   type MarkerEntry,
   type MarkerName,
+  type SidecarMarkers,
 } from './markers.ts';
 import { targetsVirtualNodes } from './nodes.ts';
 import { arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from './types.ts';
@@ -66,26 +67,27 @@ function validateContainerMarkers(
 ): void {
   const entries = markerEntries(container);
   if (entries.length === 0) return;
-  const effective = new Map<MarkerName, MarkerEntry>();
-  const counts = new Map<MarkerName, number>();
-  for (const entry of entries) {
-    effective.set(entry.name, entry);
-    counts.set(entry.name, (counts.get(entry.name) ?? 0) + 1);
-  }
+  const byName = new Map<MarkerName, MarkerEntry[]>();
+  for (const entry of entries) byName.set(entry.name, [...(byName.get(entry.name) ?? []), entry]);
   const envPath = (name: MarkerName) => `${path}.env[${name}]`;
 
-  for (const [name, count] of counts) {
-    if (count < 2) continue;
+  for (const [name, definitions] of byName) {
+    if (definitions.length < 2) continue;
     report('warning', {
       rule: 'duplicate-marker',
       field: envPath(name),
       type: 'Duplicate value',
       value: name,
-      detail: `defined ${count} times in this container; only the last definition takes effect, so remove the others`,
+      detail: `defined ${definitions.length} times in this container; ${duplicateOutcome(name, role.markers)}; keep one definition`,
     });
   }
 
-  for (const entry of effective.values()) {
+  // Every definition is checked (each one counts at run time), each distinct mistake once.
+  const reported = new Set<string>();
+  for (const entry of entries) {
+    const key = `${entry.name}\n${entry.fromValueFrom ? 'valueFrom' : entry.value}`;
+    if (reported.has(key)) continue;
+    reported.add(key);
     if (entry.fromValueFrom) {
       report('error', {
         rule: 'marker-value-from',
@@ -93,18 +95,20 @@ function validateContainerMarkers(
         type: 'Forbidden',
         detail: `sidecar markers must be literal values: valueFrom cannot be read from the pod spec, so the marker would silently do nothing; set value: ${entry.name === ENV_WITH_IMAGE ? 'to the quick-exit image reference' : '"true"'} instead`,
       });
-    } else if (entry.name === ENV_WITH_IMAGE) {
-      validateQuickExitImage(container, entry.value ?? '', envPath(entry.name), options, report);
-    } else if (!/^(true|false)$/i.test(entry.value ?? '')) {
+    } else if (entry.name !== ENV_WITH_IMAGE && !/^(true|false)$/i.test(entry.value ?? '')) {
       report('error', {
         rule: 'marker-value',
         field: envPath(entry.name),
         type: 'Invalid value',
         value: entry.value ?? '',
-        detail: 'must be "true" or "false" (any case)',
+        detail: 'must be "true" or "false" (any case); any other value counts as "false", as in OpenKruise',
       });
     }
   }
+
+  // The quick-exit image used is the first definition's, as OpenKruise picks it.
+  const image = byName.get(ENV_WITH_IMAGE)?.[0];
+  if (image && !image.fromValueFrom) validateQuickExitImage(container, image.value ?? '', envPath(ENV_WITH_IMAGE), options, report);
 
   if (role.markers.ignoreExitCode && !role.markers.whenJobExit) {
     report('error', {
@@ -114,6 +118,16 @@ function validateContainerMarkers(
       detail: `takes effect only together with ${ENV_WHEN_JOB_EXIT}="true" on the same container; add that variable, or remove this one`,
     });
   }
+}
+
+/** What a marker defined several times means at run time (readMarkers), in words. */
+function duplicateOutcome(name: MarkerName, markers: SidecarMarkers): string {
+  if (name === ENV_WITH_IMAGE) return "the first definition is the quick-exit image, as OpenKruise picks it, although the container's environment holds the last one";
+  const holds = name === ENV_WHEN_JOB_EXIT ? markers.whenJobExit : markers.ignoreExitCode;
+  const effect = name === ENV_WHEN_JOB_EXIT ? 'the container is a sidecar' : 'its exit code is ignored';
+  return holds
+    ? `one of them is "true", so ${effect}: any "true" counts, as in OpenKruise`
+    : `none of them is "true", so this variable has no effect`;
 }
 
 function validateQuickExitImage(

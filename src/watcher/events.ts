@@ -3,10 +3,9 @@
 import { createHash } from 'node:crypto';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { isApiError } from '../kube/api-errors.ts';
+import { eventBody, type EventType } from '../kube/events.ts';
 
-export const COMPONENT = 'sidecar-terminator';
-
-export type EventType = 'Normal' | 'Warning';
+export { COMPONENT, type EventType } from '../kube/events.ts';
 
 export class EventRecorder {
   private readonly core: CoreV1Api;
@@ -23,24 +22,9 @@ export class EventRecorder {
     const uid = pod.metadata?.uid ?? '';
     const id = createHash('sha256').update(options.oncePerPod ? `${uid}\n${reason}` : `${uid}\n${reason}\n${message}`).digest('hex').slice(0, 16);
     if (this.sent.get(uid)?.has(id)) return;
-    const now = new Date();
     try {
-      await this.core.createNamespacedEvent({
-        namespace,
-        body: {
-          metadata: { name: `${pod.metadata!.name}.${id}`, namespace },
-          involvedObject: { kind: 'Pod', apiVersion: 'v1', namespace, name: pod.metadata!.name, uid: pod.metadata!.uid },
-          type,
-          reason,
-          message,
-          source: { component: COMPONENT },
-          reportingComponent: COMPONENT,
-          reportingInstance: process.env.HOSTNAME ?? COMPONENT,
-          firstTimestamp: now,
-          lastTimestamp: now,
-          count: 1,
-        },
-      });
+      const involvedObject = { kind: 'Pod', apiVersion: 'v1', namespace, name: pod.metadata!.name, uid: pod.metadata!.uid };
+      await this.core.createNamespacedEvent({ namespace, body: eventBody(`${pod.metadata!.name}.${id}`, involvedObject, type, reason, message) });
     } catch (error) {
       if (!isApiError(error, 409)) throw error;
     }

@@ -11,8 +11,9 @@ import { isRecord } from '../policy/index.ts';
 import { errored, review, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
 import { createAdmissionMetrics, ADMISSION_ENDPOINTS, type AdmissionEndpoint, type AdmissionMetrics, type AdmissionResult } from './metrics.ts';
 import { mutate } from './mutate.ts';
+import type { OwnerEventRecorder } from './owner-events.ts';
 import { AJV_OPTIONS, admissionReviewSchema, describeSchemaError, parseJsonBody } from './schema.ts';
-import { validate, type AdmissionSettings } from './validate.ts';
+import { validate, type AdmissionSettings, type Verdict } from './validate.ts';
 
 export interface AppOptions extends AdmissionSettings {
   /** Largest request body in bytes; larger ones get a 413. */
@@ -29,12 +30,14 @@ export interface AppOptions extends AdmissionSettings {
   metrics?: Registry;
   /** The handlers behind the routes; the pure validate and mutate by default. */
   handlers?: Partial<Record<AdmissionEndpoint, AdmissionHandler>>;
+  /** Where the events for the owners of objects admitted despite errors go; none without it. */
+  ownerEvents?: Pick<OwnerEventRecorder, 'record'>;
 }
 
 /** The app; its server is an https.Server when AppOptions.https is given. */
 export type WebhookApp = FastifyInstance<http.Server | https.Server>;
 
-export type AdmissionHandler = (request: AdmissionRequest, settings: AdmissionSettings) => AdmissionDecision;
+export type AdmissionHandler = (request: AdmissionRequest, settings: AdmissionSettings) => Verdict;
 
 const HANDLERS: Record<AdmissionEndpoint, AdmissionHandler> = {
   validate,
@@ -93,7 +96,9 @@ export function buildApp(options: AppOptions): WebhookApp {
       },
       async (request, reply) => {
         const handle = options.handlers?.[endpoint] ?? HANDLERS[endpoint];
-        const decision = handle((request.body as { request: AdmissionRequest }).request, settings);
+        const { ownerNotice, ...decision } = handle((request.body as { request: AdmissionRequest }).request, settings);
+        // Started here, finished in the background: the answer never waits for it.
+        if (ownerNotice) options.ownerEvents?.record(ownerNotice);
         const result: AdmissionResult = !decision.allowed ? 'denied' : decision.patch ? 'patched' : 'allowed';
         return answer(request, reply, result, decision, 200);
       },

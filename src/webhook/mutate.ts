@@ -1,6 +1,8 @@
-// The mutating handler (DESIGN.md section 3): a pod the watcher should manage gets the managed
-// label (src/policy/labels.ts): the watcher watches those pods only. The patch is the
-// difference between the pod and a labelled deep copy of it.
+// The mutating handler: a pod the watcher should manage gets the managed label
+// (src/policy/labels.ts): the watcher watches those pods only. The patch is the difference
+// between the pod and a labelled copy of it, so a pod that has the label already gets no patch:
+// the webhook registers with reinvocationPolicy IfNeeded, and is called again after a later
+// webhook injected a sidecar, without changing what it already labelled.
 import { MANAGED, MANAGED_LABEL, isRecord, shouldManage } from '../policy/index.ts';
 import { allowed, patched, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
 import { diff } from './json-patch.ts';

@@ -1,7 +1,8 @@
-// The validating handler (DESIGN.md section 3): a pure function from an AdmissionRequest and
-// the cluster's settings to a decision. The rules themselves live in src/policy.
+// The validating handler: a pure function from an AdmissionRequest and the cluster's settings
+// to a decision, and to the notice for the owner of an object a controller created despite
+// errors (app.ts records it as an Event). The rules themselves live in src/policy.
 import {
-  applyEnforcement,
+  enforcedFindings,
   errorsOf,
   formatFinding,
   inspectObject,
@@ -9,8 +10,10 @@ import {
   isRecord,
   type EnforcementMode,
   type Finding,
+  type Inspection,
 } from '../policy/index.ts';
 import { allowed, denied, type AdmissionDecision, type AdmissionRequest, type GroupVersionKind } from './admission.ts';
+import type { OwnerNotice } from './owner-events.ts';
 
 export interface AdmissionSettings {
   enforcement: EnforcementMode;
@@ -48,22 +51,44 @@ function isValidated(request: AdmissionRequest): boolean {
   return request.operation === 'CREATE' || request.operation === 'UPDATE';
 }
 
-export function validate(request: AdmissionRequest, settings: AdmissionSettings): AdmissionDecision {
+/** A decision, and what to tell the owner of the object (never part of the answer). */
+export type Verdict = AdmissionDecision & { ownerNotice?: OwnerNotice };
+
+export function validate(request: AdmissionRequest, settings: AdmissionSettings): Verdict {
   if (!isValidated(request)) return allowed();
-  const inspection = inspectObject(objectOf(request), settings.quickExitImageAllowlist);
+  const object = objectOf(request);
+  const inspection = inspectObject(object, settings.quickExitImageAllowlist);
   if (!inspection) return allowed();
 
   let findings = inspection.findings;
   if (request.operation === 'UPDATE') {
     findings = ratchet(findings, inspectObject(objectOf(request, 'oldObject'), settings.quickExitImageAllowlist)?.findings ?? []);
   }
-  findings = applyEnforcement(findings, settings.enforcement);
+  findings = enforcedFindings({ ...inspection, findings }, settings.enforcement);
 
   const warnings = warningsOf(findings).map(formatFinding);
   const errors = errorsOf(findings);
-  if (errors.length === 0) return allowed({ warnings });
+  if (errors.length === 0) {
+    const ownerNotice = ownerNoticeOf(request, object, inspection);
+    return ownerNotice ? { ...allowed({ warnings }), ownerNotice } : allowed({ warnings });
+  }
   const count = errors.length === 1 ? '1 sidecar configuration error' : `${errors.length} sidecar configuration errors`;
   return denied(`${count}: ${errors.map(formatFinding).join('; ')}`, { warnings });
+}
+
+/**
+ * For an object a controller created with errors (admitted as warnings), what its owner's event
+ * says. Only on a real CREATE: a dry run has no side effects (the webhook registers with
+ * sideEffects NoneOnDryRun), and an update by a controller repeats what its creation said.
+ */
+function ownerNoticeOf(request: AdmissionRequest, object: unknown, inspection: Inspection): OwnerNotice | undefined {
+  const errors = errorsOf(inspection.findings);
+  if (!inspection.controller || errors.length === 0 || request.operation !== 'CREATE' || request.dryRun) return undefined;
+  const metadata = isRecord(object) && isRecord(object.metadata) ? object.metadata : {};
+  const namespace = request.namespace || (typeof metadata.namespace === 'string' ? metadata.namespace : '');
+  if (!namespace) return undefined;
+  const name = request.name || (typeof metadata.name === 'string' && metadata.name) || (typeof metadata.generateName === 'string' ? `${metadata.generateName}*` : '(unnamed)');
+  return { namespace, owner: inspection.controller, object: `${request.kind.kind} ${name}`, errors: errors.map(formatFinding) };
 }
 
 /**

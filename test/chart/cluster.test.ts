@@ -230,6 +230,8 @@ t.test('the webhook with the chart permissions: creates its Secret, patches both
   t.equal(await canI('sidecar-terminator-webhook', 'list', 'secrets', '-n', NS), 'no', 'no listing Secrets');
   t.equal(await canI('sidecar-terminator-webhook', 'patch', 'validatingwebhookconfigurations/someone-else'), 'no', 'no other webhook configuration');
   t.equal(await canI('sidecar-terminator-webhook', 'list', 'pods', '-A'), 'no', 'no pods');
+  t.equal(await canI('sidecar-terminator-webhook', 'create', 'events', '-n', 'team-a'), 'yes', 'events on the owners of objects admitted despite errors, in any namespace');
+  t.equal(await canI('sidecar-terminator-webhook', 'update', 'events', '-n', 'team-a'), 'no', 'create only');
 });
 
 t.test('the watcher with the chart permissions, namespaced, signal mechanism: the sweeper and a kill', async (t) => {

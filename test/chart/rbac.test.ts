@@ -61,7 +61,11 @@ const CALLS: Record<string, Call> = {
   patchNamespacedPod: { sites: ['src/watcher/actions.ts', 'src/watcher/sweeper.ts'], needs: [pods('patch')], why: 'the managed label, and the in-place quick-exit image' },
   patchNamespacedPodStatus: { sites: ['src/watcher/actions.ts'], needs: [pods('patch', 'pods/status')], why: 'the terminal phase and the SidecarTerminated condition' },
   patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/actions.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal mechanism', when: usesSignal },
-  createNamespacedEvent: { sites: ['src/watcher/events.ts'], needs: [pods('create', 'events')], why: 'SidecarTerminating and SidecarTerminationFailed events' },
+  createNamespacedEvent: {
+    sites: ['src/watcher/events.ts', 'src/webhook/owner-events.ts'],
+    needs: [pods('create', 'events')],
+    why: "the watcher's events on pods; the webhook's InvalidSidecarConfiguration events on the owners of objects admitted despite errors",
+  },
   createNamespacedCustomObject: {
     sites: ['src/watcher/actions.ts'],
     needs: [{ group: 'apps.kruise.io', resource: 'containerrecreaterequests', verb: 'create', scope: 'watched' }],
@@ -106,12 +110,12 @@ const CALLS: Record<string, Call> = {
 /** Which process runs the code in a file. */
 function componentOf(file: string): Component | undefined {
   if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts') return 'watcher';
-  if (file.startsWith('src/tls/') || file === 'src/kube/webhook-configurations.ts') return 'webhook';
+  if (file.startsWith('src/tls/') || file.startsWith('src/webhook/') || file === 'src/kube/webhook-configurations.ts') return 'webhook';
   return undefined;
 }
 
 /** Values imported from client-node that make no API call themselves. */
-const INERT_IMPORTS = new Set(['KubeConfig', 'PatchStrategy', 'setHeaderOptions']);
+const INERT_IMPORTS = new Set(['KubeConfig', 'Observable', 'PatchStrategy', 'setHeaderOptions']);
 
 const apiClasses = Object.entries(clientNode).filter(([name, value]) => /Api$/.test(name) && name !== 'KubernetesObjectApi' && typeof value === 'function');
 const API_METHODS = new Set(

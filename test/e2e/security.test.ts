@@ -84,14 +84,15 @@ t.test('the webhook port: TLS 1.2 or later, never plain HTTP', async (t) => {
 
 t.test('the watcher writes exactly the quick-exit image the pod declares, and nothing else', async (t) => {
   const namespace = await cp.createNamespace();
-  // The marker defined twice: the container's environment has the last value, so that one is used.
+  // The marker defined twice: the first definition is the quick-exit image, as OpenKruise picks it
+  // (although the container's environment has the last value).
   const images = ['registry.example.com/quick-exit:0.9', 'registry.example.com/quick-exit:2.0'];
   const warned = await apply(cp, namespace, jobYaml('image', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: `${main()}\n${imageSidecar(images)}` }));
   t.match(warned, /defined 2 times in this container/, 'the webhook warned about the duplicate');
   const before = await podOfJob(stack, namespace, 'image');
   await waitForJob(stack, namespace, 'image', 'Complete');
   const after = await podOfJob(stack, namespace, 'image');
-  t.equal(after.spec?.containers.find((c) => c.name === 'logs')?.image, images[1], 'the image is the one the container environment holds');
+  t.equal(after.spec?.containers.find((c) => c.name === 'logs')?.image, images[0], 'the image is the first definition, as OpenKruise picks it');
   const withoutReplacedImage = (pod: V1Pod) => pod.spec!.containers.map((c) => (c.name === 'logs' ? { ...c, image: '(replaced)' } : c));
   t.same(withoutReplacedImage(after), withoutReplacedImage(before), 'no other field of any container changed');
   t.notOk(after.spec?.ephemeralContainers, 'no ephemeral container either');

@@ -55,17 +55,20 @@ spec:
 
 t.test('the registered configurations call this process with the CA of --cert-dir', async (t) => {
   const admission = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
-  const mutating = await admission.readMutatingWebhookConfiguration({ name: CONFIG_NAME });
-  const validating = await admission.readValidatingWebhookConfiguration({ name: CONFIG_NAME });
+  // serve is ready once it listens; it registers just after, so a loaded machine can read first.
+  const mutating = await waitFor('the MutatingWebhookConfiguration', () => admission.readMutatingWebhookConfiguration({ name: CONFIG_NAME }));
+  const validating = await waitFor('the ValidatingWebhookConfiguration', () => admission.readValidatingWebhookConfiguration({ name: CONFIG_NAME }));
   const caFile = await readFile(join(certDir, 'ca.crt'), 'utf8');
   for (const config of [mutating, validating]) {
     const [webhook] = config.webhooks ?? [];
     t.equal(Buffer.from(webhook?.clientConfig.caBundle ?? '', 'base64').toString(), caFile, `${config.kind} trusts ca.crt`);
-    t.equal(webhook?.sideEffects, 'None');
     t.equal(webhook?.failurePolicy, 'Fail');
     t.same(webhook?.admissionReviewVersions, ['v1']);
     t.match(webhook?.namespaceSelector?.matchExpressions, [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'sidecar-terminator'] }]);
   }
+  t.equal(mutating.webhooks?.[0]?.sideEffects, 'None');
+  t.equal(mutating.webhooks?.[0]?.reinvocationPolicy, 'IfNeeded', 'called again after a later webhook injects a sidecar');
+  t.equal(validating.webhooks?.[0]?.sideEffects, 'NoneOnDryRun', 'events on owners, never on dry runs');
   t.match(mutating.webhooks?.[0]?.rules, [{ apiGroups: [''], resources: ['pods'], operations: ['CREATE'] }]);
   t.match(validating.webhooks?.[0]?.rules, [
     { apiGroups: [''], resources: ['pods'], operations: ['CREATE'] },

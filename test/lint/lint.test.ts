@@ -43,7 +43,7 @@ function reviewOf(object: any, uid: string) {
 
 t.test('lint reports what the webhook answers, word for word', async (t) => {
   const app = testApp();
-  for (const name of ['bad-job', 'warning-job', 'valid-job', 'cronjob', 'deployment', 'multi']) {
+  for (const name of ['bad-job', 'warning-job', 'valid-job', 'cronjob', 'deployment', 'multi', 'exported-job']) {
     const file = manifest(name);
     const lint = findingsByObject((await runCli(['lint', file])).stdout, file);
     let checked = 0;
@@ -64,6 +64,10 @@ t.test('exit codes and the summary', async (t) => {
   t.equal(bad.code, 1, 'errors: 1');
   t.match(bad.stdout, /^test\/fixtures\/manifests\/bad-job\.yaml: Job\/backup: error: spec\.template\.spec\.containers\[1\]\.env\[KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT\]: Invalid value: "yes": /m);
   t.match(bad.stdout, /^1 object checked in 1 file: 2 errors, 1 warning$/m);
+
+  const exported = await runCli(['lint', manifest('exported-job')]);
+  t.equal(exported.code, 0, 'a Job its CronJob created: its error is a warning, as at admission');
+  t.match(exported.stdout, /^test\/fixtures\/manifests\/exported-job\.yaml: Job\/nightly-29120: warning: spec\.template\.spec\.containers\[1\]\.env\[KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE\]: Invalid value: "yes": /m);
 
   const warnings = await runCli(['lint', manifest('warning-job')]);
   t.equal(warnings.code, 0, 'warnings alone: 0');

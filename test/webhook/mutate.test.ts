@@ -2,7 +2,8 @@
 import t from 'tap';
 import { MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { diff, escapePointerSegment } from '../../src/webhook/json-patch.ts';
-import { applyPatch, loadReview, patchOf, post, testApp } from './support.ts';
+import { readdirSync } from 'node:fs';
+import { OWNERS, applyPatch, createdBy, loadReview, patchOf, post, testApp } from './support.ts';
 
 t.test('a manageable pod without labels gets metadata.labels with the managed label', async (t) => {
   const app = testApp();
@@ -58,6 +59,43 @@ t.test('warn mode admits a pod with errors, but the watcher does not get it', as
   const review = loadReview('pod-errors');
   t.equal((await post(app, 'validate', review)).review.response?.allowed, true);
   t.same((await post(app, 'mutate', review)).review.response, { uid: review.request.uid, allowed: true });
+});
+
+t.test('a pod its Job created is labelled despite errors, so it is handled as OpenKruise handles it', async (t) => {
+  const app = testApp();
+  const review = loadReview('pod-from-job-errors');
+  const validated = (await post(app, 'validate', review)).review.response;
+  t.equal(validated?.allowed, true, 'admitted');
+  t.ok(validated?.warnings?.length, 'with the errors as warnings');
+  const answer = (await post(app, 'mutate', review)).review;
+  t.same(applyPatch(review.request.object, patchOf(answer)).metadata.labels, { ...review.request.object.metadata.labels, [MANAGED_LABEL]: MANAGED }, 'labelled');
+});
+
+t.test('idempotent: a reinvocation on a pod mutated already changes nothing, for every fixture', async (t) => {
+  const app = testApp();
+  const fixtures = readdirSync(new URL('../fixtures/admission/', import.meta.url)).filter((name) => name.endsWith('.json')).map((name) => name.replace(/\.json$/, ''));
+  let labelled = 0;
+  for (const name of fixtures) {
+    for (const review of [loadReview(name), createdBy(loadReview(name), OWNERS.Job)]) {
+      const first = (await post(app, 'mutate', review)).review.response!;
+      if (!first.patch) continue;
+      labelled++;
+      const again = structuredClone(review);
+      again.request.object = applyPatch(review.request.object, patchOf({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: first }));
+      t.same((await post(app, 'mutate', again)).review.response, { uid: review.request.uid, allowed: true }, `${name}: no patch the second time`);
+    }
+  }
+  t.ok(labelled >= 4, `the fixtures include pods that get labelled (${labelled})`);
+});
+
+t.test('a reinvocation after a later webhook injected a marked sidecar labels the pod', async (t) => {
+  const app = testApp();
+  const review = loadReview('pod-no-sidecar');
+  t.same((await post(app, 'mutate', review)).review.response, { uid: review.request.uid, allowed: true }, 'first call: no sidecar yet, no label');
+  // What an injector ordered after this webhook adds; the API server then calls this webhook again.
+  review.request.object.spec.containers.push({ name: 'log-agent', image: 'fluent/fluent-bit:3.1', env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }] });
+  const reinvoked = (await post(app, 'mutate', review)).review;
+  t.same(applyPatch(review.request.object, patchOf(reinvoked)).metadata.labels, { ...review.request.object.metadata.labels, [MANAGED_LABEL]: MANAGED }, 'labelled on reinvocation');
 });
 
 t.test('a label value other than "true" is replaced', async (t) => {

@@ -64,6 +64,19 @@ export function asKind(review: FixtureReview, kind: 'Pod' | 'Job' | 'CronJob'): 
 
 export const FIELD_PREFIX = { Pod: 'spec', Job: 'spec.template.spec', CronJob: 'spec.jobTemplate.spec.template.spec' } as const;
 
+/** Owners as their controllers set them: a Job's on its pods, a CronJob's on its Jobs. */
+export const OWNERS = {
+  Job: { apiVersion: 'batch/v1', kind: 'Job', name: 'nightly-29120', uid: '0f7c1a52-5d2e-4c43-9d47-8b1e3b1f2a10', controller: true, blockOwnerDeletion: true },
+  CronJob: { apiVersion: 'batch/v1', kind: 'CronJob', name: 'nightly', uid: '5b2d7e4f-9a61-4f0e-8c3b-2e6d1f4a7c55', controller: true, blockOwnerDeletion: true },
+} as const;
+
+/** The review's object as its controller creates it: with a controller ownerReference. */
+export function createdBy(review: FixtureReview, owner: (typeof OWNERS)[keyof typeof OWNERS]): FixtureReview {
+  const copy = structuredClone(review);
+  copy.request.object.metadata = { ...copy.request.object.metadata, ownerReferences: [owner] };
+  return copy;
+}
+
 /** Decodes the base64 JSON Patch of a response. */
 export function patchOf(review: AdmissionReview): JsonPatchOperation[] {
   return JSON.parse(Buffer.from(review.response?.patch ?? '', 'base64').toString('utf8')) as JsonPatchOperation[];

@@ -1,8 +1,10 @@
-// POST /validate: every rule of DESIGN.md section 3, reached through AdmissionReview fixtures,
+// POST /validate: every rule of README "Rules checked at admission", reached through AdmissionReview fixtures,
 // for the pod spec of a Pod, a Job and a CronJob; enforcement modes; what is left alone.
+import { readFileSync } from 'node:fs';
 import t from 'tap';
 import type { RuleId, Severity } from '../../src/policy/index.ts';
-import { FIELD_PREFIX, asKind, loadReview, post, testApp } from './support.ts';
+import type { OwnerNotice } from '../../src/webhook/owner-events.ts';
+import { FIELD_PREFIX, OWNERS, asKind, createdBy, loadReview, post, testApp } from './support.ts';
 
 const W = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT';
 const I = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE';
@@ -74,6 +76,71 @@ for (const [rule, c] of Object.entries(cases) as Array<[RuleId, RuleCase]>) {
   });
 }
 
+/** The README table of "Rules checked at admission": rule -> its row's columns after the first. */
+function readmeTable(): Map<string, string[]> {
+  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  const section = readme.slice(readme.indexOf('\n## Rules checked at admission\n'), readme.indexOf('\n## Lint manifests'));
+  const rows = new Map<string, string[]>();
+  for (const line of section.split('\n')) {
+    const match = /^\| `([a-z-]+)`[^|]*\|(.*)\|$/.exec(line);
+    if (match) rows.set(match[1]!, match[2]!.split('|').map((cell) => cell.trim()));
+  }
+  return rows;
+}
+
+t.test('a pod of a Job, or a Job of a CronJob, is never denied: the same findings as warnings, and a notice for its owner; the README table says so', async (t) => {
+  const table = readmeTable();
+  t.same([...table.keys()].sort(), Object.keys(cases).sort(), 'the README table has one row per rule');
+  for (const [rule, c] of Object.entries(cases) as Array<[RuleId, RuleCase]>) {
+    const [templateColumn = '', controllerColumn = ''] = table.get(rule) ?? [];
+    for (const [kind, owner] of [['Pod', OWNERS.Job], ['Job', OWNERS.CronJob]] as const) {
+      const template = asKind(loadReview(`job-${rule}`), kind);
+      const fromController = createdBy(template, owner);
+      const notices: OwnerNotice[] = [];
+      const app = testApp({ quickExitImageAllowlist: c.allowlist ?? [], ownerEvents: { record: (notice) => notices.push(notice) } });
+      const asTemplate = (await post(app, 'validate', template)).review.response!;
+      const created = (await post(app, 'validate', fromController)).review.response!;
+      await app.close();
+      const denied = asTemplate.status?.message?.replace(/^1 sidecar configuration error: /, '');
+
+      t.equal(created.allowed, true, `${rule}, ${kind} from a ${owner.kind}: allowed`);
+      t.same(created.warnings, [...(denied ? [denied] : []), ...(asTemplate.warnings ?? [])], `${rule}, ${kind} from a ${owner.kind}: every finding of the template, as a warning in the same words`);
+      if (denied) {
+        t.match(notices, [{ namespace: 'batch', owner: { kind: owner.kind, name: owner.name, uid: owner.uid }, object: `${kind} ${template.request.name}`, errors: [denied] }], `${rule}, ${kind}: a notice for the ${owner.kind}`);
+        t.equal(notices.length, 1);
+      } else {
+        t.same(notices, [], `${rule}, ${kind}: no notice for warnings`);
+      }
+      t.match(templateColumn, asTemplate.allowed ? /^warning/ : /^denied/, `README, ${rule}: the template column says what the webhook does`);
+      t.match(controllerColumn, denied ? /^warning, event/ : /^warning$/, `README, ${rule}: the controller column says what the webhook does`);
+    }
+  }
+});
+
+t.test('no notice for a dry run, an update, or an owner that is not the controller', async (t) => {
+  const notices: OwnerNotice[] = [];
+  const app = testApp({ ownerEvents: { record: (notice) => notices.push(notice) } });
+  const fromJob = createdBy(asKind(loadReview('job-quick-exit-image-own'), 'Pod'), OWNERS.Job);
+
+  const dryRun = structuredClone(fromJob);
+  dryRun.request.dryRun = true;
+  t.equal((await post(app, 'validate', dryRun)).review.response?.allowed, true, 'a dry run is allowed too');
+  const update = createdBy(asKind(loadReview('job-quick-exit-image-own'), 'Job'), OWNERS.CronJob);
+  update.request.operation = 'UPDATE';
+  update.request.oldObject = update.request.object;
+  t.equal((await post(app, 'validate', update)).review.response?.allowed, true);
+  t.same(notices, [], 'side effects only on a real CREATE');
+
+  const gcOwnerOnly = createdBy(asKind(loadReview('job-quick-exit-image-own'), 'Pod'), { ...OWNERS.Job, controller: false } as unknown as typeof OWNERS.Job);
+  t.equal((await post(app, 'validate', gcOwnerOnly)).review.response?.allowed, false, 'an owner that is not the controller: a bare pod, denied');
+
+  const unnamed = structuredClone(fromJob);
+  unnamed.request.name = '';
+  unnamed.request.object.metadata = { generateName: 'nightly-29120-', ownerReferences: [OWNERS.Job] };
+  await post(app, 'validate', unnamed);
+  t.match(notices, [{ object: 'Pod nightly-29120-*' }], 'a pod not named yet is named by its generateName');
+});
+
 t.test('several errors: one message listing each, and the warnings beside it', async (t) => {
   const app = testApp();
   const review = loadReview('job-two-errors');
@@ -87,10 +154,10 @@ t.test('several errors: one message listing each, and the warnings beside it', a
       reason: 'Invalid',
       message:
         '2 sidecar configuration errors: ' +
-        `spec.template.spec.containers[1].env[${W}]: Invalid value: "yes": must be "true" or "false" (any case); ` +
+        `spec.template.spec.containers[1].env[${W}]: Invalid value: "yes": must be "true" or "false" (any case); any other value counts as "false", as in OpenKruise; ` +
         `spec.template.spec.containers[2].env[${I}]: Invalid value: "nginx:1.27": the quick-exit image is the sidecar's own image, so replacing it changes nothing and the sidecar never stops`,
     },
-    warnings: [`spec.template.spec.containers[2].env[${W}]: Duplicate value: "${W}": defined 2 times in this container; only the last definition takes effect, so remove the others`],
+    warnings: [`spec.template.spec.containers[2].env[${W}]: Duplicate value: "${W}": defined 2 times in this container; one of them is "true", so the container is a sidecar: any "true" counts, as in OpenKruise; keep one definition`],
   });
   t.ok(answer.response?.warnings?.every((warning) => !/[\r\n]/.test(warning)), 'each warning is a single line');
 });

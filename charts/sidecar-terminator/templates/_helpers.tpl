@@ -159,7 +159,6 @@ clientConfig:
     port: {{ $root.Values.webhook.service.port }}
 admissionReviewVersions:
   - v1
-sideEffects: None
 failurePolicy: {{ $root.Values.webhook.failurePolicy }}
 timeoutSeconds: {{ $root.Values.webhook.timeoutSeconds }}
 namespaceSelector:

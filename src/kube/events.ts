@@ -1,0 +1,25 @@
+// The core/v1 Events the add-on writes, on pods (the watcher) and on the owners of admitted
+// objects (the webhook): one shape, one source name, one reporting instance per process.
+import type { CoreV1Event, V1ObjectReference } from '@kubernetes/client-node';
+
+export const COMPONENT = 'sidecar-terminator';
+
+export type EventType = 'Normal' | 'Warning';
+
+/** A new Event named `name` about `involvedObject`, in that object's namespace. */
+export function eventBody(name: string, involvedObject: V1ObjectReference & { namespace: string }, type: EventType, reason: string, message: string): CoreV1Event {
+  const now = new Date();
+  return {
+    metadata: { name, namespace: involvedObject.namespace },
+    involvedObject,
+    type,
+    reason,
+    message,
+    source: { component: COMPONENT },
+    reportingComponent: COMPONENT,
+    reportingInstance: process.env.HOSTNAME ?? COMPONENT,
+    firstTimestamp: now,
+    lastTimestamp: now,
+    count: 1,
+  };
+}

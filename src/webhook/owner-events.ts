@@ -1,0 +1,187 @@
+// Events on the controller of an object admitted despite configuration errors (a Job for its
+// pods, a CronJob for its Jobs): the owner is what a person looks at and what holds the template
+// to fix. Best-effort and bounded: the write starts after the admission answer is decided, never
+// delays or fails it, gives up after a timeout, and is dropped when too many are under way.
+// One event per owner and problem: a deterministic name dedupes across replicas and restarts
+// (the API server answers 409), a memory of recent ones saves even that call, so a CronJob that
+// runs every minute, or a Job with a hundred pods, makes one event, not one per object.
+import { createHash } from 'node:crypto';
+import { Observable } from '@kubernetes/client-node';
+import type { ConfigurationOptions, CoreV1Api } from '@kubernetes/client-node';
+import { Counter, type Registry } from 'prom-client';
+import type { ControllerReference } from '../policy/index.ts';
+import { isApiError } from '../kube/api-errors.ts';
+import { eventBody } from '../kube/events.ts';
+
+/** What the validating handler found on an object a controller created: the errors it admitted. */
+export interface OwnerNotice {
+  namespace: string;
+  owner: ControllerReference;
+  /** The admitted object, as `Pod name` (or `Pod generateName*` before the name is generated). */
+  object: string;
+  /** The errors, formatted, that would deny a template or bare pod. */
+  errors: string[];
+}
+
+export const OWNER_EVENT_REASON = 'InvalidSidecarConfiguration';
+export const OWNER_EVENT_RESULTS = ['created', 'duplicate', 'dropped', 'error'] as const;
+export type OwnerEventResult = (typeof OWNER_EVENT_RESULTS)[number];
+
+/** core/v1 Events take long messages, but kubectl describe and dashboards show a screenful. */
+const MAX_MESSAGE_CHARACTERS = 2048;
+
+export function ownerEventMessage(notice: OwnerNotice): string {
+  const count = notice.errors.length === 1 ? '1 sidecar configuration error' : `${notice.errors.length} sidecar configuration errors`;
+  const message =
+    `${notice.object} was admitted with ${count}, which would deny a pod template or a bare pod: ${notice.errors.join('; ')}. ` +
+    `It was not denied because this ${notice.owner.kind} created it (a denial would only make it retry); its sidecars are handled as OpenKruise handles them. ` +
+    'Fix the pod template it was created from.';
+  return message.length <= MAX_MESSAGE_CHARACTERS ? message : `${message.slice(0, MAX_MESSAGE_CHARACTERS - 3)}...`;
+}
+
+export interface OwnerEventRecorderOptions {
+  core: Pick<CoreV1Api, 'createNamespacedEvent'>;
+  logger: { warn(object: object, message: string): void };
+  metrics?: Registry;
+  /** A write not answered within this is abandoned. */
+  timeoutMs?: number;
+  /** Writes under way at once; more are dropped (counted), so a burst of pods cannot pile up requests. */
+  maxInFlight?: number;
+  /** How long an event written is remembered, so the same one is not even attempted again. */
+  rememberMs?: number;
+  maxRemembered?: number;
+  /**
+   * Writes per second over time, with bursts of `burst`; more are dropped (counted). Anyone who
+   * reaches the webhook port can post an AdmissionReview, so this caps the events such a caller
+   * can make the webhook write; the API server's own requests stay far below it.
+   */
+  ratePerSecond?: number;
+  burst?: number;
+}
+
+export class OwnerEventRecorder {
+  private readonly options: Required<Omit<OwnerEventRecorderOptions, 'metrics'>>;
+  private readonly results: Counter<'result'>;
+  /** Event name -> when it may be written again; insertion order is age order. */
+  private readonly remembered = new Map<string, number>();
+  private readonly inFlight = new Set<Promise<void>>();
+  private tokens: number;
+  private tokensAt = Date.now();
+
+  constructor(options: OwnerEventRecorderOptions) {
+    this.options = { timeoutMs: 5000, maxInFlight: 8, rememberMs: 60 * 60 * 1000, maxRemembered: 4096, ratePerSecond: 1, burst: 30, ...options };
+    this.tokens = this.options.burst;
+    this.results = new Counter({
+      name: 'sidecar_terminator_admission_owner_events_total',
+      help: 'Events about sidecar configuration errors on the controller of an object admitted anyway, by result (created, duplicate, dropped: too many at once or too fast, or names the API server refuses; error).',
+      labelNames: ['result'] as const,
+      registers: options.metrics ? [options.metrics] : [],
+    });
+    for (const result of OWNER_EVENT_RESULTS) this.results.inc({ result }, 0);
+  }
+
+  /** Starts writing the event in the background and returns at once; never throws. */
+  record(notice: OwnerNotice): void {
+    const message = ownerEventMessage(notice);
+    const name = eventName(notice);
+    const now = Date.now();
+    this.forgetExpired(now);
+    if ((this.remembered.get(name) ?? 0) > now) return this.count('duplicate');
+    // Names the API server would refuse (only a caller other than the API server sends them) are not sent.
+    if (!isNamespaceName(notice.namespace) || !isObjectName(notice.owner.name)) return this.count('dropped');
+    if (this.inFlight.size >= this.options.maxInFlight || !this.takeToken(now)) return this.count('dropped');
+    this.remember(name, now);
+    // After the current turn, so the admission answer goes out first.
+    const write = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.write(notice, name, message))
+      .finally(() => this.inFlight.delete(write));
+    this.inFlight.add(write);
+  }
+
+  /** Settles once the writes under way are done. */
+  async idle(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
+  private async write(notice: OwnerNotice, name: string, message: string): Promise<void> {
+    const { namespace, owner } = notice;
+    const signal = AbortSignal.timeout(this.options.timeoutMs);
+    try {
+      const involvedObject = { apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid, namespace };
+      await this.options.core.createNamespacedEvent({ namespace, body: eventBody(name, involvedObject, 'Warning', OWNER_EVENT_REASON, message) }, abortingOn(signal));
+      this.count('created');
+    } catch (error) {
+      if (isApiError(error, 409)) return this.count('duplicate');
+      // Written again by the next object that has the problem.
+      this.remembered.delete(name);
+      this.count('error');
+      this.options.logger.warn({ namespace, owner: clip(`${owner.kind}/${owner.name}`), event: name, error: this.describe(error, signal) }, 'could not record the configuration event on the owner');
+    }
+  }
+
+  /** The error in a few words: an API error's body can quote the whole event. */
+  private describe(error: unknown, signal: AbortSignal): string {
+    if (signal.aborted) return `no answer within ${this.options.timeoutMs} ms`;
+    const code = (error as { code?: unknown } | null)?.code;
+    return clip(typeof code === 'number' ? `the API server answered ${code}` : error instanceof Error ? error.message : String(error));
+  }
+
+  /** A token bucket: `burst` writes at once, refilled at `ratePerSecond`. */
+  private takeToken(now: number): boolean {
+    this.tokens = Math.min(this.options.burst, this.tokens + ((now - this.tokensAt) / 1000) * this.options.ratePerSecond);
+    this.tokensAt = now;
+    if (this.tokens < 1) return false;
+    this.tokens -= 1;
+    return true;
+  }
+
+  private remember(name: string, now: number): void {
+    this.remembered.delete(name);
+    this.remembered.set(name, now + this.options.rememberMs);
+    if (this.remembered.size > this.options.maxRemembered) this.remembered.delete(this.remembered.keys().next().value!);
+  }
+
+  private forgetExpired(now: number): void {
+    for (const [name, until] of this.remembered) {
+      if (until > now) break;
+      this.remembered.delete(name);
+    }
+  }
+
+  private count(result: OwnerEventResult): void {
+    this.results.inc({ result });
+  }
+}
+
+function isNamespaceName(name: string): boolean {
+  return name.length <= 63 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name);
+}
+
+/** A DNS subdomain, as the names of Jobs, CronJobs and Events are. */
+function isObjectName(name: string): boolean {
+  return name.length <= 253 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(name);
+}
+
+function clip(text: string, max = 253): string {
+  return text.length > max ? `${text.slice(0, max)}...` : text;
+}
+
+/** Request options that abort the request on `signal` (the object API takes observable middleware). */
+function abortingOn(signal: AbortSignal): ConfigurationOptions {
+  return {
+    middleware: [
+      {
+        pre: (context) => (context.setSignal(signal), new Observable(Promise.resolve(context))),
+        post: (context) => new Observable(Promise.resolve(context)),
+      },
+    ],
+    middlewareMergeStrategy: 'append',
+  };
+}
+
+/** `<owner>.<hash of owner uid and message>`: the same problem on the same owner is one event. */
+function eventName(notice: OwnerNotice): string {
+  // Not the message: it names the first object, and its siblings have the same errors.
+  const id = createHash('sha256').update(`${notice.owner.uid}\n${notice.errors.join('\n')}`).digest('hex').slice(0, 16);
+  return `${notice.owner.name.slice(0, 253 - id.length - 1)}.${id}`;
+}

@@ -1,0 +1,230 @@
+// Workloads OpenKruise runs keep running when the add-on arrives, on a real control plane with
+// the kubelet simulator: a Job and a CronJob created before the add-on, with a configuration
+// Kruise accepts and finishes but the rules flag (the sidecar's KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE
+// is "yes", which counts as "false"); a sidecar injected by a mutating webhook ordered after
+// ours; a marker listed twice.
+import { once } from 'node:events';
+import { createServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AdmissionregistrationV1Api, type V1Job, type V1Pod } from '@kubernetes/client-node';
+import t from 'tap';
+import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { issueWithNewCa } from '../../src/tls/certificates.ts';
+import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { registeringWebhooks, startServe } from '../support/serve-process.ts';
+import { startCluster } from '../support/stack.ts';
+
+const cluster = await startCluster(t);
+const { cp, core, batch } = cluster;
+const namespace = await cp.createNamespace();
+
+const kubectl = (args: string[], input?: string) => cp.kubectl(args, { namespace, ...(input ? { input } : {}) });
+const JOB_WAIT = { timeoutMs: 120_000, intervalMs: 500 };
+
+/** A pod template: a main container that exits 0 after a second, and a sidecar with `sidecarEnv` if given. */
+function podTemplate(indent: string, sidecarEnv?: string): string {
+  const sidecar = sidecarEnv === undefined ? '' : `
+    - name: proxy
+      image: "envoyproxy/envoy:v1.31.0"
+      env: [${sidecarEnv}]`;
+  return `metadata:
+  annotations:
+    ${simAnnotations.exitAfter('main')}: 1s
+spec:
+  restartPolicy: Never
+  containers:
+    - {name: main, image: "busybox:1.36"}${sidecar}`.replaceAll('\n', `\n${indent}`);
+}
+
+/** Accepted and finished by OpenKruise (a sidecar, killed; "yes" counts as "false"), an error here. */
+const KRUISE_ACCEPTS = `{name: ${ENV_WHEN_JOB_EXIT}, value: "true"}, {name: ${ENV_IGNORE_EXIT_CODE}, value: "yes"}`;
+const FINDING = `containers[1].env[${ENV_IGNORE_EXIT_CODE}]: Invalid value: "yes": must be "true" or "false"`;
+
+const job = (name: string, sidecarEnv?: string) => `apiVersion: batch/v1
+kind: Job
+metadata: {name: ${name}}
+spec:
+  backoffLimit: 0
+  template:
+    ${podTemplate('    ', sidecarEnv)}
+`;
+
+async function completed(name: string): Promise<V1Job> {
+  return waitFor(`Job ${name} to complete`, async () => {
+    const current = await batch.readNamespacedJob({ name, namespace });
+    return current.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True') && current;
+  }, JOB_WAIT);
+}
+
+async function podsOf(job: string): Promise<V1Pod[]> {
+  return (await core.listNamespacedPod({ namespace, labelSelector: `job-name=${job}` })).items;
+}
+
+async function ownerEvents(kind: string, name: string) {
+  const events = await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.kind=${kind},involvedObject.name=${name}` });
+  return events.items.filter((event) => event.reason === 'InvalidSidecarConfiguration');
+}
+
+// Before the add-on: a Job whose pod runs, unlabelled, and a CronJob, suspended so that its first
+// Job is created once the add-on runs (a schedule alone would race with the start below).
+const created = await kubectl(['apply', '-f', '-'], job('before-install', KRUISE_ACCEPTS));
+if (created.code !== 0) throw new Error(created.stderr);
+const cronJob = await kubectl(['apply', '-f', '-'], `apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly}
+spec:
+  schedule: "* * * * *"
+  suspend: true
+  concurrencyPolicy: Forbid
+  jobTemplate:
+    spec:
+      backoffLimit: 0
+      template:
+        ${podTemplate('        ', KRUISE_ACCEPTS)}
+`);
+if (cronJob.code !== 0) throw new Error(cronJob.stderr);
+await waitFor('the pod of before-install to run', async () => (await podsOf('before-install'))[0]?.status?.phase === 'Running', JOB_WAIT);
+
+// Then the add-on, webhook and watcher, registered with the API server.
+const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
+t.teardown(() => rm(certDir, { recursive: true, force: true }));
+const serve = await startServe((port) => ['--kubeconfig', cp.kubeconfigPath, '--cert-dir', certDir, ...registeringWebhooks(port, 'Fail')]);
+t.teardown(() => serve.stop());
+// Ready once it listens, registered just after, picked up by the API server a moment later.
+await waitFor('the API server to call the webhook', async () => {
+  const dryRun = await kubectl(['create', '--dry-run=server', '-f', '-'], job('dry-run', KRUISE_ACCEPTS));
+  return dryRun.code !== 0 && dryRun.stderr.includes('denied the request');
+});
+
+t.test('a Job that ran before the add-on was installed completes: its pod is labelled, as its controller made it', async (t) => {
+  await completed('before-install');
+  const pod = await waitFor('the pod to be done', async () => (await podsOf('before-install')).find((p) => p.metadata?.labels?.[MANAGED_LABEL] === 'done'));
+  t.equal(pod.status?.phase, 'Succeeded', 'labelled by the sweeper (its Job created it), stopped by the watcher');
+});
+
+t.test('the same Job written by a person now is denied, with the field and the fix', async (t) => {
+  const result = await kubectl(['apply', '-f', '-'], job('by-hand', KRUISE_ACCEPTS));
+  t.not(result.code, 0);
+  t.match(result.stderr, 'admission webhook "validate.sidecar-terminator.io" denied the request');
+  t.match(result.stderr, `spec.template.spec.${FINDING}`);
+});
+
+t.test("the CronJob's next Job and its pods are created, the Job completes, and the warning event is on the CronJob's Job", async (t) => {
+  const resumed = await kubectl(['patch', 'cronjob', 'nightly', '--type=merge', '-p', '{"spec":{"suspend":false}}']);
+  t.equal(resumed.code, 0, 'a person may still edit the CronJob: the error was there before', { stderr: resumed.stderr });
+  t.match(resumed.stderr, `Warning: spec.jobTemplate.spec.template.spec.${FINDING}`);
+
+  const first = await waitFor('a Job of the CronJob', async () => {
+    const jobs = await batch.listNamespacedJob({ namespace });
+    return jobs.items.find((item) => item.metadata?.ownerReferences?.some((owner) => owner.kind === 'CronJob' && owner.name === 'nightly' && owner.controller));
+  }, { timeoutMs: 150_000, intervalMs: 1000 });
+  const name = first.metadata!.name!;
+  await completed(name);
+  const pod = await waitFor('the pod to be done', async () => (await podsOf(name)).find((p) => p.metadata?.labels?.[MANAGED_LABEL] === 'done'));
+  t.equal(pod.status?.phase, 'Succeeded', 'labelled at admission, handled by the watcher');
+  await kubectl(['patch', 'cronjob', 'nightly', '--type=merge', '-p', '{"spec":{"suspend":true}}']);
+
+  const [onJob, ...more] = await waitFor(`the event on Job ${name}`, async () => {
+    const events = await ownerEvents('Job', name);
+    return events.length > 0 && events;
+  });
+  t.same(more, [], 'one event, not one per pod');
+  t.equal(onJob?.type, 'Warning');
+  t.equal(onJob?.involvedObject.uid, first.metadata!.uid);
+  t.match(onJob?.message, new RegExp(`^Pod ${name}-[a-z0-9]{5} was admitted with 1 sidecar configuration error, .*spec\\.${FINDING.replaceAll(/[[\]().]/g, '\\$&')}.*Fix the pod template it was created from\\.$`));
+  const onCronJob = await waitFor('the event on the CronJob', async () => (await ownerEvents('CronJob', 'nightly'))[0]);
+  t.match(onCronJob.message, new RegExp(`^Job ${name} was admitted with 1 sidecar configuration error, .*spec\\.template\\.spec\\.`));
+  t.equal(onCronJob.source?.component, 'sidecar-terminator');
+});
+
+t.test('a marked sidecar injected by a mutating webhook ordered after ours: the pod is labelled, the Job completes', async (t) => {
+  const injected = await cp.createNamespace();
+  const injector = await startInjector(t, injected);
+  t.ok(injector.configurationName > 'sidecar-terminator', 'the API server calls mutating webhooks in the order of their configuration names');
+
+  const applied = await cp.kubectl(['apply', '-f', '-'], { namespace: injected, input: job('injected') });
+  t.equal(applied.code, 0, 'applied', { stderr: applied.stderr });
+  const done = await waitFor('Job injected to complete', async () => {
+    const current = await batch.readNamespacedJob({ name: 'injected', namespace: injected });
+    return current.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True');
+  }, JOB_WAIT);
+  t.ok(done);
+  const pod = await waitFor('the pod to be done', async () =>
+    (await core.listNamespacedPod({ namespace: injected, labelSelector: 'job-name=injected' })).items.find((p) => p.metadata?.labels?.[MANAGED_LABEL] === 'done'),
+  );
+  t.same(pod.spec?.containers.map((c) => c.name), ['main', 'log-agent'], 'the injector added its sidecar; labelled at admission');
+  t.same(pod.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['log-agent'], 'the injected sidecar was stopped');
+  t.ok(injector.calls() >= 1, 'the injector was called');
+  const mutations = serve.logs().filter((line) => line.endpoint === 'mutate' && line.namespace === injected && !line.dryRun).map((line) => line.result);
+  t.same(mutations, ['allowed', 'patched'], 'called before the injection (nothing to label), then again after it (labelled)');
+});
+
+t.test('a marker listed twice, "true" then "false": a warning at admission, and the sidecar is stopped', async (t) => {
+  const result = await kubectl(['apply', '-f', '-'], job('twice', `{name: ${ENV_WHEN_JOB_EXIT}, value: "true"}, {name: ${ENV_WHEN_JOB_EXIT}, value: "false"}`));
+  t.equal(result.code, 0, 'created', { stderr: result.stderr });
+  t.match(result.stderr, `Warning: spec.template.spec.containers[1].env[${ENV_WHEN_JOB_EXIT}]: Duplicate value: "${ENV_WHEN_JOB_EXIT}": defined 2 times in this container; one of them is "true", so the container is a sidecar`);
+  await completed('twice');
+  const [pod] = await podsOf('twice');
+  t.same(pod?.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['proxy'], 'stopped, as OpenKruise would');
+  t.equal(pod?.status?.phase, 'Succeeded');
+});
+
+/**
+ * A mutating admission webhook as service meshes and log agents run: it adds a log-agent sidecar,
+ * marked to be stopped with the Job, to every pod created in `target`. Its configuration's name
+ * sorts after ours, so the API server calls it after our mutating webhook.
+ */
+async function startInjector(t: { teardown(fn: () => unknown): void }, target: string) {
+  const tls = await issueWithNewCa({ hosts: ['127.0.0.1'], validityMs: 3_600_000, now: new Date() });
+  let calls = 0;
+  const server = createServer({ key: tls.key, cert: tls.cert }, (request, response) => {
+    let body = '';
+    request.on('data', (chunk) => (body += chunk));
+    request.on('end', () => {
+      calls++;
+      const review = JSON.parse(body) as { request: { uid: string; object: V1Pod } };
+      const hasAgent = review.request.object.spec?.containers.some((c) => c.name === 'log-agent');
+      const patch = hasAgent
+        ? []
+        : [{ op: 'add', path: '/spec/containers/-', value: { name: 'log-agent', image: 'fluent/fluent-bit:3.1', env: [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }] } }];
+      const answer = { uid: review.request.uid, allowed: true, ...(patch.length ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') } : {}) };
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: answer }));
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const configurationName = 'zz-log-agent-injector';
+  const admission = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+  await admission.createMutatingWebhookConfiguration({
+    body: {
+      metadata: { name: configurationName },
+      webhooks: [
+        {
+          name: 'inject.log-agent.example.com',
+          clientConfig: { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/inject`, caBundle: Buffer.from(tls.caBundle).toString('base64') },
+          rules: [{ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'] }],
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': target } },
+          admissionReviewVersions: ['v1'],
+          sideEffects: 'None',
+          failurePolicy: 'Fail',
+          reinvocationPolicy: 'Never',
+        },
+      ],
+    },
+  });
+  t.teardown(() => admission.deleteMutatingWebhookConfiguration({ name: configurationName }).catch(() => undefined));
+  // The API server picks a new configuration up within a moment: a server-side dry run shows when.
+  await waitFor('the injector to be called', async () => {
+    const dryRun = await cp.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace: target, input: JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'probe' }, spec: { containers: [{ name: 'main', image: 'busybox:1.36' }] } }) });
+    return dryRun.code === 0 && (JSON.parse(dryRun.stdout) as V1Pod).spec?.containers.some((c) => c.name === 'log-agent');
+  });
+  return { configurationName, calls: () => calls };
+}

@@ -1,0 +1,147 @@
+// The events on the owners of objects admitted despite errors: in the background, once per owner
+// and problem, bounded in time and in number. Against a local HTTP server that answers like the
+// API server's event endpoint (201, 409) or not at all; test/e2e/webhook-controllers.test.ts
+// checks the events a real API server records.
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { Registry } from 'prom-client';
+import t from 'tap';
+import { OWNER_EVENT_REASON, OwnerEventRecorder, ownerEventMessage, type OwnerNotice } from '../../src/webhook/owner-events.ts';
+
+type Behaviour = 'created' | 'conflict' | 'invalid' | 'silent';
+
+/** An HTTP server for POST /api/v1/namespaces/NS/events; returns what it received. */
+async function eventEndpoint(t: { teardown(fn: () => unknown): void }, behaviour: () => Behaviour) {
+  const received: Array<{ path: string; body: any }> = [];
+  const waiting: ServerResponse[] = [];
+  const server = createServer((request: IncomingMessage, response: ServerResponse) => {
+    let text = '';
+    request.on('data', (chunk) => (text += chunk));
+    request.on('end', () => {
+      received.push({ path: request.url ?? '', body: JSON.parse(text) });
+      const mode = behaviour();
+      if (mode === 'silent') return void waiting.push(response);
+      const status = { created: 201, conflict: 409, invalid: 422 }[mode];
+      const refusal = { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: status, reason: mode === 'conflict' ? 'AlreadyExists' : 'Invalid', message: `quoting the event: ${text}`.repeat(100) };
+      response.writeHead(status, { 'content-type': 'application/json' });
+      response.end(JSON.stringify(mode === 'created' ? JSON.parse(text) : refusal));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    for (const response of waiting) response.destroy();
+    server.closeAllConnections();
+    server.close();
+  });
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromOptions({
+    // Plain HTTP: client-node allows it only with skipTLSVerify.
+    clusters: [{ name: 'local', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 'test' }],
+    contexts: [{ name: 'c', cluster: 'local', user: 'u' }],
+    currentContext: 'c',
+  });
+  return { core: kubeConfig.makeApiClient(CoreV1Api), received };
+}
+
+function recorder(core: CoreV1Api, options: { timeoutMs?: number; maxInFlight?: number; ratePerSecond?: number; burst?: number } = {}) {
+  const metrics = new Registry();
+  const warnings: Array<Record<string, unknown>> = [];
+  const events = new OwnerEventRecorder({ core, metrics, logger: { warn: (object) => warnings.push(object as Record<string, unknown>) }, ...options });
+  const counts = async () => Object.fromEntries((await metrics.getSingleMetric('sidecar_terminator_admission_owner_events_total')!.get()).values.map((v) => [v.labels.result, v.value]));
+  return { events, warnings, counts };
+}
+
+const notice = (owner = 'nightly-29120', errors = ['spec.containers[1].env[KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE]: Invalid value: "nginx:1.27": the quick-exit image is the sidecar\'s own image']): OwnerNotice => ({
+  namespace: 'batch',
+  owner: { apiVersion: 'batch/v1', kind: 'Job', name: owner, uid: `uid-${owner}` },
+  object: `Pod ${owner}-x7k2p`,
+  errors,
+});
+
+t.test('written in the background, on the owner, once per owner and problem', async (t) => {
+  const { core, received } = await eventEndpoint(t, () => 'created');
+  const { events, counts } = recorder(core);
+  events.record(notice());
+  t.equal(received.length, 0, 'record() returns before anything is sent');
+  await events.idle();
+  t.equal(received.length, 1);
+  const [{ path, body }] = received as [{ path: string; body: any }];
+  t.equal(path, '/api/v1/namespaces/batch/events');
+  t.match(body, {
+    metadata: { name: /^nightly-29120\.[0-9a-f]{16}$/, namespace: 'batch' },
+    involvedObject: { apiVersion: 'batch/v1', kind: 'Job', name: 'nightly-29120', uid: 'uid-nightly-29120', namespace: 'batch' },
+    type: 'Warning',
+    reason: OWNER_EVENT_REASON,
+    message: ownerEventMessage(notice()),
+    source: { component: 'sidecar-terminator' },
+  });
+  t.match(body.message, /^Pod nightly-29120-x7k2p was admitted with 1 sidecar configuration error, .*own image\. It was not denied because this Job created it .*Fix the pod template it was created from\.$/);
+
+  // The next pod of the same Job, with the same problem: nothing sent.
+  events.record({ ...notice(), object: 'Pod nightly-29120-b4n8q' });
+  await events.idle();
+  t.equal(received.length, 1, 'a sibling with the same problem: no second event');
+  events.record(notice('nightly-29121'));
+  events.record(notice('nightly-29120', ['another error']));
+  await events.idle();
+  t.equal(received.length, 3, 'another owner, or another problem: an event each');
+  t.same(await counts(), { created: 3, duplicate: 1, dropped: 0, error: 0 });
+});
+
+t.test('an event another replica wrote already (409) is a duplicate, not an error', async (t) => {
+  const { core } = await eventEndpoint(t, () => 'conflict');
+  const { events, counts, warnings } = recorder(core);
+  events.record(notice());
+  await events.idle();
+  t.same(await counts(), { created: 0, duplicate: 1, dropped: 0, error: 0 });
+  t.same(warnings, []);
+});
+
+t.test('bounded: a write with no answer is abandoned after the timeout, and too many at once are dropped', async (t) => {
+  let mode: Behaviour = 'silent';
+  const { core, received } = await eventEndpoint(t, () => mode);
+  const { events, counts, warnings } = recorder(core, { timeoutMs: 300, maxInFlight: 2 });
+  events.record(notice('a'));
+  events.record(notice('b'));
+  events.record(notice('c'));
+  await events.idle();
+  t.equal(received.length, 2, 'two sent, the third dropped');
+  t.same(await counts(), { created: 0, duplicate: 0, dropped: 1, error: 2 });
+  t.match(warnings, [{ owner: 'Job/a', error: 'no answer within 300 ms' }, { owner: 'Job/b', error: 'no answer within 300 ms' }]);
+
+  mode = 'created';
+  events.record(notice('a'));
+  await events.idle();
+  t.equal(received.length, 3, 'a failed write is not remembered: the next object with the problem tries again');
+  t.equal((await counts()).created, 1);
+});
+
+t.test('bounded in rate, and never sent with names the API server refuses: what a caller other than the API server can make it write', async (t) => {
+  const { core, received } = await eventEndpoint(t, () => 'created');
+  const { events, counts, warnings } = recorder(core, { ratePerSecond: 0.001, burst: 3 });
+  for (let index = 0; index < 10; index++) events.record(notice(`job-${index}`));
+  events.record({ ...notice(), owner: { ...notice().owner, name: 'x'.repeat(100_000) } });
+  events.record({ ...notice(), namespace: 'Not A Namespace' });
+  await events.idle();
+  t.equal(received.length, 3, 'a burst of 3, then nothing until the bucket refills');
+  t.same(await counts(), { created: 3, duplicate: 0, dropped: 9, error: 0 });
+  t.same(warnings, []);
+});
+
+t.test('a refused write is logged in a few words, whatever the API server quoted', async (t) => {
+  const { core } = await eventEndpoint(t, () => 'invalid');
+  const { events, warnings, counts } = recorder(core);
+  events.record(notice());
+  await events.idle();
+  t.same(warnings, [{ namespace: 'batch', owner: 'Job/nightly-29120', event: warnings[0]?.event, error: 'the API server answered 422' }]);
+  t.equal((await counts()).error, 1);
+});
+
+t.test('the message stays readable when there are many errors', async (t) => {
+  const message = ownerEventMessage(notice('n', Array.from({ length: 40 }, (_, i) => `spec.containers[${i}].env[KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT]: Invalid value: "yes": must be "true" or "false" (any case)`)));
+  t.ok(message.length <= 2048, `${message.length} characters`);
+  t.match(message, /\.\.\.$/);
+  t.match(message, /^Pod n-x7k2p was admitted with 40 sidecar configuration errors, /);
+});
