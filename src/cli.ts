@@ -4,6 +4,7 @@
 // of them. Exit codes: 0 success, 1 lint found errors (or serve failed, or status found a pod
 // stuck), 2 usage or input errors; status has its own (status --help).
 import { readFileSync } from 'node:fs';
+import { basename } from 'node:path';
 import { SERVE_FLAGS, defaultText, oneOf, type FlagSpec, type FlagValue } from './config.ts';
 import { MAX_FILE_BYTES, OUTPUT_FORMATS, runLint } from './lint.ts';
 import { STATUS_EXIT_CODES, STATUS_FLAGS } from './status/flags.ts';
@@ -267,7 +268,10 @@ function packageVersion(): string {
 }
 
 if (import.meta.main) {
-  main(process.argv.slice(2)).then(
+  // Installed as kubectl-sidecar_terminator, `kubectl sidecar-terminator` alone shows the status.
+  const asKubectlPlugin = basename(process.argv[1] ?? '').startsWith('kubectl-');
+  const args = process.argv.slice(2);
+  main(asKubectlPlugin && args.length === 0 ? ['status'] : args).then(
     (code) => {
       process.exitCode = code;
     },

@@ -148,6 +148,7 @@ function readsBack(spec: FlagSpec, text: string): boolean {
 const DURATION_UNITS: Array<[string, number]> = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]];
 
 function durationText(ms: number): string {
+  if (ms === 0) return '0s';
   const [unit, size] = DURATION_UNITS.find(([, size]) => ms % size === 0) ?? ['ms', 1];
   return `${ms / size}${unit}`;
 }

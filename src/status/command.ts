@@ -1,6 +1,9 @@
 // `sidecar-terminator status [pod/NAME]`, also the kubectl plugin `kubectl sidecar-terminator`:
 // reads with the user's kubeconfig, tells each pod's story, prints, and exits 1 when a pod has
 // waited for its sidecars longer than --fail-after.
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { apiErrorMessage, isApiError } from '../kube/api-errors.ts';
 import { crrName } from '../watcher/actions.ts';
@@ -59,6 +62,9 @@ export async function runStatus(flags: StatusFlags, target: string | undefined, 
 
 function loadKubeConfig(flags: StatusFlags): KubeConfig {
   const kubeConfig = new KubeConfig();
+  // Without any, client-node would fall back to http://localhost:8080.
+  const none = !flags.kubeconfig && !process.env.KUBECONFIG && !process.env.KUBERNETES_SERVICE_HOST && !existsSync(join(homedir(), '.kube', 'config'));
+  if (none) throw new StatusUsageError('no kubeconfig: set $KUBECONFIG, pass --kubeconfig, or create ~/.kube/config');
   try {
     if (flags.kubeconfig) kubeConfig.loadFromFile(flags.kubeconfig);
     else kubeConfig.loadFromDefault();

@@ -12,7 +12,7 @@ export const STATUS_FLAGS = {
   allNamespaces: kubectlLike(bool('all-namespaces', 'Look at the managed pods of every namespace.'), 'A'),
   selector: kubectlLike(text('selector', 'Only the pods matching this label selector (as kubectl -l), besides the managed label.', ''), 'l'),
   all: kubectlLike(bool('all', 'List also the pods the watcher is done with (label sidecar-terminator.io/managed=done), not only those in flight.')),
-  output: kubectlLike(oneOf('output', 'text: a table (one pod) or the story (pod/NAME); wide: more columns; json or yaml: everything, for scripts.', STATUS_OUTPUTS, 'text'), 'o'),
+  output: kubectlLike(oneOf('output', 'text: a table of the pods, or the story of pod/NAME; wide: the table with more columns; json or yaml: everything, for scripts.', STATUS_OUTPUTS, 'text'), 'o'),
   failAfter: kubectlLike(duration('fail-after', 'Exit 1 when a pod has waited longer than this for its sidecars to stop (its main containers done, sidecars still running); 0s never fails.', '0s')),
   kubeconfig: kubectlLike(text('kubeconfig', 'Kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, else the in-cluster service account, as kubectl.', '')),
   context: kubectlLike(text('context', 'Kubeconfig context to use; default: its current context.', '')),
