@@ -16,7 +16,7 @@ import { isApiError } from '../kube/api-errors.ts';
 import { DONE, MANAGED, MANAGED_LABEL } from '../policy/index.ts';
 import { servedCrrVersion } from '../watcher/discovery.ts';
 import { COMPONENT } from '../watcher/events.ts';
-import type { CrrView, Readable, WebhookView } from './story.ts';
+import { iso, type CrrView, type Readable, type WebhookView } from './story.ts';
 
 /** The cluster cannot be read for the pods themselves: status exits 3 with this message. */
 export class ClusterError extends Error {}
@@ -101,7 +101,7 @@ export class ClusterReader {
           {
             name: crr.metadata?.name ?? '',
             containers: (crr.spec?.containers ?? []).map((c) => c.name ?? ''),
-            ...(crr.metadata?.creationTimestamp ? { createdAt: new Date(crr.metadata.creationTimestamp).toISOString() } : {}),
+            ...(crr.metadata?.creationTimestamp ? { createdAt: iso(crr.metadata.creationTimestamp) } : {}),
             ...(crr.status?.phase ? { phase: crr.status.phase } : {}),
           },
         ]),

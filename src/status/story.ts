@@ -111,7 +111,8 @@ export function podStory(facts: PodFacts): PodStory {
   const spec = pod.spec ?? { containers: [] };
   const managed = pod.metadata?.labels?.[MANAGED_LABEL];
   const node = 'value' in facts.node ? facts.node.value : undefined;
-  const nodeKind = 'missing' in facts.node ? 'unknown' : node ? nodeKindOf(node) : spec.nodeName ? 'unknown' : 'unknown';
+  // Unknown: not readable, not scheduled yet, or gone.
+  const nodeKind = node ? nodeKindOf(node) : 'unknown';
   const events = 'value' in facts.events ? sortByTime(facts.events.value) : [];
   const crr = 'value' in facts.crr ? facts.crr.value : undefined;
   const roles = classifyContainers(spec);
@@ -157,7 +158,7 @@ export function podStory(facts: PodFacts): PodStory {
     return {
       ...story,
       state: 'waiting for main',
-      ...optional('since', pod.status?.startTime ? new Date(pod.status.startTime).toISOString() : undefined),
+      ...optional('since', pod.status?.startTime ? iso(pod.status.startTime) : undefined),
       waitingFor: mainWait(pod, roles, exitCodes, decision),
       advice: [`Nothing to do for the sidecars: they are stopped once the main containers are done (${story.trigger}). To see what a main container is doing: kubectl logs -n ${story.namespace} ${story.pod} -c ${roles.find((r) => r.role === 'main')?.name ?? 'MAIN'}`],
     };
@@ -171,7 +172,9 @@ export function podStory(facts: PodFacts): PodStory {
     state: failed ? 'failed' : 'stopping',
     ...optional('since', since),
     waitingFor: failed
-      ? [...cannotStop.map((a) => `nothing: sidecar ${a.container} cannot be stopped: ${a.reason}`), ...(cannotStop.length ? [] : [`the watcher reported: ${last?.message}`])].join('; ')
+      ? cannotStop.length > 0
+        ? `nothing: ${cannotStop.map((a) => `sidecar ${a.container} cannot be stopped on this node`).join('; ')}`
+        : `the watcher, after it reported a problem: ${last?.message}`
       : running.map((sidecar) => stopWait(sidecar, mechanisms.get(sidecar.name)!, pod, crr, events)).join('; ') || 'the sidecars to exit',
     advice: stoppingAdvice(story, running, mechanisms, pod, failed ? (last?.message ?? '') : '', cannotStop.length > 0, events.length === 0),
   };
@@ -348,9 +351,10 @@ function sortByTime(events: CoreV1Event[]): CoreV1Event[] {
   return [...events].sort((a, b) => (eventTime(a) ?? '').localeCompare(eventTime(b) ?? ''));
 }
 
-/** client-node gives Dates, a parsed JSON gives strings. */
-function iso(time: Date | string | undefined): string {
-  return time === undefined ? '?' : new Date(time).toISOString();
+/** A time as status shows it; client-node gives Dates, a parsed JSON gives strings. */
+export function iso(time: Date | string | undefined): string {
+  // Kubernetes times have whole seconds.
+  return time === undefined ? '?' : new Date(time).toISOString().replace('.000Z', 'Z');
 }
 
 function optional<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {

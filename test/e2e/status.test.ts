@@ -116,7 +116,8 @@ t.test('stopped: the actions, in order, with their times', async (t) => {
 t.test('failed: the reason and the fix', async (t) => {
   const story = await storyOf(pods.stuck);
   t.match(story, { state: 'failed', nodeKind: 'virtual', node: 'sim-virtual-node', mechanism: 'none' });
-  t.match(story.waitingFor, /^nothing: sidecar proxy cannot be stopped: the pod runs on a virtual-kubelet node/);
+  t.equal(story.waitingFor, 'nothing: sidecar proxy cannot be stopped on this node');
+  t.match(story.lastEvent?.message, /sidecar proxy cannot be stopped: the pod runs on a virtual-kubelet node/);
   t.match(story.advice, [/quick-exit image \(env KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE\)/]);
   t.match(story.lastEvent, { type: 'Warning', reason: 'SidecarTerminationFailed' });
 });
