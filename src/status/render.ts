@@ -60,7 +60,7 @@ export function renderStory(story: PodStory, output: StatusOutput, now: Date): s
   }
   if (story.actions.length > 0) {
     lines.push('', 'What happened:');
-    for (const action of story.actions) lines.push(`  ${(action.time ?? '').padEnd(24)}  ${action.what}`);
+    for (const action of story.actions) lines.push(`  ${(action.time ?? '').padEnd(20)}  ${action.what}`);
   }
   if (story.waitingFor) lines.push('', `Waiting for: ${story.waitingFor}`);
   if (story.advice.length > 0) {

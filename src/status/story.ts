@@ -311,7 +311,10 @@ function stopWait(sidecar: ContainerRole, mechanism: Mechanism, pod: V1Pod, crr:
 
 function stoppingAdvice(story: PodStory, running: ContainerRole[], mechanisms: Map<string, Mechanism>, pod: V1Pod, warning: string, cannotStop: boolean, nothingRecorded: boolean): string[] {
   const advice: string[] = [];
-  if (cannotStop) advice.push(`Give each sidecar a quick-exit image (env ${ENV_WITH_IMAGE}), the only way to stop a container on a virtual-kubelet node.`);
+  if (cannotStop) {
+    advice.push(`Give each sidecar a quick-exit image (env ${ENV_WITH_IMAGE}), the only way to stop a container on a virtual-kubelet node.`);
+    if (story.job) advice.push(`This pod cannot finish by itself: once the Job's template is fixed, replace the Job (kubectl delete job -n ${story.namespace} ${story.job}, then create it again).`);
+  }
   if (/shareProcessNamespace/.test(warning)) advice.push('Drop shareProcessNamespace from the pod, give the sidecar a quick-exit image, or run the watcher with --kill-mechanism crr (OpenKruise).');
   if (/ignores SIGTERM/.test(warning)) advice.push('Make the sidecar exit on SIGTERM: run it under an init that forwards signals (tini, dumb-init) or give it a handler; or give it a quick-exit image, or use --kill-mechanism crr.');
   if (/could not stop/.test(warning)) advice.push('The watcher retries; its logs say more.');

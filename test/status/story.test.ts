@@ -49,6 +49,15 @@ t.test('OnFailure: a failed main container is restarted, so the pod waits for ma
   t.match(story.trigger, /OnFailure: the sidecars are stopped once every main container has exited 0/);
 });
 
+t.test("each of the policy's reasons to wait or ignore gives its state", async (t) => {
+  const pending = pod({ statuses: [] });
+  pending.status = { phase: 'Pending' };
+  t.match(podStory(facts(pending)), { state: 'waiting for main', waitingFor: 'the pod to start (Pending)' });
+  t.match(podStory(facts(pod({ statuses: [running('main'), running('proxy')] }))), { state: 'waiting for main', waitingFor: /^the main container to finish: main \(running since / });
+  t.match(podStory(facts(pod({ statuses: [exited('main', 0), exited('proxy', 0)] }))), { state: 'stopped', since: T1 });
+  t.match(podStory(facts(pod({ restartPolicy: 'Always', statuses: [running('main'), running('proxy')] }))), { state: 'failed', waitingFor: /the watcher ignores this pod \(restartPolicy is neither Never nor OnFailure\)/, advice: ['Set restartPolicy: Never or OnFailure.'] });
+});
+
 t.test('either event reason counts: the Normal one of Kruise and the older one', async (t) => {
   for (const reason of ['SidecarTerminator', 'SidecarTerminating']) {
     const story = podStory(facts(pod({ statuses: [exited('main', 0), running('proxy')] }), { events: { value: [event('Normal', reason, 'stopping sidecars: proxy (SIGTERM)')] } }));
