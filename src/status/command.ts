@@ -6,6 +6,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { apiErrorMessage, isApiError } from '../kube/api-errors.ts';
+import { MANAGED_LABEL } from '../policy/index.ts';
 import { crrName } from '../watcher/actions.ts';
 import { ClusterError, ClusterReader, type Scope } from './cluster.ts';
 import { EXIT, type StatusFlags } from './flags.ts';
@@ -92,7 +93,7 @@ async function storyOfPod(reader: ClusterReader, namespace: string, name: string
   const pod = await reader.pod(namespace, name);
   const scope = { namespace };
   const [events, crrs, node] = await Promise.all([reader.events(scope, name), reader.crrs(scope), reader.node(pod.spec?.nodeName)]);
-  const managed = pod.metadata?.labels?.['sidecar-terminator.io/managed'] !== undefined;
+  const managed = pod.metadata?.labels?.[MANAGED_LABEL] !== undefined;
   return podStory({
     pod,
     node,

@@ -1,6 +1,7 @@
 // How status prints: a table of pods (text, wide), one pod's story as prose, or either as JSON
 // or YAML for scripts.
 import { stringify } from 'yaml';
+import { MANAGED_LABEL } from '../policy/index.ts';
 import type { StatusOutput } from './flags.ts';
 import type { PodStory } from './story.ts';
 
@@ -43,7 +44,7 @@ export function renderStory(story: PodStory, output: StatusOutput, now: Date): s
   field('Pod', `${story.namespace}/${story.pod}`);
   if (story.job) field('Job', story.job);
   field('Node', story.node ? `${story.node} (${story.nodeKind})` : 'not scheduled yet');
-  field('Managed', story.managed ? `yes (label sidecar-terminator.io/managed=${story.managed})` : 'no (no sidecar-terminator.io/managed label)');
+  field('Managed', story.managed ? `yes (label ${MANAGED_LABEL}=${story.managed})` : `no (no ${MANAGED_LABEL} label)`);
   field('State', `${story.state}${story.since ? ` since ${story.since} (${age(story.since, now)} ago)` : ''}`);
   field('Trigger', story.trigger);
   lines.push('', 'Containers:');

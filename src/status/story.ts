@@ -21,6 +21,7 @@ import {
   type Decision,
 } from '../policy/index.ts';
 import { RULES } from '../policy/rules.ts';
+import { TERMINATED_CONDITION } from '../watcher/actions.ts';
 
 export type PodState = 'waiting for main' | 'stopping' | 'stopped' | 'failed' | 'not managed';
 
@@ -279,8 +280,8 @@ function actionsOf(pod: V1Pod, events: CoreV1Event[], crr: CrrView | undefined, 
       actions.push({ what: `sidecar ${role.name} runs its quick-exit image ${role.image} (image replaced in place)` });
     }
   }
-  const condition = pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated');
-  if (condition) actions.push({ ...optional('time', condition.lastTransitionTime ? iso(condition.lastTransitionTime) : undefined), what: `condition SidecarTerminated=${condition.status}: ${condition.message ?? ''}` });
+  const condition = pod.status?.conditions?.find((c) => c.type === TERMINATED_CONDITION);
+  if (condition) actions.push({ ...optional('time', condition.lastTransitionTime ? iso(condition.lastTransitionTime) : undefined), what: `condition ${TERMINATED_CONDITION}=${condition.status}: ${condition.message ?? ''}` });
   for (const role of roles.filter((r) => r.role === 'sidecar')) {
     const exited = finishedAt(pod, role.name);
     if (exited) actions.push({ time: exited, what: `sidecar ${role.name} exited ${exitCodesByName(pod).get(role.name)}` });

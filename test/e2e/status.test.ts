@@ -168,6 +168,9 @@ t.test('usage and read errors: exit 2 or 3, saying what and how to fix it', asyn
   const missing = await status(['-n', namespace, 'pod/nowhere']);
   t.equal(missing.code, 3);
   t.match(missing.stderr, `pod nowhere not found in namespace ${namespace}`);
+  const named = await status(['--context', 'local', '-n', namespace]);
+  t.equal(named.code, 0, '--context with a context of the kubeconfig');
+  t.match(named.stdout, pods.deaf);
   const context = await status(['--context', 'prod']);
   t.equal(context.code, 2);
   t.match(context.stderr, /context "prod" is not in the kubeconfig; its contexts are: local/);
