@@ -1,10 +1,13 @@
 #!/usr/bin/env node
-// The sidecar-terminator command: `serve`, `lint`, `help` and `--version`. The flags of serve
-// come from the table in config.ts, which also writes `serve --help`; lint shares two of them.
-// Exit codes: 0 success, 1 lint found errors (or serve failed), 2 usage or input errors.
+// The sidecar-terminator command: `serve`, `lint`, `status`, `help` and `--version`. The flags
+// of serve come from the table in config.ts, which also writes `serve --help`; lint shares two
+// of them. Exit codes: 0 success, 1 lint found errors (or serve failed, or status found a pod
+// stuck), 2 usage or input errors; status has its own (status --help).
 import { readFileSync } from 'node:fs';
-import { SERVE_FLAGS, defaultText, type FlagSpec, type FlagValue } from './config.ts';
-import { MAX_FILE_BYTES, runLint } from './lint.ts';
+import { basename } from 'node:path';
+import { SERVE_FLAGS, defaultText, oneOf, type FlagSpec, type FlagValue } from './config.ts';
+import { MAX_FILE_BYTES, OUTPUT_FORMATS, runLint } from './lint.ts';
+import { STATUS_EXIT_CODES, STATUS_FLAGS } from './status/flags.ts';
 
 const PROGRAM = 'sidecar-terminator';
 
@@ -15,7 +18,11 @@ type FlagTable = Record<string, FlagSpec>;
 export type FlagValues<T extends FlagTable> = { [K in keyof T]: T[K]['default'] };
 type Env = Readonly<Record<string, string | undefined>>;
 
-const LINT_FLAGS = { enforcement: SERVE_FLAGS.enforcement, quickExitImageAllowlist: SERVE_FLAGS.quickExitImageAllowlist };
+const LINT_FLAGS = {
+  enforcement: SERVE_FLAGS.enforcement,
+  quickExitImageAllowlist: SERVE_FLAGS.quickExitImageAllowlist,
+  output: { ...oneOf('output', 'text: one line per finding and a summary; json: the findings with file, document, object, container, field, rule, severity, message, fix, line and column; sarif: SARIF 2.1.0, for GitHub code scanning and other CI tools.', OUTPUT_FORMATS, 'text'), short: 'o', env: '' },
+};
 
 export async function main(args: readonly string[], env: Env = process.env): Promise<number> {
   const [command, ...rest] = args;
@@ -25,6 +32,9 @@ export async function main(args: readonly string[], env: Env = process.env): Pro
         return await serve(rest, env);
       case 'lint':
         return await lint(rest, env);
+      case 'status':
+      case 'explain':
+        return await status(command, rest, env);
       case 'help':
       case '--help':
       case '-h':
@@ -36,7 +46,7 @@ export async function main(args: readonly string[], env: Env = process.env): Pro
         process.stderr.write(usage());
         return 2;
       default:
-        throw new UsageError(`unknown command "${command}": the commands are serve, lint and help; run "${PROGRAM} --help"`);
+        throw new UsageError(`unknown command "${command}": the commands are serve, lint, status and help; run "${PROGRAM} --help"`);
     }
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
@@ -59,14 +69,26 @@ async function lint(args: readonly string[], env: Env): Promise<number> {
   const { values, positionals, help } = parseFlags('lint', LINT_FLAGS, args, env);
   if (help) return print(lintHelp());
   if (positionals.length === 0) throw new UsageError(`lint needs at least one FILE ("-" reads stdin); run "${PROGRAM} lint --help"`);
-  return runLint(positionals, values, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
+  return runLint(positionals, { ...values, toolVersion: packageVersion() }, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
+}
+
+/** `status` lists the managed pods; `status pod/NAME` (or `explain pod/NAME`) tells one pod's story. */
+async function status(command: 'status' | 'explain', args: readonly string[], env: Env): Promise<number> {
+  const { values, positionals, help } = parseFlags(command, STATUS_FLAGS, args, env);
+  if (help) return print(statusHelp());
+  if (positionals.length > 1) throw new UsageError(`${command} takes at most one pod (pod/NAME), got ${positionals.length} arguments; run "${PROGRAM} status --help"`);
+  if (command === 'explain' && positionals.length === 0) throw new UsageError(`explain needs a pod: ${PROGRAM} explain pod/NAME`);
+  // Loaded on demand: lint should not pay for the Kubernetes client.
+  const { runStatus } = await import('./status/command.ts');
+  return runStatus(values, positionals[0], { stdout: process.stdout, stderr: process.stderr });
 }
 
 function help(topic: string | undefined): number {
   if (topic === undefined) return print(usage());
   if (topic === 'serve') return print(serveHelp());
   if (topic === 'lint') return print(lintHelp());
-  throw new UsageError(`no help for "${topic}": the commands are serve and lint`);
+  if (topic === 'status' || topic === 'explain') return print(statusHelp());
+  throw new UsageError(`no help for "${topic}": the commands are serve, lint and status`);
 }
 
 function print(text: string): number {
@@ -86,6 +108,7 @@ export function parseFlags<T extends FlagTable>(
   env: Env,
 ): { values: FlagValues<T>; positionals: string[]; help: boolean } {
   const keyOf = new Map(Object.entries(table).map(([key, spec]) => [spec.name, key]));
+  const keyOfShort = new Map(Object.entries(table).flatMap(([key, spec]) => (spec.short ? [[spec.short, key]] : [])));
   const given = new Map<string, FlagValue>();
   const positionals: string[] = [];
   let help = false;
@@ -98,8 +121,8 @@ export function parseFlags<T extends FlagTable>(
     if (arg === '--help' || arg === '-h') help = true;
     else if (arg === '-' || !arg.startsWith('-')) positionals.push(arg);
     else {
-      const [, name = arg.replace(/^-+/, ''), inline] = /^--([^=]+)(?:=(.*))?$/s.exec(arg) ?? [];
-      const key = keyOf.get(name);
+      const [, name = arg.replace(/^-+/, ''), inline] = /^--([^=]+)(?:=(.*))?$/s.exec(arg) ?? /^-([^-=])=?(.+)?$/s.exec(arg) ?? [];
+      const key = arg.startsWith('--') ? keyOf.get(name) : keyOfShort.get(name);
       if (key === undefined) throw new UsageError(unknownFlag(command, name, [...keyOf.keys()]));
       const spec = table[key]!;
       let raw = inline;
@@ -114,7 +137,7 @@ export function parseFlags<T extends FlagTable>(
   const values = Object.fromEntries(
     Object.entries(table).map(([key, spec]) => {
       if (given.has(key)) return [key, given.get(key)];
-      const fromEnv = env[spec.env];
+      const fromEnv = spec.env ? env[spec.env] : undefined;
       return [key, fromEnv === undefined || fromEnv === '' ? spec.default : parseValue(spec, fromEnv, spec.env)];
     }),
   ) as FlagValues<T>;
@@ -154,6 +177,9 @@ function usage(): string {
 Usage:
   ${PROGRAM} serve [flags]          run the admission webhook and the watcher
   ${PROGRAM} lint [flags] FILE...   check manifests offline, as the webhook would ("-" reads stdin)
+  ${PROGRAM} status [flags] [pod/NAME]
+                                    the managed pods and their state, or why one pod's sidecars
+                                    still run (also the kubectl plugin: kubectl sidecar-terminator)
   ${PROGRAM} help [COMMAND]         show this help, or the flags of a command
   ${PROGRAM} --version              print the version
 
@@ -176,21 +202,42 @@ function lintHelp(): string {
   return `Usage: ${PROGRAM} lint [flags] FILE...
 
 Validates the pod specs of the Pods, Jobs, CronJobs and workloads in multi-document YAML
-files (List items too) with the admission webhook's rules, and prints one line per finding.
+files (List items too) with the admission webhook's rules, and prints one line per finding,
+or a JSON or SARIF report (-o) locating each finding's field by line and column.
 "-" reads stdin. Files larger than ${MAX_FILE_BYTES / 1024 / 1024} MiB are refused.
 
 Exit status: 0 when there is no error (warnings alone are fine), 1 when there is an error,
 2 for a usage error or a file that cannot be read or parsed.
 
-Flags (also set by their environment variables, as for serve):
+Flags (--enforcement and --quick-exit-image-allowlist also set by their environment variables, as for serve):
 ${flagsHelp(LINT_FLAGS)}`;
+}
+
+function statusHelp(): string {
+  return `Usage: ${PROGRAM} status [flags]              the managed pods in flight, one line each
+       ${PROGRAM} status [flags] pod/NAME     the whole story of one pod (also: ${PROGRAM} explain pod/NAME)
+As a kubectl plugin: kubectl sidecar-terminator status ...
+
+Answers "my Job's main container finished, why does its pod still run?": which containers are
+sidecars and why, the trigger rule, what the watcher did and when, what it waits for now, and
+what you can do; for a pod the add-on does not manage, why not. Reads pods, events, nodes and
+ContainerRecreateRequests with your kubeconfig and permissions, never writes; what it may not
+read is named, and the rest is shown.
+
+States: waiting for main (the main containers still work), stopping (the sidecars were told to
+stop), stopped, failed (a sidecar cannot be stopped, or stopping it failed).
+
+Exit status: ${STATUS_EXIT_CODES}
+
+Flags:
+${flagsHelp(STATUS_FLAGS)}`;
 }
 
 function flagsHelp(table: FlagTable): string {
   return Object.values(table)
     .map((spec) => {
-      const form = typeof spec.default === 'boolean' ? `--${spec.name}[=false]` : `--${spec.name} VALUE`;
-      return `  ${form}\n${wrap(spec.help, '      ')}\n      env ${spec.env}, default: ${defaultText(spec)}\n`;
+      const form = `${spec.short ? `-${spec.short}, ` : ''}--${spec.name}${typeof spec.default === 'boolean' ? '[=false]' : ' VALUE'}`;
+      return `  ${form}\n${wrap(spec.help, '      ')}\n      ${spec.env ? `env ${spec.env}, ` : ''}default: ${defaultText(spec)}\n`;
     })
     .join('\n');
 }
@@ -221,7 +268,10 @@ function packageVersion(): string {
 }
 
 if (import.meta.main) {
-  main(process.argv.slice(2)).then(
+  // Installed as kubectl-sidecar_terminator, `kubectl sidecar-terminator` alone shows the status.
+  const asKubectlPlugin = basename(process.argv[1] ?? '').startsWith('kubectl-');
+  const args = process.argv.slice(2);
+  main(asKubectlPlugin && args.length === 0 ? ['status'] : args).then(
     (code) => {
       process.exitCode = code;
     },

@@ -6,13 +6,16 @@ export type FlagValue = string | number | boolean | string[];
 
 export interface FlagSpec<T extends FlagValue = FlagValue> {
   name: string;
+  /** A one-letter alias (`-o`), for the commands that follow kubectl's. */
+  short?: string;
+  /** Empty for a flag without an environment variable. */
   env: string;
   help: string;
   default: T;
   parse(raw: string): T;
 }
 
-const text = (name: string, help: string, fallback: string): FlagSpec<string> => ({
+export const text = (name: string, help: string, fallback: string): FlagSpec<string> => ({
   name,
   env: envName(name),
   help,
@@ -20,7 +23,7 @@ const text = (name: string, help: string, fallback: string): FlagSpec<string> =>
   parse: (raw) => raw,
 });
 
-const bool = (name: string, help: string, fallback = false): FlagSpec<boolean> => ({
+export const bool = (name: string, help: string, fallback = false): FlagSpec<boolean> => ({
   name,
   env: envName(name),
   help,
@@ -32,7 +35,7 @@ const bool = (name: string, help: string, fallback = false): FlagSpec<boolean> =
   },
 });
 
-const oneOf = <const T extends string>(name: string, help: string, values: readonly T[], fallback: T): FlagSpec<T> => ({
+export const oneOf = <const T extends string>(name: string, help: string, values: readonly T[], fallback: T): FlagSpec<T> => ({
   name,
   env: envName(name),
   help: `${help} One of: ${values.join(', ')}.`,
@@ -43,7 +46,7 @@ const oneOf = <const T extends string>(name: string, help: string, values: reado
   },
 });
 
-const list = (name: string, help: string): FlagSpec<string[]> => ({
+export const list = (name: string, help: string): FlagSpec<string[]> => ({
   name,
   env: envName(name),
   help: `${help} Comma-separated.`,
@@ -51,7 +54,7 @@ const list = (name: string, help: string): FlagSpec<string[]> => ({
   parse: (raw) => raw.split(',').map((item) => item.trim()).filter((item) => item !== ''),
 });
 
-const duration = (name: string, help: string, fallback: string): FlagSpec<number> => ({
+export const duration = (name: string, help: string, fallback: string): FlagSpec<number> => ({
   name,
   env: envName(name),
   help: `${help} A duration such as 90s, 15m, 12h or 30d.`,
@@ -145,6 +148,7 @@ function readsBack(spec: FlagSpec, text: string): boolean {
 const DURATION_UNITS: Array<[string, number]> = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]];
 
 function durationText(ms: number): string {
+  if (ms === 0) return '0s';
   const [unit, size] = DURATION_UNITS.find(([, size]) => ms % size === 0) ?? ['ms', 1];
   return `${ms / size}${unit}`;
 }

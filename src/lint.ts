@@ -1,11 +1,17 @@
 // `sidecar-terminator lint FILE...`: the webhook's validation, offline, on YAML manifests,
-// for CI pipelines. Findings are printed in the webhook's words.
+// for CI pipelines. Findings are given in the webhook's words, as text, JSON or SARIF, each
+// with the line and column of its field in the source.
 // Input is untrusted: a size limit per file, a small alias budget against alias bombs, and
 // the yaml package never runs code for tags (unknown tags are read as plain values).
 import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { Composer, Lexer, LineCounter, Parser } from 'yaml';
+import { Composer, isMap, isNode, isSeq, Lexer, LineCounter, Parser, type Document, type Node } from 'yaml';
 import { enforcedFindings, formatFinding, inspectObject, isRecord, type EnforcementMode } from './policy/index.ts';
+import { RULES } from './policy/rules.ts';
+import { containerOf, parseFieldPath } from './lint/field-path.ts';
+import { toSarif } from './lint/sarif.ts';
+import type { FileReport, LintReport } from './lint/report.ts';
+import { sourceRange } from './lint/source-range.ts';
 
 export const MAX_FILE_BYTES = 8 * 1024 * 1024;
 const MAX_ALIAS_COUNT = 50;
@@ -15,24 +21,18 @@ export const MAX_DOCUMENT_TOKENS = 1_000_000;
 export const MAX_FILE_TOKENS = 4_000_000;
 /** Lexer markers that stand for no source text. */
 const MARKERS = new Set(['\x02', '\x18', '\x1f']);
+/** How `helm template` names the template each document comes from. */
+const HELM_SOURCE = /^ ?Source: (.+)$/m;
+
+export const OUTPUT_FORMATS = ['text', 'json', 'sarif'] as const;
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
 export interface LintOptions {
   enforcement: EnforcementMode;
   quickExitImageAllowlist: readonly string[];
-}
-
-interface Counts {
-  errors: number;
-  warnings: number;
-  /** Objects with a pod spec, which were validated. */
-  checked: number;
-  /** Other objects (Services, ConfigMaps, ...). */
-  skipped: number;
-}
-
-export interface FileReport extends Counts {
-  /** One line per finding: `file: Kind/name: error: <finding>`. */
-  lines: string[];
+  output: OutputFormat;
+  /** Named in the SARIF report. */
+  toolVersion: string;
 }
 
 /** A file that cannot be read or is not YAML: the command exits 2. */
@@ -44,32 +44,46 @@ export interface LintIO {
   stderr: { write(text: string): unknown };
 }
 
-/** Lints every file (`-` is stdin) and returns the exit code: 2 if a file failed, else 1 on errors, else 0. */
+/** Lints every file (`-` is stdin), prints the report and returns the exit code: 2 if a file failed, else 1 on errors, else 0. */
 export async function runLint(files: readonly string[], options: LintOptions, io: LintIO): Promise<number> {
-  const total: Counts = { errors: 0, warnings: 0, checked: 0, skipped: 0 };
-  let failed = 0;
+  const report: LintReport = { files: [...files].map(labelOf), findings: [], failures: [], errors: 0, warnings: 0, checked: 0, skipped: 0 };
   for (const file of files) {
-    const label = file === '-' ? '<stdin>' : file;
+    const label = labelOf(file);
     try {
-      const report = lintText(await readInput(file === '-' ? io.stdin : createReadStream(file), label), label, options);
-      for (const line of report.lines) io.stdout.write(`${line}\n`);
-      total.errors += report.errors;
-      total.warnings += report.warnings;
-      total.checked += report.checked;
-      total.skipped += report.skipped;
+      const linted = lintText(await readInput(file === '-' ? io.stdin : createReadStream(file), label), label, options);
+      report.findings.push(...linted.findings);
+      report.errors += linted.errors;
+      report.warnings += linted.warnings;
+      report.checked += linted.checked;
+      report.skipped += linted.skipped;
     } catch (error) {
-      failed++;
-      io.stderr.write(`${error instanceof InputError ? error.message : `${label}: ${String(error)}`}\n`);
+      const message = error instanceof InputError ? error.message : `${label}: ${String(error)}`;
+      report.failures.push({ file: label, message });
+      io.stderr.write(`${message}\n`);
     }
   }
+  io.stdout.write(formatReport(report, options));
+  return report.failures.length > 0 ? 2 : report.errors > 0 ? 1 : 0;
+}
+
+function labelOf(file: string): string {
+  return file === '-' ? '<stdin>' : file;
+}
+
+function formatReport(report: LintReport, { output, toolVersion }: LintOptions): string {
+  if (output === 'sarif') return `${JSON.stringify(toSarif(report, toolVersion), null, 2)}\n`;
+  if (output === 'json') {
+    const { files, findings, failures, errors, warnings, checked, skipped } = report;
+    return `${JSON.stringify({ findings, failures, summary: { files: files.length, checked, skipped, errors, warnings } }, null, 2)}\n`;
+  }
+  const lines = report.findings.map((finding) => `${finding.file}: ${finding.object}: ${finding.severity}: ${finding.message}\n`);
+  const failed = report.failures.length;
   const notes = [
-    total.skipped > 0 ? `${plural(total.skipped, 'object')} without a pod spec skipped` : '',
+    report.skipped > 0 ? `${plural(report.skipped, 'object')} without a pod spec skipped` : '',
     failed > 0 ? `${plural(failed, 'file')} could not be read or parsed` : '',
   ].filter(Boolean);
-  io.stdout.write(
-    `${plural(total.checked, 'object')} checked in ${plural(files.length - failed, 'file')}: ${plural(total.errors, 'error')}, ${plural(total.warnings, 'warning')}${notes.length ? ` (${notes.join('; ')})` : ''}\n`,
-  );
-  return failed > 0 ? 2 : total.errors > 0 ? 1 : 0;
+  const summary = `${plural(report.checked, 'object')} checked in ${plural(report.files.length - failed, 'file')}: ${plural(report.errors, 'error')}, ${plural(report.warnings, 'warning')}${notes.length ? ` (${notes.join('; ')})` : ''}\n`;
+  return lines.join('') + summary;
 }
 
 /** Reads a whole input, refusing more than `limit` bytes. */
@@ -93,17 +107,33 @@ async function readInput(source: Readable, label: string, limit = MAX_FILE_BYTES
 }
 
 /** Lints the objects of a multi-document YAML text; throws InputError, naming the line, when it is not valid YAML. */
-export function lintText(text: string, file: string, options: LintOptions): FileReport {
-  const report: FileReport = { lines: [], errors: 0, warnings: 0, checked: 0, skipped: 0 };
-  for (const { label, object } of objectsIn(text, file)) {
-    const inspection = inspectObject(object, options.quickExitImageAllowlist);
+export function lintText(text: string, file: string, options: Pick<LintOptions, 'enforcement' | 'quickExitImageAllowlist'>): FileReport {
+  const report: FileReport = { findings: [], errors: 0, warnings: 0, checked: 0, skipped: 0 };
+  const lines = new LineCounter();
+  for (const found of objectsIn(text, file, lines)) {
+    const inspection = inspectObject(found.object, options.quickExitImageAllowlist);
     if (!inspection) {
       report.skipped++;
       continue;
     }
     report.checked++;
     for (const finding of enforcedFindings(inspection, options.enforcement)) {
-      report.lines.push(`${file}: ${label}: ${finding.severity}: ${formatFinding(finding)}`);
+      const steps = parseFieldPath(finding.field);
+      const container = containerOf(found.object, steps);
+      report.findings.push({
+        file,
+        documentIndex: found.documentIndex,
+        ...(found.itemIndex !== undefined ? { itemIndex: found.itemIndex } : {}),
+        object: found.label,
+        ...(container !== undefined ? { container } : {}),
+        field: finding.field,
+        rule: finding.rule,
+        severity: finding.severity,
+        message: formatFinding(finding),
+        fix: RULES[finding.rule].fix,
+        ...sourceRange(found.document, found.node, steps, lines),
+        ...(found.helmTemplate !== undefined ? { helmTemplate: found.helmTemplate } : {}),
+      });
       if (finding.severity === 'error') report.errors++;
       else report.warnings++;
     }
@@ -111,20 +141,25 @@ export function lintText(text: string, file: string, options: LintOptions): File
   return report;
 }
 
-interface LabelledObject {
+interface FoundObject {
   /** `Kind/name`, or the document's position when it has none. */
   label: string;
   object: unknown;
+  document: Document.Parsed;
+  /** The object's node in the document. */
+  node: Node;
+  documentIndex: number;
+  itemIndex?: number;
+  helmTemplate?: string;
 }
 
-function objectsIn(text: string, file: string): LabelledObject[] {
-  const lineCounter = new LineCounter();
+function objectsIn(text: string, file: string, lineCounter: LineCounter): FoundObject[] {
   checkTokenBudget(text, file);
-  const objects: LabelledObject[] = [];
+  const objects: FoundObject[] = [];
   // One document at a time, so memory follows the largest document, not the file.
   // merge: `<<` keys are merged as Kubernetes' YAML reader (YAML 1.1) does.
   const documents = new Composer({ merge: true }).compose(new Parser(lineCounter.addNewLine).parse(text), true, text.length);
-  for (;;) {
+  for (let documentIndex = 0; ; documentIndex++) {
     let next;
     try {
       next = documents.next();
@@ -148,20 +183,29 @@ function objectsIn(text: string, file: string): LabelledObject[] {
       const reason = cause instanceof ReferenceError ? `aliases expand too much (more than ${MAX_ALIAS_COUNT}), as in an alias bomb` : String(cause);
       throw new InputError(`${file}: line ${line}: document rejected: ${reason}`);
     }
-    if (value !== null && value !== undefined) objects.push(...listItems(value, `document at line ${line}`));
+    if (value === null || value === undefined || !document.contents) continue;
+    const helmTemplate = HELM_SOURCE.exec(document.commentBefore ?? document.contents.commentBefore ?? '')?.[1]?.trim();
+    const found = { document, documentIndex, ...(helmTemplate ? { helmTemplate } : {}) };
+    objects.push(...listItems(value, document.contents, `document at line ${line}`, found));
   }
   return objects;
 }
 
-/** The object itself, or the items of a List (`kind: List`, or `PodList` and the like). */
-function listItems(value: unknown, position: string): LabelledObject[] {
+type DocumentPlace = Pick<FoundObject, 'document' | 'documentIndex' | 'helmTemplate'>;
+
+/** The object itself, or the items of a List (`kind: List`, or `PodList` and the like), each with its node. */
+function listItems(value: unknown, node: Node, position: string, place: DocumentPlace, itemIndex?: number): FoundObject[] {
   if (isRecord(value) && typeof value.kind === 'string' && value.kind.endsWith('List') && Array.isArray(value.items)) {
-    return value.items.flatMap((item, index) => listItems(item, `${position}, item ${index + 1}`));
+    const itemNodes = isMap(node) ? node.get('items', true) : undefined;
+    return value.items.flatMap((item, index) => {
+      const itemNode = isSeq(itemNodes) ? itemNodes.items[index] : undefined;
+      return listItems(item, isNode(itemNode) ? itemNode : node, `${position}, item ${index + 1}`, place, index);
+    });
   }
-  return [{ label: labelOf(value) ?? position, object: value }];
+  return [{ ...place, label: objectLabel(value) ?? position, object: value, node, ...(itemIndex !== undefined ? { itemIndex } : {}) }];
 }
 
-function labelOf(value: unknown): string | undefined {
+function objectLabel(value: unknown): string | undefined {
   if (!isRecord(value) || typeof value.kind !== 'string') return undefined;
   const metadata = isRecord(value.metadata) ? value.metadata : {};
   const name = typeof metadata.name === 'string' ? metadata.name : typeof metadata.generateName === 'string' ? metadata.generateName : '(unnamed)';

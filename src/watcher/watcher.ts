@@ -17,7 +17,7 @@ import {
   type KillMechanism,
   type SignalSettings,
 } from './actions.ts';
-import { isApiError } from '../kube/api-errors.ts';
+import { apiErrorMessage as messageOf, isApiError } from '../kube/api-errors.ts';
 import { servedCrrVersion } from './discovery.ts';
 import { EventRecorder } from './events.ts';
 import type { WatcherMetrics } from './metrics.ts';
@@ -327,18 +327,6 @@ function withKillsMerged(actions: Action[]): Step[] {
     if (action.type !== 'kill') return [action];
     return action.container === containers[0] ? [{ type: 'killAll', containers }] : [];
   });
-}
-
-function messageOf(error: unknown): string {
-  const body = (error as { body?: unknown } | null)?.body;
-  if (typeof body === 'string') {
-    try {
-      return (JSON.parse(body) as { message?: string }).message ?? body;
-    } catch {
-      return body;
-    }
-  }
-  return error instanceof Error ? error.message : String(error);
 }
 
 /** How a sidecar is told to stop, in the words of events and logs. */

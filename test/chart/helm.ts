@@ -44,6 +44,8 @@ export async function helm(args: string[], options: { input?: string; env?: Node
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  // EPIPE when helm exits without reading stdin (most commands never do) is expected.
+  child.stdin.on('error', () => {});
   child.stdin.end(options.input ?? '');
   const code = await new Promise<number>((resolveCode, reject) => {
     child.on('error', reject);

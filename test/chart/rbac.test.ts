@@ -51,12 +51,14 @@ const usesSignal = (config: ServeConfig) => config.killMechanism !== 'crr';
 const usesCrr = (config: ServeConfig) => config.killMechanism !== 'signal';
 const REGISTER_ONLY = 'only `serve --register-webhooks` (local runs) writes the configurations; the chart creates them itself';
 const DISCOVERY = 'discovery documents: the built-in system:discovery ClusterRole grants them to every authenticated user';
+const USERS_OWN = 'sidecar-terminator status (the kubectl plugin) reads with the user\'s kubeconfig and permissions, not the chart\'s';
+const status = (why: string): Call => ({ sites: ['src/status/cluster.ts'], needs: [], why, notGranted: USERS_OWN });
 
 /** Every Kubernetes API call the code makes, keyed by client-node method name. */
 const CALLS: Record<string, Call> = {
   // The watcher.
-  listPodForAllNamespaces: { sites: ['src/watcher/reflector.ts', 'src/watcher/sweeper.ts'], needs: [pods('list')], why: 'list the managed pods; the sweeper lists unlabelled running ones' },
-  listNamespacedPod: { sites: ['src/watcher/reflector.ts', 'src/watcher/sweeper.ts'], needs: [pods('list')], why: 'the same, per namespace with --namespaces' },
+  listPodForAllNamespaces: { sites: ['src/watcher/reflector.ts', 'src/watcher/sweeper.ts', 'src/status/cluster.ts'], needs: [pods('list')], why: 'list the managed pods; the sweeper lists unlabelled running ones' },
+  listNamespacedPod: { sites: ['src/watcher/reflector.ts', 'src/watcher/sweeper.ts', 'src/status/cluster.ts'], needs: [pods('list')], why: 'the same, per namespace with --namespaces' },
   'Watch.watch': { sites: ['src/watcher/reflector.ts'], needs: [pods('watch')], why: 'watch the managed pods' },
   patchNamespacedPod: { sites: ['src/watcher/actions.ts', 'src/watcher/sweeper.ts'], needs: [pods('patch')], why: 'the managed label, and the in-place quick-exit image' },
   patchNamespacedPodStatus: { sites: ['src/watcher/actions.ts'], needs: [pods('patch', 'pods/status')], why: 'the terminal phase and the SidecarTerminated condition' },
@@ -72,7 +74,7 @@ const CALLS: Record<string, Call> = {
     why: 'the crr mechanism',
     when: usesCrr,
   },
-  readNode: { sites: ['src/watcher/watcher.ts'], needs: [{ group: '', resource: 'nodes', verb: 'get', scope: 'cluster' }], why: 'virtual-kubelet label or taint' },
+  readNode: { sites: ['src/watcher/watcher.ts', 'src/status/cluster.ts'], needs: [{ group: '', resource: 'nodes', verb: 'get', scope: 'cluster' }], why: 'virtual-kubelet label or taint' },
   getAPIVersions: { sites: ['src/watcher/discovery.ts'], needs: [], why: 'is apps.kruise.io served?', when: usesCrr, notGranted: DISCOVERY },
   getAPIResources: { sites: ['src/watcher/discovery.ts'], needs: [], why: 'does it serve containerrecreaterequests?', when: usesCrr, notGranted: DISCOVERY },
   createNamespacedLease: {
@@ -105,10 +107,19 @@ const CALLS: Record<string, Call> = {
   createValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
   replaceMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
   replaceValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
+  // `sidecar-terminator status`, run by users (it also lists pods and reads nodes, above).
+  readNamespacedPod: status('the pod of `status pod/NAME`'),
+  listNamespacedEvent: status("the add-on's events about the pods"),
+  listEventForAllNamespaces: status('the same, with -A'),
+  listNamespacedCustomObject: status('the ContainerRecreateRequests'),
+  listClusterCustomObject: status('the same, with -A'),
+  listMutatingWebhookConfiguration: status('is the webhook registered, does it serve the namespace?'),
+  readNamespace: status("the namespace's labels, for the webhook's namespaceSelector"),
 };
 
-/** Which process runs the code in a file. */
-function componentOf(file: string): Component | undefined {
+/** Which process runs the code in a file; `user` for the status command, which runs with the user's permissions. */
+function componentOf(file: string): Component | 'user' | undefined {
+  if (file.startsWith('src/status/')) return 'user';
   if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts') return 'watcher';
   if (file.startsWith('src/tls/') || file.startsWith('src/webhook/') || file === 'src/kube/webhook-configurations.ts') return 'webhook';
   return undefined;

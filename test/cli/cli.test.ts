@@ -41,7 +41,7 @@ t.test('top-level help, version, unknown commands', async (t) => {
   t.match(none.stderr, /Usage:/);
   const unknown = await runCli(['server']);
   t.equal(unknown.code, 2);
-  t.match(unknown.stderr, /unknown command "server": the commands are serve, lint and help/);
+  t.match(unknown.stderr, /unknown command "server": the commands are serve, lint, status and help/);
 });
 
 t.test('unknown flags and bad values: exit 2, naming the flag and the fix', async (t) => {

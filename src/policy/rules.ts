@@ -1,0 +1,94 @@
+// The catalogue of validation rules: one entry per rule id of findings.ts, with the words
+// lint's JSON and SARIF reports and the README's rules table give each rule. Typed by RuleId,
+// so a new rule does not compile until it is described here.
+import type { RuleId, Severity } from './findings.ts';
+
+export interface RuleDescription {
+  /** The severity the rule reports with; `restart-policy-always` is an error on Jobs, CronJobs and strict pods only. */
+  severity: Severity;
+  /** What the rule catches, in one line. */
+  summary: string;
+  /** What to do about it. */
+  fix: string;
+}
+
+export const RULES: Readonly<Record<RuleId, RuleDescription>> = {
+  'marker-value': {
+    severity: 'error',
+    summary: 'A sidecar marker has a value other than "true" or "false".',
+    fix: 'Set the marker to "true" (quoted: env values are strings), or to "false" to turn it off.',
+  },
+  'marker-value-from': {
+    severity: 'error',
+    summary: 'A sidecar marker is set through valueFrom, which cannot be read from the pod spec.',
+    fix: 'Set a literal value: "true", or the quick-exit image reference for ..._WITH_IMAGE.',
+  },
+  'quick-exit-image-empty': {
+    severity: 'error',
+    summary: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE is empty.',
+    fix: 'Set it to an image that exits 0 at once (for example a pinned busybox running `true`), or remove the variable.',
+  },
+  'quick-exit-image-invalid': {
+    severity: 'error',
+    summary: 'The quick-exit image is not a valid image reference.',
+    fix: 'Write it as [registry/]repository[:tag][@digest], with a lowercase repository name.',
+  },
+  'quick-exit-image-own': {
+    severity: 'error',
+    summary: "The quick-exit image is the sidecar's own image, so replacing it changes nothing.",
+    fix: 'Use an image that exits 0 at once, different from the sidecar\'s image.',
+  },
+  'quick-exit-image-not-allowed': {
+    severity: 'error',
+    summary: "The quick-exit image is outside the cluster's --quick-exit-image-allowlist.",
+    fix: 'Use an image that matches one of the allowlist patterns.',
+  },
+  'no-main-container': {
+    severity: 'error',
+    summary: 'Every container is marked as a sidecar: there is no main container to wait for.',
+    fix: 'Remove the markers from the container that does the work.',
+  },
+  'ignore-exit-code-without-kill': {
+    severity: 'error',
+    summary: 'KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE without KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT="true" on the same container.',
+    fix: 'Add KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT="true" to the container, or remove KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE.',
+  },
+  'restart-policy-always': {
+    severity: 'error',
+    summary: 'Sidecar markers on a pod whose restartPolicy is Always (or unset): they never take effect. An error on Jobs, CronJobs and strict pods, a warning elsewhere.',
+    fix: 'Set restartPolicy to Never or OnFailure, or remove the markers.',
+  },
+  'quick-exit-image-unpinned': {
+    severity: 'warning',
+    summary: 'The quick-exit image has no tag or digest, or uses :latest.',
+    fix: 'Pin a tag or, better, a digest.',
+  },
+  'quick-exit-image-command': {
+    severity: 'warning',
+    summary: 'A quick-exit image on a container that sets command: the quick-exit image runs that command.',
+    fix: 'Use a quick-exit image that provides the command (or exits 0 whatever the command), or drop command from the container.',
+  },
+  'on-failure-kill-exit-code': {
+    severity: 'warning',
+    summary: 'An OnFailure pod whose sidecar is stopped by signal without KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE: kubelet restarts a sidecar that exits non-zero.',
+    fix: 'Set KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE="true", or make the sidecar exit 0 on SIGTERM.',
+  },
+  'virtual-node-without-image': {
+    severity: 'warning',
+    summary: 'The pod can run on virtual-kubelet nodes, where a sidecar without a quick-exit image cannot be stopped.',
+    fix: 'Add KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE with a quick-exit image to the sidecar.',
+  },
+  'marker-on-init-container': {
+    severity: 'warning',
+    summary: 'A sidecar marker on an init container, where it has no effect.',
+    fix: 'Move the marker to the sidecar in spec.containers, or remove it (a native sidecar already stops when the main containers finish).',
+  },
+  'duplicate-marker': {
+    severity: 'warning',
+    summary: 'A sidecar marker defined more than once in one container.',
+    fix: 'Keep one definition of each marker.',
+  },
+};
+
+/** The rule ids in the catalogue's order. */
+export const RULE_IDS = Object.keys(RULES) as RuleId[];

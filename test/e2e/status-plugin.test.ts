@@ -1,0 +1,152 @@
+// The kubectl plugin as a user gets it: the package packed (which builds dist/) and installed
+// with npm into a fresh prefix, its bin directory on the PATH, and `kubectl sidecar-terminator`
+// run by bash through the real kubectl against the real API server, with OpenKruise's CRD so
+// the watcher stops sidecars by ContainerRecreateRequest. The README's "Why is my Job still
+// running?" commands are run as written and their output compared with the README's (times,
+// ages and generated names aside); README_WRITE=1 writes the output into the README instead.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import t from 'tap';
+import { ENV_WHEN_JOB_EXIT, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { repoRoot } from '../support/demo.ts';
+import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { apply, eventsOf, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+
+const SECTION = '## Why is my Job still running?';
+const JOBS = ['log-shipper', 'report', 'proxy-on-virtual-node'];
+
+const work = mkdtempSync(join(tmpdir(), 'st-plugin-'));
+t.teardown(() => rmSync(work, { recursive: true, force: true }));
+// Node 24 first: npm, the package's scripts and the installed commands run on it.
+const basePath = `${dirname(process.execPath)}:${process.env.PATH}`;
+
+function sh(command: string, env: NodeJS.ProcessEnv = {}, cwd = repoRoot): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolveRun, reject) => {
+    const child = spawn('bash', ['-c', command], { cwd, env: { ...process.env, PATH: basePath, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (code) => resolveRun({ code: code ?? 1, stdout, stderr }));
+  });
+}
+
+/** `npm pack`, then `npm install -g` of the tarball into a prefix of its own: the README's install, minus the global directory. */
+async function installPackage(): Promise<string> {
+  const packed = await sh(`npm pack --pack-destination ${work} | tail -n 1`);
+  if (packed.code !== 0) throw new Error(`npm pack failed: ${packed.stderr}`);
+  const prefix = join(work, 'prefix');
+  const installed = await sh(`npm install -g --prefix ${prefix} --prefer-offline --no-audit --no-fund ${join(work, packed.stdout.trim())}`);
+  if (installed.code !== 0) throw new Error(`npm install -g failed: ${installed.stderr}`);
+  return join(prefix, 'bin');
+}
+
+const [stack, binDir] = await Promise.all([startStack(t, { installCrrCrd: true }), installPackage()]);
+const { cp, core } = stack;
+// What a user has: the installed commands, then kubectl, on the PATH; the kubeconfig in $KUBECONFIG.
+const userEnv = { PATH: `${binDir}:${cp.binDir}:${basePath}`, KUBECONFIG: cp.kubeconfigPath };
+const namespace = 'default';
+
+const containers = (sidecarEnv = '') => `        - name: main
+          image: busybox:1.36
+        - name: proxy
+          image: envoyproxy/envoy:v1.31.0
+          env:
+            - name: ${ENV_WHEN_JOB_EXIT}
+              value: "true"${sidecarEnv}`;
+await apply(cp, namespace, jobYaml('log-shipper', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: containers() }));
+await apply(cp, namespace, jobYaml('report', { annotations: { [simAnnotations.exitAfter('main')]: 'never' }, containers: containers() }));
+await apply(cp, namespace, jobYaml('proxy-on-virtual-node', {
+  annotations: { [simAnnotations.exitAfter('main')]: '1s' },
+  spec: '\n      nodeSelector:\n        type: virtual-kubelet\n      tolerations:\n        - key: virtual-kubelet.io/provider\n          operator: Exists',
+  containers: containers(),
+}));
+const podNames = Object.fromEntries(await Promise.all(JOBS.map(async (job) => [job, (await podOfJob(stack, namespace, job)).metadata!.name!] as const)));
+await waitForJob(stack, namespace, 'log-shipper', 'Complete');
+await waitFor('the log-shipper pod to leave the watch', async () => (await core.readNamespacedPod({ name: podNames['log-shipper']!, namespace })).metadata?.labels?.[MANAGED_LABEL] === 'done');
+await waitFor('the Warning event of the virtual node', async () => (await eventsOf(stack, namespace, podNames['proxy-on-virtual-node']!)).some((e) => e.type === 'Warning'));
+await waitFor('the report pod to run', async () => (await core.readNamespacedPod({ name: podNames.report!, namespace })).status?.phase === 'Running');
+
+/** Generated names as the README writes them: `JOB-xxxxx`, and the CRR's pod uid. */
+function withStableNames(text: string): string {
+  let out = text;
+  for (const [job, pod] of Object.entries(podNames)) out = out.replaceAll(pod, `${job}-xxxxx`);
+  return out;
+}
+
+/** What differs from run to run: times, ages, and the column widths they change. */
+function normalized(text: string): string {
+  return withStableNames(text)
+    .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, 'TIME')
+    .replace(/(?<=[\s(])\d+[smhd](\d+[sm])?(?=[\s)]|$)/gm, 'AGE')
+    .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, 'UID')
+    .replace(/ {2,}/g, '  ')
+    .trimEnd();
+}
+
+interface Block {
+  command: string;
+  /** Where the ```text block after it starts and ends in the README. */
+  output?: { start: number; end: number; text: string };
+}
+
+function sectionBlocks(readme: string): Block[] {
+  const start = readme.indexOf(`\n${SECTION}\n`);
+  const end = readme.indexOf('\n## ', start + 1);
+  const fences = [...readme.slice(start, end).matchAll(/```(\w+)\n([\s\S]*?)```/g)];
+  return fences.flatMap((fence, index) => {
+    if (fence[1] !== 'sh') return [];
+    const next = fences[index + 1];
+    const between = next ? readme.slice(start + fence.index! + fence[0].length, start + next.index!) : '';
+    const output = next && next[1] === 'text' && between.trim() === '' ? { start: start + next.index! + '```text\n'.length, end: start + next.index! + next[0].length - 3, text: next[2]! } : undefined;
+    return [{ command: fence[2]!.trim(), ...(output ? { output } : {}) }];
+  });
+}
+
+t.test('kubectl finds the plugin, and the package puts both commands on the PATH', async (t) => {
+  const plugins = await sh('kubectl plugin list', userEnv);
+  t.match(plugins.stdout, `${binDir}/kubectl-sidecar_terminator`);
+  const version = await sh('sidecar-terminator --version', userEnv);
+  t.equal(version.stdout, `sidecar-terminator ${(JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version}\n`);
+  const help = await sh('kubectl sidecar-terminator status --help', userEnv);
+  t.equal(help.code, 0);
+  t.match(help.stdout, /--fail-after VALUE[\s\S]*--kubeconfig VALUE[\s\S]*--context VALUE/);
+  const bare = await sh('kubectl sidecar-terminator', userEnv);
+  t.match(bare.stdout, /^POD\s+JOB\s+NODE/, 'the plugin alone lists the pods in flight');
+});
+
+t.test('the ContainerRecreateRequest in the story of a pod stopped by crr', async (t) => {
+  const story = await sh(`kubectl sidecar-terminator status pod/${podNames['log-shipper']} -o json`, userEnv);
+  t.equal(story.code, 0, story.stderr);
+  const parsed = JSON.parse(story.stdout) as { state: string; mechanism: string; actions: Array<{ what: string }> };
+  t.match(parsed, { state: 'stopped', mechanism: 'crr' });
+  t.match(parsed.actions.map((a) => a.what), [/event Normal SidecarTermina\w+: stopping sidecars: proxy \(ContainerRecreateRequest\)/, /ContainerRecreateRequest sidecar-termination-[0-9a-f-]+ for proxy/]);
+});
+
+t.test("the README's commands, through kubectl, print what the README shows", async (t) => {
+  const readmePath = join(repoRoot, 'README.md');
+  const readme = readFileSync(readmePath, 'utf8');
+  const blocks = sectionBlocks(readme);
+  const shown = blocks.filter((block) => block.command.startsWith('kubectl sidecar-terminator status') && block.output);
+  t.equal(shown.length, 2, 'the list and one story');
+  const writes: Array<{ start: number; end: number; text: string }> = [];
+  for (const block of shown) {
+    const command = block.command.replace(/(\w[\w-]*)-xxxxx/g, (name, job: string) => podNames[job] ?? name);
+    const run = await sh(command, userEnv);
+    t.equal(run.code, 0, `${block.command}: ${run.stderr}`);
+    const output = withStableNames(run.stdout);
+    if (process.env.README_WRITE) writes.push({ ...block.output!, text: output });
+    else t.equal(normalized(output), normalized(block.output!.text), `${block.command}: the README's output`);
+  }
+  if (writes.length > 0) {
+    let updated = readme;
+    for (const write of writes.reverse()) updated = updated.slice(0, write.start) + write.text + updated.slice(write.end);
+    writeFileSync(readmePath, updated);
+    t.comment('README.md written');
+  }
+  const install = blocks.find((block) => block.command.includes('npm pack'));
+  t.equal(install?.command, 'npm ci && npm install -g "./$(npm pack | tail -n 1)"', 'the install line this test follows (npm pack, then npm install -g of the tarball)');
+});

@@ -1,0 +1,116 @@
+// The story of a pod, from objects written here: the states and their reasons where the end-to-end
+// tests cannot easily stage them (OnFailure retries, image pulls, Kruise's request phases), and
+// the small pure helpers.
+import type { CoreV1Event, V1ContainerStatus, V1Node, V1Pod } from '@kubernetes/client-node';
+import t from 'tap';
+import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE } from '../../src/policy/index.ts';
+import { selectorMatches } from '../../src/status/cluster.ts';
+import { age } from '../../src/status/render.ts';
+import { podStory, type PodFacts } from '../../src/status/story.ts';
+import { containerOf, parseFieldPath } from '../../src/lint/field-path.ts';
+
+const QUICK_EXIT = 'registry.example.com/quick-exit:1.0';
+const T0 = '2026-01-01T10:00:00Z';
+const T1 = '2026-01-01T10:01:00Z';
+const now = new Date('2026-01-01T10:05:00Z');
+
+const running = (name: string, restartCount = 0) => ({ name, restartCount, state: { running: { startedAt: new Date(T0) } } });
+const exited = (name: string, exitCode: number, restartCount = 0) => ({ name, restartCount, state: { terminated: { exitCode, finishedAt: new Date(T1) } } });
+const waiting = (name: string, reason: string) => ({ name, restartCount: 0, state: { waiting: { reason } } });
+
+function pod(options: { restartPolicy?: string; sidecarEnv?: Array<{ name: string; value: string }>; sidecarImage?: string; statuses: unknown[]; labels?: Record<string, string>; nodeName?: string }): V1Pod {
+  return {
+    metadata: { name: 'job-abcde', namespace: 'ns', uid: 'u1', labels: options.labels ?? { 'sidecar-terminator.io/managed': 'true' }, ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'job', uid: 'j1' }] },
+    spec: {
+      restartPolicy: options.restartPolicy ?? 'Never',
+      nodeName: options.nodeName ?? 'node-1',
+      containers: [
+        { name: 'main', image: 'busybox:1.36' },
+        { name: 'proxy', image: options.sidecarImage ?? 'envoyproxy/envoy:v1.31.0', env: options.sidecarEnv ?? [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }] },
+      ],
+    },
+    status: { phase: 'Running', startTime: new Date(T0), containerStatuses: options.statuses as V1ContainerStatus[] },
+  };
+}
+
+const normalNode: V1Node = { metadata: { name: 'node-1', labels: {} } };
+const virtualNode: V1Node = { metadata: { name: 'vk', labels: { type: 'virtual-kubelet' } } };
+const event = (type: string, reason: string, message: string, time = T1): CoreV1Event =>
+  ({ metadata: {}, involvedObject: {}, type, reason, message, lastTimestamp: new Date(time) }) as CoreV1Event;
+
+function facts(p: V1Pod, extra: Partial<PodFacts> = {}): PodFacts {
+  return { pod: p, node: { value: normalNode }, events: { value: [] }, crr: { value: undefined }, now, ...extra };
+}
+
+t.test('OnFailure: a failed main container is restarted, so the pod waits for main', async (t) => {
+  const story = podStory(facts(pod({ restartPolicy: 'OnFailure', statuses: [exited('main', 1, 1), running('proxy')] })));
+  t.match(story, { state: 'waiting for main', since: T0 });
+  t.match(story.waitingFor, /the main container to finish: main \(exited 1 \(?.*1 restart\)/);
+  t.match(story.trigger, /OnFailure: the sidecars are stopped once every main container has exited 0/);
+});
+
+t.test("each of the policy's reasons to wait or ignore gives its state", async (t) => {
+  const pending = pod({ statuses: [] });
+  pending.status = { phase: 'Pending' };
+  t.match(podStory(facts(pending)), { state: 'waiting for main', waitingFor: 'the pod to start (Pending)' });
+  t.match(podStory(facts(pod({ statuses: [running('main'), running('proxy')] }))), { state: 'waiting for main', waitingFor: /^the main container to finish: main \(running since / });
+  t.match(podStory(facts(pod({ statuses: [exited('main', 0), exited('proxy', 0)] }))), { state: 'stopped', since: T1 });
+  t.match(podStory(facts(pod({ restartPolicy: 'Always', statuses: [running('main'), running('proxy')] }))), { state: 'failed', waitingFor: /the watcher ignores this pod \(restartPolicy is neither Never nor OnFailure\)/, advice: ['Set restartPolicy: Never or OnFailure.'] });
+});
+
+t.test('either event reason counts: the Normal one of Kruise and the older one', async (t) => {
+  for (const reason of ['SidecarTerminator', 'SidecarTerminating']) {
+    const story = podStory(facts(pod({ statuses: [exited('main', 0), running('proxy')] }), { events: { value: [event('Normal', reason, 'stopping sidecars: proxy (SIGTERM)')] } }));
+    t.match(story, { state: 'stopping', mechanism: 'signal', since: T1, lastEvent: { reason } }, reason);
+  }
+});
+
+t.test('a virtual node: image replaced, waiting for kubelet; an unpullable quick-exit image is named', async (t) => {
+  const env = [{ name: ENV_WITH_IMAGE, value: QUICK_EXIT }];
+  const replaced = podStory(facts(pod({ sidecarEnv: env, sidecarImage: QUICK_EXIT, statuses: [exited('main', 0), running('proxy')] }), { node: { value: virtualNode } }));
+  t.match(replaced, { state: 'stopping', nodeKind: 'virtual', mechanism: 'image' });
+  t.match(replaced.waitingFor, /kubelet to restart proxy with its quick-exit image/);
+  t.match(replaced.actions, [{ what: /sidecar proxy runs its quick-exit image/ }]);
+
+  const pulling = podStory(facts(pod({ sidecarEnv: env, sidecarImage: QUICK_EXIT, statuses: [exited('main', 0), waiting('proxy', 'ImagePullBackOff')] }), { node: { value: virtualNode } }));
+  t.match(pulling.advice, [/The quick-exit image registry\.example\.com\/quick-exit:1\.0 of proxy cannot be pulled \(ImagePullBackOff\)/]);
+});
+
+t.test('crr: the request and its phase; nothing recorded yet is said so', async (t) => {
+  const p = pod({ statuses: [exited('main', 0), running('proxy')] });
+  const crr = { value: { name: 'sidecar-termination-u1', containers: ['proxy'], createdAt: T1, phase: 'Recreating' } };
+  const story = podStory(facts(p, { crr }));
+  t.match(story, { state: 'stopping', mechanism: 'crr' });
+  t.match(story.waitingFor, /kruise-daemon on node-1 to stop proxy \(ContainerRecreateRequest sidecar-termination-u1, phase Recreating\)/);
+  t.match(story.actions, [{ time: T1, what: 'ContainerRecreateRequest sidecar-termination-u1 for proxy, phase Recreating' }]);
+
+  const silent = podStory(facts(p));
+  t.match(silent, { state: 'stopping', mechanism: 'kill', waitingFor: 'the watcher to stop proxy: no action recorded yet' });
+  t.match(silent.advice, [/The watcher has recorded nothing for this pod/]);
+});
+
+t.test('a Warning as the last event: failed, with the fix that fits it', async (t) => {
+  const story = podStory(facts(pod({ statuses: [exited('main', 0), running('proxy')] }), {
+    events: { value: [event('Normal', 'SidecarTerminator', 'stopping sidecars: proxy (SIGTERM)', T1), event('Warning', 'SidecarTerminationFailed', 'sidecar proxy still runs 30s after SIGTERM: its PID 1 ignores SIGTERM', '2026-01-01T10:02:00Z')] },
+  }));
+  t.match(story, { state: 'failed', since: T1 });
+  t.match(story.advice, [/run it under an init that forwards signals/]);
+});
+
+t.test('unreadable nodes and events: unknown node kind, and the missing permissions listed', async (t) => {
+  const story = podStory(facts(pod({ statuses: [running('main'), running('proxy')] }), { node: { missing: 'get nodes' }, events: { missing: 'list events in namespace ns' } }));
+  t.match(story, { nodeKind: 'unknown', state: 'waiting for main', limits: ['get nodes', 'list events in namespace ns'] });
+});
+
+t.test('helpers: ages, label selectors, field paths', async (t) => {
+  const at = (seconds: number) => age(new Date(now.getTime() - seconds * 1000).toISOString(), now);
+  t.same([at(5), at(119), at(200), at(600), at(3 * 3600 + 60), at(100 * 3600)], ['5s', '119s', '3m20s', '10m', '3h', '4d']);
+  const selector = { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'sidecar-terminator'] }] };
+  t.equal(selectorMatches(selector, { 'kubernetes.io/metadata.name': 'default' }), true);
+  t.equal(selectorMatches(selector, { 'kubernetes.io/metadata.name': 'sidecar-terminator' }), false);
+  t.equal(selectorMatches({ matchLabels: { team: 'a' }, matchExpressions: [{ key: 'x', operator: 'Exists' }] }, { team: 'a' }), false);
+  t.equal(selectorMatches(undefined, {}), true);
+  t.same(parseFieldPath('spec.containers[1].env[KRUISE_X].valueFrom'), [{ key: 'spec' }, { key: 'containers' }, { index: 1 }, { key: 'env' }, { name: 'KRUISE_X' }, { key: 'valueFrom' }]);
+  t.equal(containerOf({ spec: { initContainers: [{ name: 'init' }] } }, parseFieldPath('spec.initContainers[0].env[X]')), 'init');
+  t.equal(containerOf({ spec: {} }, parseFieldPath('spec.restartPolicy')), undefined);
+});
