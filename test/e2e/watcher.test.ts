@@ -56,7 +56,7 @@ t.test('Never, normal node, kill sidecar: stopped by signal, the Job completes',
   });
   t.ok(done, 'the pod leaves the watch');
   const events = await eventsOf(stack, namespace, pod.metadata!.name!);
-  t.match(events, [{ reason: 'SidecarTerminating', type: 'Normal', message: /proxy \(SIGTERM\)/ }]);
+  t.match(events, [{ reason: 'SidecarTerminator', type: 'Normal', message: /proxy \(SIGTERM\)/ }]);
   const logged = stack.serve.logs().filter((l) => l.msg === 'stopping sidecars' && l.pod === `${namespace}/${pod.metadata!.name}`);
   t.equal(logged.length, 1, 'logged once, however many reconciles followed');
 });
