@@ -23,7 +23,7 @@ function candidateName(sidecar: string, n: number): string {
 }
 
 /** Every container name in the pod: containers, init containers and ephemeral containers. */
-export function containerNames(pod: V1Pod): Set<string> {
+function containerNames(pod: V1Pod): Set<string> {
   const spec = pod.spec;
   return new Set([...(spec?.containers ?? []), ...(spec?.initContainers ?? []), ...(spec?.ephemeralContainers ?? [])].map((c) => c.name));
 }

@@ -25,7 +25,8 @@ export interface StopSettings {
 /** The pod's node: undefined before it is scheduled, 'missing' when the Node object does not exist. */
 export type NodeState = V1Node | 'missing' | undefined;
 
-export interface Condition {
+/** The SidecarTerminated condition as the watcher writes it. */
+export interface SidecarCondition {
   status: 'True' | 'False';
   reason: string;
   message: string;
@@ -34,11 +35,11 @@ export interface Condition {
 export type Step =
   | { type: 'replaceImage'; container: string; image: string }
   /** The pod's terminal phase, with the condition saying why. */
-  | { type: 'markTerminal'; phase: 'Succeeded' | 'Failed'; condition: Condition }
+  | { type: 'markTerminal'; phase: 'Succeeded' | 'Failed'; condition: SidecarCondition }
   | { type: 'createCrr'; containers: string[] }
   /** One request for all of them: each write to the pod is conditional on the version read. */
   | { type: 'addSignalContainers'; containers: V1EphemeralContainer[] }
-  | { type: 'setCondition'; condition: Condition }
+  | { type: 'setCondition'; condition: SidecarCondition }
   /**
    * A Warning event, once per pod and message, or once per pod and `key` (the first message stays)
    * for reports whose words change while the cause does not; `count` says how the metrics count it.
@@ -90,7 +91,7 @@ class Planner {
   private readonly stopping: string[] = [];
   private requeueAfterMs: number | undefined;
   /** Set when a sidecar waits for an image its virtual node cannot pull: the condition says so. */
-  private waitingForImage: Condition | undefined;
+  private waitingForImage: SidecarCondition | undefined;
 
   constructor(pod: V1Pod, settings: StopSettings, now: number) {
     this.pod = pod;

@@ -5,9 +5,9 @@
 import { get } from 'node:https';
 import t from 'tap';
 import { SERVE_FLAGS } from '../../src/config.ts';
-import { DONE, ENV_WHEN_JOB_EXIT, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { DONE, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, eventsOf, jobYaml, podOfJob, startStack, waitForJobsComplete } from '../support/stack.ts';
+import { apply, eventsOf, jobYaml, mainAndKillSidecars, podOfJob, startStack, waitForJobsComplete } from '../support/stack.ts';
 
 const stack = await startStack(t, {
   serveArgs: ['--kill-mechanism', 'signal'],
@@ -15,13 +15,7 @@ const stack = await startStack(t, {
 });
 const { cp, core } = stack;
 
-const containers = `        - name: main
-          image: busybox:1.36
-        - name: proxy
-          image: envoyproxy/envoy:v1.31.0
-          env:
-            - name: ${ENV_WHEN_JOB_EXIT}
-              value: "true"`;
+const containers = mainAndKillSidecars('proxy');
 
 function scrape(): Promise<string> {
   return new Promise((resolveText, reject) => {
