@@ -36,15 +36,25 @@ export class Executor {
   }
 
   async execute(pod: V1Pod, plan: Plan, log: FastifyBaseLogger): Promise<Result> {
-    const { metrics } = this.options;
     // Announced before the requests, once per pod: a watcher that dies between a request and its
     // event cannot leave the pod without one (its successor may find nothing left to do).
     if (plan.steps.some((step) => STOP_REQUESTS.has(step.type)) && plan.stopping.length > 0) {
       await this.events.record(pod, 'Normal', EVENT_REASONS.stopping, `stopping sidecars: ${plan.stopping.join(', ')}`, EVENT_REASONS.stopping);
     }
+    let requestedNow = false;
+    try {
+      return await this.run(pod, plan, log, (made) => (requestedNow ||= made));
+    } finally {
+      // Logged once, when the requests are made: a reconcile that finds them made says nothing new.
+      if (requestedNow) log.info({ sidecars: plan.stopping }, 'stopping sidecars');
+    }
+  }
+
+  /** The steps in order; `requested` hears whether each stop request was made just now. */
+  private async run(pod: V1Pod, plan: Plan, log: FastifyBaseLogger, requested: (made: boolean) => void): Promise<Result> {
+    const { metrics } = this.options;
     // Each write carries the resourceVersion the previous one left.
     let current = pod;
-    let requestedNow = false;
     for (const step of plan.steps) {
       try {
         switch (step.type) {
@@ -53,7 +63,7 @@ export class Executor {
             break;
           case 'replaceImage':
             current = await this.requested(pod, 'image', 1, () => this.writer.replaceImage(current, step.container, step.image));
-            requestedNow = true;
+            requested(true);
             break;
           case 'markTerminal':
             current = await this.requested(pod, 'phase', 1, () => this.writer.setStatus(current, { type: TERMINATED_CONDITION, ...step.condition }, step.phase));
@@ -61,13 +71,12 @@ export class Executor {
             break;
           case 'createCrr': {
             const crrVersion = this.options.crrVersion!;
-            const created = (await this.requested(pod, 'crr', 1, () => createCrr(this.options.custom, crrVersion, current, step.containers))) === 'created';
-            requestedNow ||= created;
+            requested((await this.requested(pod, 'crr', 1, () => createCrr(this.options.custom, crrVersion, current, step.containers))) === 'created');
             break;
           }
           case 'addSignalContainers':
             current = await this.requested(pod, 'signal', step.containers.length, () => this.writer.addEphemeralContainers(current, step.containers));
-            requestedNow = true;
+            requested(true);
             break;
           case 'setCondition':
             current = await this.writer.setStatus(current, { type: TERMINATED_CONDITION, ...step.condition });
@@ -89,8 +98,6 @@ export class Executor {
         throw error;
       }
     }
-    // Logged once: a reconcile that finds its requests already made says nothing new.
-    if (requestedNow) log.info({ sidecars: plan.stopping }, 'stopping sidecars');
     return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : {};
   }
 

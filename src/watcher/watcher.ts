@@ -88,6 +88,7 @@ export class Watcher {
     this.reconciler = new Reconciler({
       findPod: (key) => this.findPod(key),
       nodes: new NodeLookup(this.core),
+      core: this.core,
       settings: { killMechanism: kill.mechanism, signal: options.signal, quickExitImageAllowlist: options.quickExitImageAllowlist },
       executor: this.executor,
       logger: options.logger,
@@ -112,12 +113,12 @@ export class Watcher {
     await this.queue.shutDown();
   }
 
-  /** Runs `task` every `intervalMs` (and at once with `now`), one run at a time. */
-  private every(intervalMs: number, task: () => Promise<void>, now = false): void {
+  /** Runs `job` every `intervalMs` (and at once with `now`), one run at a time. */
+  private every(intervalMs: number, job: () => Promise<void>, now = false): void {
     const index = this.timers.length;
     const schedule = (delayMs: number) => {
       this.timers[index] = setTimeout(async () => {
-        await task();
+        await job();
         if (!this.stopped) schedule(intervalMs);
       }, delayMs);
     };

@@ -58,6 +58,7 @@ const CALLS: Record<string, Call> = {
   listPodForAllNamespaces: { sites: ['src/watcher/reflector.ts', 'src/watcher/sweeper.ts'], needs: [pods('list')], why: 'list the managed pods; the sweeper lists unlabelled running ones' },
   listNamespacedPod: { sites: ['src/watcher/reflector.ts', 'src/watcher/sweeper.ts'], needs: [pods('list')], why: 'the same, per namespace with --namespaces' },
   'Watch.watch': { sites: ['src/watcher/reflector.ts'], needs: [pods('watch')], why: 'watch the managed pods' },
+  readNamespacedPod: { sites: ['src/watcher/reconciler.ts'], needs: [pods('get')], why: 'the pod as it is now, before saying its sidecar ignores SIGTERM' },
   patchNamespacedPod: { sites: ['src/watcher/pod-writes.ts', 'src/watcher/sweeper.ts'], needs: [pods('patch')], why: 'the managed label, and the in-place quick-exit image' },
   patchNamespacedPodStatus: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/status')], why: 'the terminal phase and the SidecarTerminated condition' },
   patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal mechanism', when: usesSignal },

@@ -122,10 +122,11 @@ terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
 {{- define "sidecar-terminator.watcherPodRules" -}}
 # The reflector lists and watches the managed pods (listPodForAllNamespaces or
 # listNamespacedPod, then a watch); the sweeper lists unlabelled running pods the same way.
+# The reconciler reads a pod as it is now before saying its sidecar ignores SIGTERM (readNamespacedPod).
 # Patches (patchNamespacedPod): the managed label (sweeper, PodWriter.setLabel) and the quick-exit image (PodWriter.replaceImage).
 - apiGroups: [""]
   resources: [pods]
-  verbs: [list, watch, patch]
+  verbs: [get, list, watch, patch]
 # PodWriter.setStatus: the terminal phase and the SidecarTerminated condition (patchNamespacedPodStatus).
 - apiGroups: [""]
   resources: [pods/status]
