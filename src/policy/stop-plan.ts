@@ -177,8 +177,9 @@ class Planner {
 
   /**
    * A signal container already sent: did it signal? It fails on its own (non-zero exit: EPERM, an
-   * image that cannot be pulled), or the sidecar outlives its grace period after SIGTERM: its PID 1
-   * has no handler, and nothing inside its PID namespace can SIGKILL it. Until then, look again.
+   * image that cannot be pulled), or the sidecar outlives its grace period after the signal
+   * container's exit: its PID 1 has no handler, and nothing inside its PID namespace can SIGKILL
+   * it. Until then, look again.
    */
   private checkSignal(sidecar: string, name: string): void {
     const state = this.pod.status?.ephemeralContainerStatuses?.find((s) => s.name === name)?.state;
@@ -197,12 +198,17 @@ class Planner {
       this.warn(`the signal container ${name} for sidecar ${sidecar} cannot start: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}`, 'signal', 'failed', `signal-not-started/${sidecar}`);
       return;
     }
-    const signalledAt = exit?.finishedAt ?? state?.running?.startedAt;
-    if (!signalledAt) return; // not started yet: its status will change
     const graceMs = (this.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
-    const remainingMs = new Date(signalledAt).getTime() + graceMs - this.now;
+    // The signal is sent when its container's process has run: it is known sent once that
+    // container has exited 0. Before, look again a grace period later (its status changing also brings the pod back).
+    if (!exit) {
+      if (state?.running) this.lookAgainIn(graceMs);
+      return;
+    }
+    if (!exit.finishedAt) return;
+    const remainingMs = new Date(exit.finishedAt).getTime() + graceMs - this.now;
     if (remainingMs > 0) {
-      this.requeueAfterMs = Math.min(this.requeueAfterMs ?? Infinity, remainingMs + 1000);
+      this.lookAgainIn(remainingMs + 1000);
       return;
     }
     this.warn(
@@ -210,6 +216,10 @@ class Planner {
       'signal',
       'ignored',
     );
+  }
+
+  private lookAgainIn(delayMs: number): void {
+    this.requeueAfterMs = Math.min(this.requeueAfterMs ?? Infinity, delayMs);
   }
 
   /** The kubelet's words change (ErrImagePull, then ImagePullBackOff) while the cause stays: one event per sidecar. */

@@ -64,6 +64,10 @@ t.test('after the signal: wait out the grace period, then say the sidecar ignore
   t.equal(within.requeueAfterMs, 31_000, 'looked at again when the grace period ends');
   const after = planStop(signalled(0, 30), normalNode, signal, NOW);
   t.match(warnings(after), [{ message: /sidecar proxy still runs 30s after SIGTERM: its PID 1 ignores SIGTERM/, count: { mechanism: 'signal', result: 'ignored' } }]);
+  // Started at 00:00:00, still running at 00:02:00: the signal may not have been sent yet (a slow node).
+  const stillRunning = planStop(signalled('running', 30), normalNode, signal, NOW);
+  t.same(warnings(stillRunning), [], 'nothing is said while the signal container runs');
+  t.equal(stillRunning.requeueAfterMs, 30_000, 'looked at again a grace period later');
 });
 
 t.test('a signal container that failed is reported with its exit code and output, never as a sidecar ignoring SIGTERM', async (t) => {
