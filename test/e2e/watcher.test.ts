@@ -102,7 +102,8 @@ t.test('a sidecar exiting 143 with ignore-exit-code: the pod ends Succeeded', as
   const pod = await podOfJob(stack, namespace, 'ignore');
   t.equal(pod.status?.phase, 'Succeeded');
   t.match(pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), { status: 'True', message: /Succeeded/ });
-  const proxy = findContainerStatus(pod, 'proxy')?.state?.terminated;
+  // The kubelet stops it once the phase is terminal, which the Job controller may see first.
+  const proxy = await waitFor('the sidecar to terminate', async () => findContainerStatus(await core.readNamespacedPod({ namespace, name: pod.metadata!.name! }), 'proxy')?.state?.terminated);
   t.ok(proxy, 'the sidecar terminated');
 });
 
