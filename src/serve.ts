@@ -22,7 +22,7 @@ import { directoryStore } from './tls/store.ts';
 import { buildProbeApp, type Readiness } from './health.ts';
 import { buildApp } from './webhook/app.ts';
 import { OwnerEventRecorder } from './webhook/owner-events.ts';
-import { createWatcherMetrics } from './watcher/metrics.ts';
+import { WatcherMetrics } from './watcher/metrics.ts';
 import { Watcher } from './watcher/watcher.ts';
 import { LeaderElector } from './kube/leader-election.ts';
 
@@ -80,7 +80,7 @@ export async function runServe(config: ServeConfig): Promise<void> {
 
 /** The watcher: acts on the pods the webhook labelled. */
 async function startWatcher({ config, kubeConfig, namespace, logger, metrics, readinessChecks }: Context): Promise<Stop> {
-  const watcherMetrics = createWatcherMetrics(metrics);
+  const watcherMetrics = new WatcherMetrics(metrics);
   const newWatcher = () =>
     new Watcher({
       kubeConfig,
@@ -88,6 +88,7 @@ async function startWatcher({ config, kubeConfig, namespace, logger, metrics, re
       killMechanism: config.killMechanism,
       signal: { image: config.signalImage, command: ['node', '-e', "process.kill(1, 'SIGTERM')"] },
       concurrency: config.concurrency,
+      resyncIntervalMs: config.resyncInterval,
       sweepIntervalMs: config.sweepInterval,
       excludedNamespaces: excludedNamespaces(namespace, config.excludedNamespaces),
       quickExitImageAllowlist: config.quickExitImageAllowlist,

@@ -16,10 +16,11 @@
 import { CoreV1Api, CustomObjectsApi, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { isApiError } from '../../src/kube/api-errors.ts';
 import { loadKubeConfig } from '../../src/kube/client.ts';
-import { classifyContainers, decide } from '../../src/policy/index.ts';
-import { hasTerminatedCondition, killByCrr, setTerminatedCondition, type ActionClients } from '../../src/watcher/actions.ts';
+import { CONDITION_REASONS, EVENT_REASONS, TERMINATED_CONDITION, classifyContainers, decide } from '../../src/policy/index.ts';
+import { createCrr } from '../../src/watcher/crr.ts';
 import { servedCrrVersion } from '../../src/watcher/discovery.ts';
 import { EventRecorder } from '../../src/watcher/events.ts';
+import { PodWriter } from '../../src/watcher/pod-writes.ts';
 import { WorkQueue } from '../../src/watcher/queue.ts';
 import { PodReflector, podKey } from '../../src/watcher/reflector.ts';
 import { parseArgs } from '../lib/stats.ts';
@@ -32,8 +33,9 @@ const concurrency = Number(args.get('concurrency') ?? 16); // serve's --concurre
 
 const crrVersion = await servedCrrVersion(kubeConfig);
 if (!crrVersion) throw new Error('the cluster does not serve ContainerRecreateRequest');
-const clients: ActionClients = { core: kubeConfig.makeApiClient(CoreV1Api), custom: kubeConfig.makeApiClient(CustomObjectsApi) };
+const clients = { core: kubeConfig.makeApiClient(CoreV1Api), custom: kubeConfig.makeApiClient(CustomObjectsApi) };
 const events = new EventRecorder(clients.core);
+const writer = new PodWriter(clients.core);
 const nodes = new Map<string, V1Node | undefined>();
 let synced = false;
 
@@ -74,10 +76,11 @@ async function reconcile(key: string): Promise<void> {
   if (decision.outcome !== 'act') return;
   const containers = decision.actions.flatMap((action) => (action.type === 'kill' ? [action.container] : []));
   if (containers.length === 0) return;
-  await killByCrr(clients, crrVersion!, pod, containers);
+  await createCrr(clients.custom, crrVersion!, pod, containers);
   const message = `stopping sidecars: ${containers.map((c) => `${c} (ContainerRecreateRequest)`).join(', ')}`;
-  await events.record(pod, 'Normal', 'SidecarTerminating', message);
-  if (!hasTerminatedCondition(pod)) await setTerminatedCondition(clients, pod, message);
+  await events.record(pod, 'Normal', EVENT_REASONS.stopping, message);
+  const conditionSet = pod.status?.conditions?.some((c) => c.type === TERMINATED_CONDITION && c.status === 'True');
+  if (!conditionSet) await writer.setStatus(pod, { type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping, message });
 }
 
 reflector.start();

@@ -1,8 +1,8 @@
 // The watcher's decision for one pod on its node: is the job's work done, and which sidecars to
-// stop by which mechanism now. DESIGN.md section 2. Pure: the caller executes the actions in order.
+// stop by which mechanism now. Pure: stop-plan.ts turns the actions into the requests to make.
 import { classifyContainers, type ContainerRole, type SidecarMarkers } from './markers.ts';
 import { nodeKindOf, type NodeKind } from './nodes.ts';
-import { arrayOf, isRecord, restartPolicyOf, type ContainerStatus, type NodeLike, type PodLike } from './types.ts';
+import { arrayOf, isRecord, restartPolicyOf, type ContainerState, type ContainerStatus, type NodeLike, type PodLike } from './types.ts';
 
 export type StopMechanism = 'kill' | 'image';
 
@@ -14,7 +14,14 @@ export type Action =
   /** Patch the pod status to a terminal phase with condition SidecarTerminated=True. */
   | { type: 'markTerminal'; phase: 'Succeeded' | 'Failed' }
   /** Nothing can stop this sidecar here: report it. */
-  | { type: 'cannotStop'; container: string; reason: string };
+  | { type: 'cannotStop'; container: string; reason: string }
+  /**
+   * The quick-exit image that replaced the sidecar's image cannot be pulled (ErrImagePull,
+   * ImagePullBackOff...), so the kubelet retries it forever and the sidecar never ends. On a normal
+   * node the pod is then moved to its terminal phase (after the other sidecars), which stops the
+   * retries; a virtual node gets the report only.
+   */
+  | { type: 'imageNotPulled'; container: string; image: string; reason: string; message: string | undefined; fallback: 'phase' | 'none' };
 
 export type Decision =
   /** Not a pod to act on, now or later. */
@@ -51,10 +58,12 @@ export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
 
   const terminalPhase = phase === 'Succeeded' || phase === 'Failed';
   const exitCodes = exitCodesByName(pod);
-  // A terminated sidecar stays down unless kubelet will restart it (OnFailure, non-zero exit).
+  // A terminated sidecar stays down unless kubelet will restart it (OnFailure, non-zero exit); in a
+  // terminal phase kubelet starts nothing, so a sidecar that is not running stays down too.
   const isSettled = (role: ContainerRole) => {
     const code = exitCodes.get(role.name);
-    return code !== undefined && (terminalPhase || restartPolicy === 'Never' || code === 0);
+    if (code === undefined) return terminalPhase && !isRunning(pod, role.name);
+    return terminalPhase || restartPolicy === 'Never' || code === 0;
   };
   if (sidecars.every(isSettled)) return { outcome: 'finished' };
 
@@ -68,20 +77,30 @@ export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
 
   const kind = nodeKindOf(node);
   const running = sidecars.filter((sidecar) => !exitCodes.has(sidecar.name));
-  if (running.length === 0) return { outcome: 'wait', reason: 'sidecars are restarting' };
+  if (running.length === 0) return { outcome: 'wait', reason: SIDECARS_RESTARTING };
 
   const now: Action[] = [];
   const afterTerminalPhase: Action[] = [];
   let othersStillRunning = false;
+  let stopsWithTerminalPhase = false;
   for (const sidecar of running) {
     const mechanism = stopMechanism(sidecar.markers, kind);
     if (mechanism === undefined) {
       now.push({ type: 'cannotStop', container: sidecar.name, reason: VIRTUAL_NODE_WITHOUT_IMAGE });
     } else if (mechanism === 'image') {
-      othersStillRunning = true;
       const image = sidecar.markers.quickExitImage!;
-      // Already replaced: kubelet is restarting it with the quick-exit image.
-      if (sidecar.image !== image) now.push({ type: 'replaceImage', container: sidecar.name, image });
+      const pullFailure = sidecar.image === image ? imagePullFailure(pod, sidecar.name) : undefined;
+      if (pullFailure) {
+        // No process is left to stop on a normal node: the terminal phase ends the pull retries.
+        const fallback = kind === 'normal' ? 'phase' : 'none';
+        now.push({ type: 'imageNotPulled', container: sidecar.name, image, ...pullFailure, fallback });
+        if (fallback === 'phase') stopsWithTerminalPhase = true;
+        else othersStillRunning = true;
+      } else {
+        othersStillRunning = true;
+        // Already replaced: kubelet is restarting it with the quick-exit image.
+        if (sidecar.image !== image) now.push({ type: 'replaceImage', container: sidecar.name, image });
+      }
     } else if (sidecar.markers.ignoreExitCode) {
       afterTerminalPhase.push({ type: 'kill', container: sidecar.name });
     } else {
@@ -92,18 +111,69 @@ export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
 
   // Ignore-exit-code sidecars go last: once every other sidecar has stopped, the pod is moved to
   // its terminal phase first, so their exit code cannot change it (kubelet keeps a terminal phase).
-  if (afterTerminalPhase.length > 0 && !othersStillRunning) {
+  // A sidecar whose quick-exit image cannot be pulled waits for the same moment.
+  if ((afterTerminalPhase.length > 0 || stopsWithTerminalPhase) && !othersStillRunning) {
     const phaseAction: Action[] = terminalPhase
       ? []
       : [{ type: 'markTerminal', phase: mainCodes.every((code) => code === 0) ? 'Succeeded' : 'Failed' }];
     return { outcome: 'act', actions: [...now, ...phaseAction, ...afterTerminalPhase] };
   }
-  if (now.length === 0) return { outcome: 'wait', reason: 'sidecars are stopping' };
+  if (now.length === 0) return { outcome: 'wait', reason: SIDECARS_STOPPING };
   return { outcome: 'act', actions: now };
 }
 
 const VIRTUAL_NODE_WITHOUT_IMAGE =
   'the pod runs on a virtual-kubelet node, which cannot kill a container, and the sidecar declares no quick-exit image (KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE)';
+
+/** Waiting reasons of a container whose image cannot be pulled: kubelet retries the pull and never gives up. */
+const IMAGE_PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull']);
+
+function stateOf(pod: PodLike, name: string): ContainerState | undefined {
+  for (const raw of arrayOf(pod.status?.containerStatuses)) {
+    if (isRecord(raw) && raw.name === name) return (raw as ContainerStatus).state ?? undefined;
+  }
+  return undefined;
+}
+
+function isRunning(pod: PodLike, name: string): boolean {
+  return isRecord(stateOf(pod, name)?.running);
+}
+
+/** Why a container's image cannot be pulled, when its status says so. */
+function imagePullFailure(pod: PodLike, name: string): { reason: string; message: string | undefined } | undefined {
+  const waiting = stateOf(pod, name)?.waiting;
+  if (!isRecord(waiting) || typeof waiting.reason !== 'string' || !IMAGE_PULL_FAILURES.has(waiting.reason)) return undefined;
+  return { reason: waiting.reason, message: typeof waiting.message === 'string' ? waiting.message : undefined };
+}
+
+/** When the last main container finished, in epoch milliseconds, once every main container has. */
+export function mainsFinishedAt(pod: PodLike): number | undefined {
+  const roles = classifyContainers(pod.spec ?? {});
+  const mains = new Set(roles.filter((role) => role.role === 'main').map((role) => role.name));
+  const times: number[] = [];
+  for (const raw of arrayOf(pod.status?.containerStatuses)) {
+    if (!isRecord(raw) || !mains.has(raw.name as string)) continue;
+    // An RFC 3339 string in JSON; a Date once @kubernetes/client-node has deserialized the pod.
+    const finishedAt: unknown = (raw as ContainerStatus).state?.terminated?.finishedAt;
+    const time = finishedAt instanceof Date ? finishedAt.getTime() : typeof finishedAt === 'string' ? Date.parse(finishedAt) : NaN;
+    if (Number.isFinite(time)) times.push(time);
+  }
+  return mains.size > 0 && times.length === mains.size ? Math.max(...times) : undefined;
+}
+
+/**
+ * Since when (epoch milliseconds: the last main container's finish) the pod has been waiting for
+ * its sidecars to stop; undefined when it is not: main containers still at work, or nothing left to stop.
+ */
+export function sidecarsPendingSince(pod: PodLike): number | undefined {
+  const decision = decide(pod, undefined);
+  const waitsOnSidecars = decision.outcome === 'act' || (decision.outcome === 'wait' && SIDECAR_WAITS.has(decision.reason));
+  return waitsOnSidecars ? mainsFinishedAt(pod) : undefined;
+}
+
+const SIDECARS_RESTARTING = 'sidecars are restarting';
+const SIDECARS_STOPPING = 'sidecars are stopping';
+const SIDECAR_WAITS = new Set([SIDECARS_RESTARTING, SIDECARS_STOPPING]);
 
 /** Exit codes of the containers that have terminated, by name. */
 export function exitCodesByName(pod: PodLike): Map<string, number> {

@@ -9,3 +9,6 @@ export * from './decide.ts';
 export * from './templates.ts';
 export * from './labels.ts';
 export * from './inspect.ts';
+export * from './reporting.ts';
+export * from './signal-container.ts';
+export * from './stop-plan.ts';

@@ -1,5 +1,6 @@
-// Events on the pods the watcher acts on. One event per pod, reason and message: a reconcile
-// that runs again does not repeat it.
+// Events on the pods the watcher acts on. One event per pod and key (by default its reason and
+// message): a reconcile that runs again does not repeat it, nor does a restarted watcher (the
+// event's name is derived from the key).
 import { createHash } from 'node:crypto';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { isApiError } from '../kube/api-errors.ts';
@@ -9,26 +10,32 @@ export { COMPONENT, type EventType } from '../kube/events.ts';
 
 export class EventRecorder {
   private readonly core: CoreV1Api;
-  /** Event ids already recorded, by pod uid; the deterministic name also dedupes across restarts. */
+  /** Event ids already recorded, by pod uid. */
   private readonly sent = new Map<string, Set<string>>();
 
   constructor(core: CoreV1Api) {
     this.core = core;
   }
 
-  /** `oncePerPod`: at most one event of this reason per pod, whatever its message (the first one stays). */
-  async record(pod: V1Pod, type: EventType, reason: string, message: string, options: { oncePerPod?: boolean } = {}): Promise<void> {
+  /**
+   * Records the event unless one with the same key exists for this pod; `key` defaults to the
+   * reason and message. True when this call created it: callers count it in their metrics then.
+   */
+  async record(pod: V1Pod, type: EventType, reason: string, message: string, key = `${reason}\n${message}`): Promise<boolean> {
     const namespace = pod.metadata!.namespace!;
     const uid = pod.metadata?.uid ?? '';
-    const id = createHash('sha256').update(options.oncePerPod ? `${uid}\n${reason}` : `${uid}\n${reason}\n${message}`).digest('hex').slice(0, 16);
-    if (this.sent.get(uid)?.has(id)) return;
+    const id = createHash('sha256').update(`${uid}\n${key}`).digest('hex').slice(0, 16);
+    if (this.sent.get(uid)?.has(id)) return false;
+    let created = true;
     try {
       const involvedObject = { kind: 'Pod', apiVersion: 'v1', namespace, name: pod.metadata!.name, uid: pod.metadata!.uid };
       await this.core.createNamespacedEvent({ namespace, body: eventBody(`${pod.metadata!.name}.${id}`, involvedObject, type, reason, message) });
     } catch (error) {
       if (!isApiError(error, 409)) throw error;
+      created = false;
     }
     this.sent.set(uid, (this.sent.get(uid) ?? new Set()).add(id));
+    return created;
   }
 
   /** Forgets a pod once it leaves the watch, so memory follows the managed pods. */

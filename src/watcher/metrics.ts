@@ -1,26 +1,109 @@
-// The watcher's Prometheus metrics, created once per process: a watcher is created anew each
-// time its replica becomes leader.
-import { Counter, Histogram, type Registry } from 'prom-client';
+// The watcher's Prometheus metrics, created once per process in the registry serve passes in: a
+// watcher is created anew each time its replica becomes leader, and the gauges read the one
+// running now (none on a standby: they are 0 there).
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { Mechanism } from '../policy/index.ts';
+import type { QueueObserver } from './queue.ts';
 
-export interface WatcherMetrics {
-  terminations: Counter<'mechanism' | 'result'>;
-  latency: Histogram<'mechanism'>;
+/** What the gauges read from the running watcher. */
+export interface WatcherState {
+  /** Pods waiting to be reconciled now, and pods waiting for a retry after failing. */
+  queue: { depth: number; retrying: number };
+  /** Epoch milliseconds at which each pod still waiting for its sidecars to stop had its main containers finish. */
+  pendingSince(): number[];
 }
 
-export function createWatcherMetrics(registry: Registry): WatcherMetrics {
-  return {
-    terminations: new Counter({
+export type ActionResult = 'ok' | 'error' | 'refused' | 'failed' | 'ignored';
+
+export class WatcherMetrics {
+  /** Stop actions: `sidecar_terminator_terminations_total`, the name and labels of earlier versions. */
+  readonly actions: Counter<'mechanism' | 'result'>;
+  /** From the main containers' end to a stop request. */
+  readonly requestLatency: Histogram<'mechanism'>;
+  /** From the main containers' end to every sidecar seen stopped. */
+  readonly stopDuration: Histogram;
+  readonly queue: QueueObserver;
+  private state: WatcherState | undefined;
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.actions = new Counter({
       name: 'sidecar_terminator_terminations_total',
-      help: 'Sidecar stop actions by mechanism (crr, signal, image, phase, none) and result (ok, error, refused, ignored: a signalled sidecar still running after its grace period).',
+      help: 'Sidecar stop actions by mechanism (crr, signal, image, phase, none) and result (ok: requested; error: the request failed, it is retried; refused: cannot be stopped here; failed: the request ran and did not stop it; ignored: a signalled sidecar still runs after its grace period).',
       labelNames: ['mechanism', 'result'],
-      registers: [registry],
-    }),
-    latency: new Histogram({
+      registers,
+    });
+    this.requestLatency = new Histogram({
       name: 'sidecar_terminator_termination_latency_seconds',
-      help: "Time from the last main container's finish to the stop action.",
+      help: "Time from the last main container's finish to the request that stops a sidecar.",
       labelNames: ['mechanism'],
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
-      registers: [registry],
-    }),
-  };
+      registers,
+    });
+    this.stopDuration = new Histogram({
+      name: 'sidecar_terminator_stop_duration_seconds',
+      help: "Time from the last main container's finish until every sidecar of the pod is seen stopped: how long a Job waits on its sidecars.",
+      buckets: [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800],
+      registers,
+    });
+    const duration = new Histogram({
+      name: 'sidecar_terminator_reconcile_duration_seconds',
+      help: 'Time to reconcile one pod, by result (done; requeue: look again later; error: retried with backoff).',
+      labelNames: ['result'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
+    const retries = new Counter({
+      name: 'sidecar_terminator_reconcile_retries_total',
+      help: 'Reconciles that failed and were scheduled again with backoff.',
+      registers,
+    });
+    this.queue = {
+      processed: (outcome, seconds) => duration.observe({ result: outcome }, seconds),
+      retrying: () => retries.inc(),
+    };
+    const read = <T>(get: (state: WatcherState) => T, fallback: T) => (this.state ? get(this.state) : fallback);
+    new Gauge({
+      name: 'sidecar_terminator_queue_depth',
+      help: 'Pods waiting to be reconciled now.',
+      registers,
+      collect() {
+        this.set(read((state) => state.queue.depth, 0));
+      },
+    });
+    new Gauge({
+      name: 'sidecar_terminator_queue_retrying',
+      help: 'Pods whose reconcile failed, waiting for their next attempt.',
+      registers,
+      collect() {
+        this.set(read((state) => state.queue.retrying, 0));
+      },
+    });
+    new Gauge({
+      name: 'sidecar_terminator_pending_pods',
+      help: 'Managed pods whose main containers are done and whose sidecars have not all stopped yet.',
+      registers,
+      collect() {
+        this.set(read((state) => state.pendingSince().length, 0));
+      },
+    });
+    new Gauge({
+      name: 'sidecar_terminator_oldest_pending_pod_seconds',
+      help: "Of those pods, the longest wait: seconds since its last main container finished (0 when there is none).",
+      registers,
+      collect() {
+        const oldest = Math.min(...read((state) => state.pendingSince(), []));
+        this.set(Number.isFinite(oldest) ? Math.max(0, (Date.now() - oldest) / 1000) : 0);
+      },
+    });
+  }
+
+  /** The running watcher the gauges read; undefined when none runs (a standby replica). */
+  observe(state: WatcherState | undefined): void {
+    this.state = state;
+  }
+
+  action(mechanism: Mechanism, result: ActionResult): void {
+    this.actions.inc({ mechanism, result });
+  }
 }

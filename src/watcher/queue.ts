@@ -1,34 +1,57 @@
-// A work queue in the manner of client-go's: a key waiting is queued once however often it is
-// added, a key is never processed twice at once (added meanwhile, it runs again afterwards),
-// failures retry with exponential backoff, and at most `concurrency` keys run together.
+// A work queue in the manner of client-go's and controller-runtime's: a key waiting is queued once
+// however often it is added, a key is never processed twice at once (added meanwhile, it runs
+// again afterwards), and at most `concurrency` keys run together. Processing a key returns its
+// result: done, or look again after a delay; or it throws, and the key is retried with exponential
+// backoff, for as long as it keeps failing: a finished pod does not change, so nothing else would
+// bring it back. The queue reports what it does to its observer (the watcher's metrics).
+
+export interface Result {
+  /** Process the key again after this long (a grace period to watch, a node that may come back). */
+  requeueAfterMs?: number;
+}
+
+export interface QueueObserver {
+  /** A key was processed: how it ended and how long it took. */
+  processed(outcome: 'done' | 'requeue' | 'error', seconds: number): void;
+  /** A key failed and is retried after `delayMs` (attempt: how many times in a row it has failed). */
+  retrying?(attempt: number, delayMs: number): void;
+}
 
 export interface WorkQueueOptions<K> {
   concurrency: number;
-  /** Processes one key; a thrown error schedules a retry. */
-  process(key: K): Promise<void>;
+  process(key: K): Promise<Result | void>;
   /** Delay before the n-th retry (n starts at 1). */
   backoff?(attempt: number): number;
-  /** Retries after which a key is dropped (it comes back on its next add). */
-  maxRetries?: number;
-  onError?(key: K, error: unknown, attempt: number): void;
+  onError?(key: K, error: unknown, attempt: number, retryInMs: number): void;
+  observer?: QueueObserver;
 }
 
 export const exponentialBackoff = (baseMs: number, maxMs: number) => (attempt: number) =>
   Math.min(maxMs, baseMs * 2 ** (attempt - 1));
 
+/** controller-runtime's default starts at 5 ms and stops at 1000 s; an API request per retry is cheap, a hanging Job is not. */
+export const DEFAULT_BACKOFF = exponentialBackoff(500, 2 * 60_000);
+
+interface Scheduled {
+  timer: NodeJS.Timeout;
+  at: number;
+  /** A retry after a failure, as opposed to a requested look later. */
+  retry: boolean;
+}
+
 export class WorkQueue<K> {
-  private readonly options: Required<Omit<WorkQueueOptions<K>, 'onError'>> & Pick<WorkQueueOptions<K>, 'onError'>;
+  private readonly options: WorkQueueOptions<K> & { backoff(attempt: number): number };
   private readonly waiting: K[] = [];
   private readonly queued = new Set<K>();
   private readonly active = new Set<K>();
   private readonly dirty = new Set<K>();
   private readonly failures = new Map<K, number>();
-  private readonly timers = new Map<K, NodeJS.Timeout>();
+  private readonly scheduled = new Map<K, Scheduled>();
   private readonly idleWaiters: Array<() => void> = [];
   private stopped = false;
 
   constructor(options: WorkQueueOptions<K>) {
-    this.options = { backoff: exponentialBackoff(200, 30_000), maxRetries: 15, ...options };
+    this.options = { backoff: DEFAULT_BACKOFF, ...options };
   }
 
   add(key: K): void {
@@ -43,33 +66,60 @@ export class WorkQueue<K> {
     this.pump();
   }
 
-  /** Adds the key after a delay, unless it is added sooner. */
-  addAfter(key: K, delayMs: number): void {
-    if (this.stopped || this.timers.has(key)) return;
-    this.timers.set(
-      key,
-      setTimeout(() => {
-        this.timers.delete(key);
-        this.add(key);
-      }, delayMs),
-    );
+  /** Adds the key after a delay, unless it is added sooner; of two delays, the shorter wins. */
+  addAfter(key: K, delayMs: number, retry = false): void {
+    if (this.stopped) return;
+    const at = Date.now() + delayMs;
+    const current = this.scheduled.get(key);
+    if (current && current.at <= at) return;
+    if (current) clearTimeout(current.timer);
+    const timer = setTimeout(() => {
+      this.scheduled.delete(key);
+      this.add(key);
+    }, delayMs);
+    this.scheduled.set(key, { timer, at, retry });
+  }
+
+  /**
+   * Retries every failed key now instead of at the end of its backoff: for when the cause of most
+   * failures has gone (the API server is back), so that work waits no longer than it must.
+   */
+  retryNow(): void {
+    for (const [key, scheduled] of this.scheduled) {
+      if (!scheduled.retry) continue;
+      clearTimeout(scheduled.timer);
+      this.scheduled.delete(key);
+      this.add(key);
+    }
+  }
+
+  /** Keys waiting to be processed now. */
+  get depth(): number {
+    return this.waiting.length;
+  }
+
+  /** Keys waiting for a retry after failing. */
+  get retrying(): number {
+    let count = 0;
+    for (const scheduled of this.scheduled.values()) if (scheduled.retry) count++;
+    return count;
   }
 
   get size(): number {
     return this.waiting.length + this.active.size;
   }
 
-  /** Resolves once nothing is waiting or running (scheduled retries do not count). */
+  /** Resolves once nothing is waiting or running (scheduled keys do not count). */
   async idle(): Promise<void> {
     if (this.size === 0) return;
     await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** Stops taking keys, cancels scheduled retries and waits for the keys running now. */
+  /** Stops taking keys, cancels scheduled ones and waits for the keys running now. */
   async shutDown(): Promise<void> {
     this.stopped = true;
-    for (const timer of this.timers.values()) clearTimeout(timer);
-    this.timers.clear();
+    for (const scheduled of this.scheduled.values()) clearTimeout(scheduled.timer);
+    this.scheduled.clear();
     this.waiting.length = 0;
     this.queued.clear();
     await this.idle();
@@ -86,18 +136,22 @@ export class WorkQueue<K> {
   }
 
   private async run(key: K): Promise<void> {
+    const started = performance.now();
+    const seconds = () => (performance.now() - started) / 1000;
     try {
-      await this.options.process(key);
+      const result = await this.options.process(key);
       this.failures.delete(key);
+      const requeueAfterMs = result?.requeueAfterMs;
+      if (requeueAfterMs !== undefined) this.addAfter(key, requeueAfterMs);
+      this.options.observer?.processed(requeueAfterMs !== undefined ? 'requeue' : 'done', seconds());
     } catch (error) {
+      this.options.observer?.processed('error', seconds());
       const attempt = (this.failures.get(key) ?? 0) + 1;
-      this.options.onError?.(key, error, attempt);
-      if (attempt <= this.options.maxRetries) {
-        this.failures.set(key, attempt);
-        this.addAfter(key, this.options.backoff(attempt));
-      } else {
-        this.failures.delete(key);
-      }
+      this.failures.set(key, attempt);
+      const delayMs = this.options.backoff(attempt);
+      this.options.onError?.(key, error, attempt, delayMs);
+      this.options.observer?.retrying?.(attempt, delayMs);
+      this.addAfter(key, delayMs, true);
     } finally {
       this.active.delete(key);
       if (this.dirty.delete(key)) this.add(key);

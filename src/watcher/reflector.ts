@@ -16,6 +16,8 @@ export interface ReflectorOptions {
   /** Called after every complete list (the first one makes the watcher ready). */
   onSynced?(): void;
   onError?(error: unknown): void;
+  /** Called when a list or watch succeeds after failures: the API server answers again. */
+  onRecovered?(): void;
   pageSize?: number;
   /** Server-side watch timeout; the watch is then resumed from the last resourceVersion. */
   watchTimeoutSeconds?: number;
@@ -81,8 +83,14 @@ export class PodReflector {
     this.resourceVersion = resourceVersion;
     for (const [key, pod] of previous) if (!fresh.has(key)) this.options.onEvent('deleted', pod);
     for (const [key, pod] of fresh) this.options.onEvent(previous.has(key) ? 'modified' : 'added', pod);
-    this.failures = 0;
+    this.succeeded();
     this.options.onSynced?.();
+  }
+
+  private succeeded(): void {
+    if (this.failures === 0) return;
+    this.failures = 0;
+    this.options.onRecovered?.();
   }
 
   private async watch(): Promise<void> {
@@ -90,6 +98,7 @@ export class PodReflector {
     const path = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods` : '/api/v1/pods';
     const params = { labelSelector, resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: watchTimeoutSeconds };
     let gone = false;
+    let ended = false;
     this.abort = await new Watch(this.options.kubeConfig).watch(
       path,
       params,
@@ -101,6 +110,7 @@ export class PodReflector {
         this.handle(type, object as V1Pod);
       },
       (error: unknown) => {
+        ended = true;
         if (this.stopped) return;
         if (gone || (error as { statusCode?: number } | null)?.statusCode === 410) {
           this.resourceVersion = undefined;
@@ -112,10 +122,12 @@ export class PodReflector {
         }
       },
     );
+    // Watch.watch resolves once the request is answered; still open, it was accepted.
+    if (!ended) this.succeeded();
   }
 
   private handle(type: string, pod: V1Pod): void {
-    this.failures = 0;
+    this.succeeded();
     const resourceVersion = pod.metadata?.resourceVersion;
     if (resourceVersion) this.resourceVersion = resourceVersion;
     if (type === 'BOOKMARK') return;

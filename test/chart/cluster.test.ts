@@ -247,7 +247,7 @@ t.test('the watcher with the chart permissions, namespaced, signal mechanism: th
     t.same(pod.spec?.ephemeralContainers?.map((c) => [c.name, c.targetContainerName]), [['stop-proxy', 'proxy']], `${name}: stopped by signal`);
     t.match(pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), { status: 'True' });
     const events = await core.listNamespacedEvent({ namespace: 'team-a', fieldSelector: `involvedObject.name=${name}` });
-    t.ok(events.items.some((e) => e.reason === 'SidecarTerminating'), `${name}: the event was recorded`);
+    t.ok(events.items.some((e) => e.reason === 'SidecarTerminator'), `${name}: the event was recorded`);
   }
   const lease = await cp.kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ namespace: NS, name: 'sidecar-terminator-watcher' });
   t.ok(lease.spec?.holderIdentity, 'it leads through the Lease in the release namespace');

@@ -2,14 +2,14 @@
 // and `serve --help`, the metric names against src/, the RBAC tables against the chart, and
 // every chart value the README names against values.yaml.
 import { execFile } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { parse } from 'yaml';
 import { SERVE_FLAGS, defaultText } from '../../src/config.ts';
 import { CHART_SETTINGS, withServeFlagsTable } from '../support/config-reference.ts';
-import { chartDir, render, repoRoot } from './helm.ts';
+import { chartDir, registeredMetrics, render, repoRoot } from './helm.ts';
 
 const run = promisify(execFile);
 const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
@@ -46,17 +46,14 @@ t.test('the defaults in the table are the ones serve --help prints', async (t) =
 
 t.test('every chart value named in the README and in the flag mapping exists in values.yaml', async (t) => {
   const named = new Set<string>();
-  for (const [, path = ''] of readme.matchAll(/`((?:admission|webhook|watcher|serviceMonitor|image|rbac)\.[A-Za-z.]+)[`=: ]/g)) named.add(path.replace(/\.$/, ''));
+  for (const [, path = ''] of readme.matchAll(/`((?:admission|webhook|watcher|serviceMonitor|prometheusRule|grafanaDashboard|image|rbac)\.[A-Za-z.]+)[`=: ]/g)) named.add(path.replace(/\.$/, ''));
   for (const setting of Object.values(CHART_SETTINGS)) if (setting.kind === 'value') named.add(setting.path);
   t.ok(named.size > 15, `${named.size} values named`);
   for (const path of named) t.ok(hasValue(path), `${path} is in values.yaml`);
 });
 
 t.test('the Metrics section lists exactly the metrics src/ registers', async (t) => {
-  const files = (function walk(dir: string): string[] {
-    return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => (entry.isDirectory() ? walk(join(dir, entry.name)) : [join(dir, entry.name)]));
-  })(join(repoRoot, 'src'));
-  const registered = new Set(files.flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/name: '(sidecar_terminator_\w+)'/g)].map(([, name = '']) => name)));
+  const registered = registeredMetrics();
   const documented = new Set([...section('Metrics').matchAll(/`(sidecar_terminator_\w+)`/g)].map(([, name = '']) => name));
   t.ok(registered.size >= 4, `${registered.size} metrics in src/`);
   t.same([...documented].sort(), [...registered].sort());

@@ -1,7 +1,7 @@
 // Helm for the chart tests: the binary scripts/build-helm.sh builds (or finds cached), `helm
 // template` with values, and small readers of the rendered manifests.
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -144,4 +144,12 @@ export function valuesAt(path: string, value: unknown): Record<string, unknown> 
     .split('.')
     .reverse()
     .reduce<unknown>((inner, key) => ({ [key]: inner }), value) as Record<string, unknown>;
+}
+
+/** The names of the Prometheus metrics src/ registers (`name: 'sidecar_terminator_...'`). */
+export function registeredMetrics(): Set<string> {
+  const files = (function walk(dir: string): string[] {
+    return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => (entry.isDirectory() ? walk(join(dir, entry.name)) : [join(dir, entry.name)]));
+  })(join(repoRoot, 'src'));
+  return new Set(files.flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/name: '(sidecar_terminator_\w+)'/g)].map(([, name = '']) => name)));
 }

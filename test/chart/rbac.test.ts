@@ -60,21 +60,24 @@ const CALLS: Record<string, Call> = {
   listPodForAllNamespaces: { sites: ['src/watcher/reflector.ts', 'src/watcher/sweeper.ts', 'src/status/cluster.ts'], needs: [pods('list')], why: 'list the managed pods; the sweeper lists unlabelled running ones' },
   listNamespacedPod: { sites: ['src/watcher/reflector.ts', 'src/watcher/sweeper.ts', 'src/status/cluster.ts'], needs: [pods('list')], why: 'the same, per namespace with --namespaces' },
   'Watch.watch': { sites: ['src/watcher/reflector.ts'], needs: [pods('watch')], why: 'watch the managed pods' },
-  patchNamespacedPod: { sites: ['src/watcher/actions.ts', 'src/watcher/sweeper.ts'], needs: [pods('patch')], why: 'the managed label, and the in-place quick-exit image' },
-  patchNamespacedPodStatus: { sites: ['src/watcher/actions.ts'], needs: [pods('patch', 'pods/status')], why: 'the terminal phase and the SidecarTerminated condition' },
-  patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/actions.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal mechanism', when: usesSignal },
+  readNamespacedPod: { sites: ['src/watcher/reconciler.ts'], needs: [pods('get')], why: 'the pod as it is now, before saying its sidecar ignores SIGTERM' },
+  patchNamespacedPod: { sites: ['src/watcher/pod-writes.ts', 'src/watcher/sweeper.ts'], needs: [pods('patch')], why: 'the managed label, and the in-place quick-exit image' },
+  patchNamespacedPodStatus: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/status')], why: 'the terminal phase and the SidecarTerminated condition' },
+  patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal mechanism', when: usesSignal },
   createNamespacedEvent: {
     sites: ['src/watcher/events.ts', 'src/webhook/owner-events.ts'],
     needs: [pods('create', 'events')],
     why: "the watcher's events on pods; the webhook's InvalidSidecarConfiguration events on the owners of objects admitted despite errors",
   },
   createNamespacedCustomObject: {
-    sites: ['src/watcher/actions.ts'],
-    needs: [{ group: 'apps.kruise.io', resource: 'containerrecreaterequests', verb: 'create', scope: 'watched' }],
+    sites: ['src/watcher/crr.ts'],
+    // Its owner reference to the pod has blockOwnerDeletion, as Kruise's: where the API server runs
+    // OwnerReferencesPermissionEnforcement, that takes update on the pod's finalizers.
+    needs: [{ group: 'apps.kruise.io', resource: 'containerrecreaterequests', verb: 'create', scope: 'watched' }, pods('update', 'pods/finalizers')],
     why: 'the crr mechanism',
     when: usesCrr,
   },
-  readNode: { sites: ['src/watcher/watcher.ts', 'src/status/cluster.ts'], needs: [{ group: '', resource: 'nodes', verb: 'get', scope: 'cluster' }], why: 'virtual-kubelet label or taint' },
+  readNode: { sites: ['src/watcher/nodes.ts', 'src/status/cluster.ts'], needs: [{ group: '', resource: 'nodes', verb: 'get', scope: 'cluster' }], why: 'virtual-kubelet label or taint' },
   getAPIVersions: { sites: ['src/watcher/discovery.ts'], needs: [], why: 'is apps.kruise.io served?', when: usesCrr, notGranted: DISCOVERY },
   getAPIResources: { sites: ['src/watcher/discovery.ts'], needs: [], why: 'does it serve containerrecreaterequests?', when: usesCrr, notGranted: DISCOVERY },
   createNamespacedLease: {

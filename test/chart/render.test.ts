@@ -14,6 +14,8 @@ const defaults = await render();
 /** Values that switch on every optional object, for checks that must hold for all of them. */
 const everything = {
   serviceMonitor: { enabled: true },
+  prometheusRule: { enabled: true },
+  grafanaDashboard: { enabled: true },
   watcher: { namespaces: ['team-a', 'team-b'], replicas: 2 },
   admission: { quickExitImageAllowlist: ['registry.example.com/quick-exit:*'] },
   webhook: { tls: { extraHosts: ['webhook.example.com'] }, namespaceLabels: { 'sidecar-terminator.io/enabled': 'true' } },

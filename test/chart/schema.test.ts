@@ -31,6 +31,9 @@ const bad: Array<[string, object, RegExp]> = [
   ['an unknown top-level value (a typo, or another chart\'s habit)', { replicaCount: 3 }, /replicaCount/],
   ['a typo in a nested value', { webhook: { tls: { validty: '90d' } } }, /validty/],
   ['a string for a boolean', { rbac: { create: 'yes' } }, /\/rbac\/create/],
+  ['an alert threshold that is not a number of seconds', { prometheusRule: { waitingOnSidecarsSeconds: '10m' } }, /\/prometheusRule\/waitingOnSidecarsSeconds/],
+  ['an alert duration in words', { prometheusRule: { for: 'a while' } }, /\/prometheusRule\/for/],
+  ['a dashboard namespace Kubernetes refuses', { grafanaDashboard: { namespace: 'Monitoring' } }, /\/grafanaDashboard\/namespace/],
 ];
 
 for (const [what, values, path] of bad) {
@@ -52,6 +55,7 @@ const good: Array<[string, object]> = [
   ['namespaces, allowlist, hosts', { watcher: { namespaces: ['team-a', 'batch-1'] }, admission: { quickExitImageAllowlist: ['registry.example.com/quick-exit:*'] }, webhook: { tls: { extraHosts: ['st.example.com', '10.1.2.3'] } } }],
   ['a digest and a registry with a port', { image: { repository: 'registry.example.com:5000/team/st', digest: `sha256:${'0'.repeat(64)}` } }],
   ['a percentage budget', { webhook: { podDisruptionBudget: { enabled: true, minAvailable: '50%' } } }],
+  ['alerts and the dashboard, with their settings', { prometheusRule: { enabled: true, waitingOnSidecarsSeconds: 300, for: '1m', failedStopsWindow: '6h', retryingFor: '1h' }, grafanaDashboard: { enabled: true, namespace: 'monitoring', labels: { grafana_dashboard: '1' } } }],
   ['scheduling settings', { webhook: { nodeSelector: { 'kubernetes.io/os': 'linux' }, tolerations: [{ key: 'dedicated', operator: 'Exists' }], priorityClassName: 'system-cluster-critical' } }],
 ];
 

@@ -6,6 +6,7 @@ import {
   PatchStrategy,
   setHeaderOptions,
   type V1Container,
+  type V1EphemeralContainer,
   type V1Job,
   type V1Pod,
   type V1PodSpec,
@@ -121,6 +122,33 @@ t.test('in-place image change of a long-running container', async (t) => {
   t.ok(isRunning(await core.readNamespacedPod({ name: 'stubborn', namespace }), 'main'), 'the main container is untouched');
 });
 
+t.test('an in-place image that cannot be pulled: kubelet retries it when it would restart the container', async (t) => {
+  const namespace = await cp.createNamespace();
+  const unpullable = 'registry.invalid/quick-exit:1.0';
+  const exit143 = { [simAnnotations.onSigterm('sidecar')]: 'exit143' };
+  await createPod(namespace, 'on-failure', [main, sidecar], exit143, { restartPolicy: 'OnFailure' });
+  await createPod(namespace, 'never', [main, sidecar], exit143);
+  for (const name of ['on-failure', 'never']) {
+    await waitForContainer(namespace, name, 'sidecar', isRunning);
+    await setImage(await core.readNamespacedPod({ name, namespace }), 'sidecar', unpullable);
+  }
+  const backOff = await sim.waitForPod(namespace, (pod) => pod.metadata?.name === 'on-failure' && findContainerStatus(pod, 'sidecar')?.state?.waiting?.reason === 'ImagePullBackOff', {
+    description: 'the OnFailure sidecar to wait in ImagePullBackOff',
+  });
+  const waiting = findContainerStatus(backOff, 'sidecar');
+  t.match(waiting?.state?.waiting?.message, unpullable, 'the message names the image');
+  t.equal(waiting?.lastState?.terminated?.exitCode, 143, 'the old process exited 143: OnFailure restarts it, and the pull fails, again and again');
+  t.equal(backOff.status?.phase, 'Running', 'the pod never ends');
+
+  const never = findContainerStatus(await waitForContainer(namespace, 'never', 'sidecar', isTerminated), 'sidecar');
+  t.equal(never?.state?.terminated?.exitCode, 143, 'restartPolicy Never: kubelet does not try again, the container stays terminated');
+
+  await sim.exitContainer(namespace, 'on-failure', 'main', 0);
+  await core.patchNamespacedPodStatus({ name: 'on-failure', namespace, body: { status: { phase: 'Succeeded' } } }, strategicMerge);
+  const ended = await sim.waitForPod(namespace, (pod) => pod.metadata?.name === 'on-failure' && pod.status?.phase === 'Succeeded');
+  t.notOk(isRunning(ended, 'sidecar'), 'a terminal phase ends the retries');
+});
+
 t.test('a ContainerRecreateRequest stops the container and is reported Completed', async (t) => {
   await installCrrCrd(cp);
   const namespace = await cp.createNamespace();
@@ -173,6 +201,35 @@ t.test('an ephemeral container signals its target', async (t) => {
   const shared = await waitForContainer(namespace, 'shared', 'killer', isTerminated);
   t.equal(findContainerStatus(shared, 'killer')?.state?.terminated?.exitCode, 0);
   t.ok(isRunning(shared, 'sidecar'), 'with a shared PID namespace the signal hits the pause process');
+});
+
+t.test('a signal reaches another user only from root with CAP_KILL; a refused one exits 1 with EPERM', async (t) => {
+  const namespace = await cp.createNamespace();
+  const asUser = (uid: number): V1Container => ({ ...sidecar, securityContext: { runAsUser: uid } });
+  const killer = (securityContext: V1EphemeralContainer['securityContext']): V1EphemeralContainer => ({ name: 'killer', image: 'signal:1', targetContainerName: 'sidecar', securityContext });
+  const cases: Array<[string, V1Container, V1EphemeralContainer, number]> = [
+    ['same-user', asUser(1000), killer({ runAsUser: 1000, capabilities: { drop: ['ALL'] } }), 0],
+    ['other-user', asUser(1000), killer({ runAsUser: 2000, capabilities: { drop: ['ALL'] } }), 1],
+    ['root-without-kill', asUser(1000), killer({ runAsUser: 0, capabilities: { drop: ['ALL'] } }), 1],
+    ['root-with-kill', asUser(1000), killer({ runAsUser: 0, capabilities: { drop: ['ALL'], add: ['KILL'] } }), 0],
+  ];
+  for (const [name, target] of cases) await createPod(namespace, name, [main, target]);
+  for (const [name, , ephemeral] of cases) {
+    const pod = await waitForContainer(namespace, name, 'sidecar', isRunning);
+    t.same(findContainerStatus(pod, 'sidecar')?.user?.linux, { uid: 1000, gid: 1000, supplementalGroups: [1000] }, `${name}: the status reports the sidecar's user`);
+    await core.patchNamespacedPodEphemeralcontainers({ name, namespace, body: { spec: { ephemeralContainers: [ephemeral] } } }, strategicMerge);
+  }
+  for (const [name, , , exitCode] of cases) {
+    const pod = await waitForContainer(namespace, name, 'killer', isTerminated);
+    const terminated = findContainerStatus(pod, 'killer')?.state?.terminated;
+    t.equal(terminated?.exitCode, exitCode, `${name}: the signal container exits ${exitCode}`);
+    if (exitCode === 0) {
+      t.ok(isTerminated(await waitForContainer(namespace, name, 'sidecar', isTerminated), 'sidecar'), `${name}: the sidecar got SIGTERM`);
+    } else {
+      t.match(terminated?.message, /Error: kill EPERM/, `${name}: its output is the termination message`);
+      t.ok(isRunning(await core.readNamespacedPod({ name, namespace }), 'sidecar'), `${name}: the sidecar runs on`);
+    }
+  }
 });
 
 t.test('a terminal phase set by someone else is kept and the remaining containers are stopped', async (t) => {

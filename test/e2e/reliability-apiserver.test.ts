@@ -1,7 +1,7 @@
 // No pod left behind when the control plane or the watcher goes away in the middle of a burst,
 // on the signal mechanism (no OpenKruise here; the CRR variant of the watcher restart is in
 // watcher-crr.test.ts): every Job completes, every kill sidecar gets exactly one ephemeral
-// container, every pod exactly one SidecarTerminating event.
+// container, every pod exactly one SidecarTerminator event.
 import t, { type Test } from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
@@ -41,7 +41,7 @@ async function signalledPods(namespace: string): Promise<number> {
   return (await core.listNamespacedPod({ namespace })).items.filter(signalled).length;
 }
 
-/** Every pod Succeeded, one ephemeral container per kill sidecar, one SidecarTerminating event. */
+/** Every pod Succeeded, one ephemeral container per kill sidecar, one SidecarTerminator event. */
 async function assertNoneLeftOrDuplicated(t: Test, s: Stack, namespace: string, count: number): Promise<void> {
   const pods = (await s.core.listNamespacedPod({ namespace })).items;
   t.equal(pods.length, count, 'one pod per Job');
@@ -56,7 +56,7 @@ async function assertNoneLeftOrDuplicated(t: Test, s: Stack, namespace: string, 
 
   const events = (await s.core.listNamespacedEvent({ namespace })).items.filter((e) => e.source?.component === 'sidecar-terminator');
   const terminating = new Map<string, string[]>();
-  for (const event of events.filter((e) => e.reason === 'SidecarTerminating')) {
+  for (const event of events.filter((e) => e.reason === 'SidecarTerminator')) {
     const name = event.involvedObject.name ?? '';
     terminating.set(name, [...(terminating.get(name) ?? []), `${event.message} (x${event.count ?? 1})`]);
   }
@@ -66,7 +66,7 @@ async function assertNoneLeftOrDuplicated(t: Test, s: Stack, namespace: string, 
       return messages.length === 1 && messages[0]!.endsWith('(x1)') ? [] : [`${p.metadata!.name}: ${messages.join(' | ') || 'none'}`];
     }),
     [],
-    'exactly one SidecarTerminating event per pod',
+    'exactly one SidecarTerminator event per pod',
   );
   t.same(events.filter((e) => e.type === 'Warning').map((e) => `${e.involvedObject.name}: ${e.message}`), [], 'no SidecarTerminationFailed event');
 }
@@ -80,8 +80,11 @@ t.test('the API server restarted (etcd kept) while 200 Jobs are finishing', asyn
 
   const logLinesBefore = stack.serve.logs().length;
   const handledBefore = await signalledPods(namespace);
-  await cp.restartApiServer();
+  await cp.stopApiServer();
+  // The old API server is gone: whatever the watcher stops from now on, it stops through the new
+  // one, which answers requests before its /readyz does (the watcher may be done by then).
   const restartedAt = Date.now();
+  await cp.startApiServer();
   t.comment(`API server back; ${handledBefore} of ${count} pods had been signalled before it went down, ${await signalledPods(namespace)} now`);
 
   await waitForJobsComplete(t, stack, namespace, count, async () => `${await signalledPods(namespace)} pods signalled`);

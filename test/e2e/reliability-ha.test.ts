@@ -60,7 +60,7 @@ async function waitForJobs(namespace: string, names: string[]): Promise<void> {
   );
 }
 
-/** One ephemeral container for the one kill sidecar and one SidecarTerminating event, on every pod. */
+/** One ephemeral container for the one kill sidecar and one SidecarTerminator event, on every pod. */
 async function assertActedOnceEach(t: Test, namespace: string): Promise<V1Pod[]> {
   const pods = (await core.listNamespacedPod({ namespace })).items;
   t.same(
@@ -68,11 +68,11 @@ async function assertActedOnceEach(t: Test, namespace: string): Promise<V1Pod[]>
     [],
     `exactly one ephemeral container on each of the ${pods.length} pods`,
   );
-  const events = (await core.listNamespacedEvent({ namespace })).items.filter((e) => e.source?.component === 'sidecar-terminator' && e.reason === 'SidecarTerminating');
+  const events = (await core.listNamespacedEvent({ namespace })).items.filter((e) => e.source?.component === 'sidecar-terminator' && e.reason === 'SidecarTerminator');
   t.same(
     pods.map((pod) => pod.metadata!.name!).filter((name) => events.filter((e) => e.involvedObject.name === name).reduce((sum, e) => sum + (e.count ?? 1), 0) !== 1),
     [],
-    'exactly one SidecarTerminating event per pod',
+    'exactly one SidecarTerminator event per pod',
   );
   return pods;
 }

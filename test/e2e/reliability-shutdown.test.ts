@@ -149,13 +149,13 @@ ${sidecars.map((name) => `        - name: ${name}\n          image: envoyproxy/e
   // Stopping takes a while (the webhook drains meanwhile); the watcher must not use it to go on
   // taking pods: those are left to the next replica.
   t.ok(signalled.length > 0 && signalled.length <= count / 2, `the watcher stopped taking pods at the SIGTERM (${signalled.length} of ${count} handled)`);
-  const events = (await core.listNamespacedEvent({ namespace })).items.filter((e) => e.reason === 'SidecarTerminating');
+  const events = (await core.listNamespacedEvent({ namespace })).items.filter((e) => e.reason === 'SidecarTerminator');
   const halfDone = signalled.flatMap((pod) => {
     const targets = (pod.spec?.ephemeralContainers ?? []).map((c) => c.targetContainerName).sort();
     const problems = [
       JSON.stringify(targets) === JSON.stringify([...sidecars].sort()) ? '' : `signalled ${targets.join(', ')} only`,
       pod.status?.conditions?.some((c) => c.type === 'SidecarTerminated' && c.status === 'True') ? '' : 'no SidecarTerminated condition',
-      events.some((e) => e.involvedObject.name === pod.metadata?.name) ? '' : 'no SidecarTerminating event',
+      events.some((e) => e.involvedObject.name === pod.metadata?.name) ? '' : 'no SidecarTerminator event',
     ].filter(Boolean);
     return problems.length > 0 ? [`${pod.metadata?.name}: ${problems.join('; ')}`] : [];
   });

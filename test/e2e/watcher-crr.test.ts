@@ -12,7 +12,7 @@ const { cp } = stack;
 const custom = cp.kubeConfig.makeApiClient(CustomObjectsApi);
 
 interface Crr {
-  metadata: { name: string; ownerReferences?: Array<{ kind: string; name: string; uid: string }> };
+  metadata: { name: string; labels?: Record<string, string>; ownerReferences?: Array<Record<string, unknown>> };
   spec: { podName: string; containers: Array<{ name: string }>; strategy: { forceRecreate: boolean; failurePolicy: string } };
   status?: { phase?: string };
 }
@@ -51,6 +51,11 @@ t.test('one ContainerRecreateRequest per pod, owned by it, stops every kill side
     status: { phase: 'Completed' },
   });
   t.same(crrs[0]!.spec.containers.map((c) => c.name).sort(), ['proxy', 'sql']);
+  // Stored as Kruise's controller stores it (the API server prunes what Kruise's schema lacks).
+  const { name, uid } = pod.metadata!;
+  t.same(crrs[0]!.metadata.ownerReferences, [{ apiVersion: 'v1', kind: 'Pod', name, uid, controller: true, blockOwnerDeletion: true }], 'metav1.NewControllerRef(pod)');
+  t.notOk(crrs[0]!.metadata.labels, "no labels of ours (Kruise's CRR webhook adds its own)");
+  t.same(crrs[0]!.spec, { podName: name, containers: [{ name: 'proxy' }, { name: 'sql' }], strategy: { failurePolicy: 'Ignore', forceRecreate: true } }, 'exactly these spec fields');
   t.notOk(pod.spec?.ephemeralContainers, 'no signal when CRR is used');
   t.ok(findContainerStatus(pod, 'proxy')?.state?.terminated && findContainerStatus(pod, 'sql')?.state?.terminated);
 });

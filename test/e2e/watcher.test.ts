@@ -2,11 +2,14 @@
 // simulated kubelet running them, and the watcher stopping the sidecars, on the signal
 // mechanism (no OpenKruise here, so `auto` must pick signal).
 import t from 'tap';
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { SERVE_FLAGS } from '../../src/config.ts';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
 import { apply, eventsOf, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
 
-const stack = await startStack(t);
+// The signal image runs as USER 1000, as the add-on's image does; the sidecars' images as root.
+const stack = await startStack(t, { sim: { imageUsers: { [SERVE_FLAGS.signalImage.default]: 1000 } } });
 const { cp, core } = stack;
 
 const QUICK_EXIT = 'registry.example.com/quick-exit:1.0';
@@ -56,7 +59,7 @@ t.test('Never, normal node, kill sidecar: stopped by signal, the Job completes',
   });
   t.ok(done, 'the pod leaves the watch');
   const events = await eventsOf(stack, namespace, pod.metadata!.name!);
-  t.match(events, [{ reason: 'SidecarTerminating', type: 'Normal', message: /proxy \(SIGTERM\)/ }]);
+  t.match(events, [{ reason: 'SidecarTerminator', type: 'Normal', message: /proxy \(SIGTERM\)/ }], "OpenKruise's event reason");
   const logged = stack.serve.logs().filter((l) => l.msg === 'stopping sidecars' && l.pod === `${namespace}/${pod.metadata!.name}`);
   t.equal(logged.length, 1, 'logged once, however many reconciles followed');
 });
@@ -99,7 +102,8 @@ t.test('a sidecar exiting 143 with ignore-exit-code: the pod ends Succeeded', as
   const pod = await podOfJob(stack, namespace, 'ignore');
   t.equal(pod.status?.phase, 'Succeeded');
   t.match(pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), { status: 'True', message: /Succeeded/ });
-  const proxy = findContainerStatus(pod, 'proxy')?.state?.terminated;
+  // The kubelet stops it once the phase is terminal, which the Job controller may see first.
+  const proxy = await waitFor('the sidecar to terminate', async () => findContainerStatus(await core.readNamespacedPod({ namespace, name: pod.metadata!.name! }), 'proxy')?.state?.terminated);
   t.ok(proxy, 'the sidecar terminated');
 });
 
@@ -218,4 +222,156 @@ t.test('shareProcessNamespace: the signal mechanism refuses with a Warning event
   const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
   t.notOk(current.spec?.ephemeralContainers, 'no ephemeral container');
   t.ok(findContainerStatus(current, 'proxy')?.state?.running, 'the sidecar runs on');
+});
+
+t.test("a sidecar running as root (most do) is signalled as root: the signal image's own user could not", async (t) => {
+  const namespace = await cp.createNamespace();
+  await apply(cp, namespace, jobYaml('root', { annotations: exitAfter('main', '1s'), containers: `${main()}\n${killSidecar()}` }));
+  await waitForJob(stack, namespace, 'root', 'Complete');
+  const pod = await podOfJob(stack, namespace, 'root');
+  t.same(findContainerStatus(pod, 'proxy')?.user?.linux?.uid, 0, 'the kubelet reports the sidecar runs as root');
+  t.match(pod.spec?.ephemeralContainers?.[0]?.securityContext, { runAsUser: 0, capabilities: { drop: ['ALL'] }, allowPrivilegeEscalation: false, seccompProfile: { type: 'RuntimeDefault' } });
+  t.equal(findContainerStatus(pod, 'stop-proxy')?.state?.terminated?.exitCode, 0, 'the signal was allowed');
+
+  await apply(cp, namespace, jobYaml('as-user', { annotations: exitAfter('main', '1s'), spec: '\n      securityContext:\n        runAsUser: 1337\n        runAsNonRoot: true', containers: `${main()}\n${killSidecar()}` }));
+  await waitForJob(stack, namespace, 'as-user', 'Complete');
+  const asUser = await podOfJob(stack, namespace, 'as-user');
+  t.match(asUser.spec?.ephemeralContainers?.[0]?.securityContext, { runAsUser: 1337, capabilities: { drop: ['ALL'] } }, "the pod's runAsUser");
+});
+
+t.test('containers proxy and stop-proxy, both marked: both stopped, no name collides', async (t) => {
+  const namespace = await cp.createNamespace();
+  await apply(cp, namespace, jobYaml('collide', { annotations: exitAfter('main', '1s'), containers: `${main()}\n${killSidecar('proxy')}\n${killSidecar('stop-proxy')}` }));
+  await waitForJob(stack, namespace, 'collide', 'Complete');
+  const pod = await podOfJob(stack, namespace, 'collide');
+  const sent = pod.spec?.ephemeralContainers ?? [];
+  t.same(sent.map((c) => c.targetContainerName).sort(), ['proxy', 'stop-proxy'], 'one signal container each');
+  const containerNames = pod.spec!.containers.map((c) => c.name);
+  t.same(sent.filter((c) => containerNames.includes(c.name)).map((c) => c.name), [], 'none named like a container');
+  for (const name of ['proxy', 'stop-proxy']) t.ok(findContainerStatus(pod, name)?.state?.terminated, `${name} stopped`);
+  t.same((await eventsOf(stack, namespace, pod.metadata!.name!)).filter((e) => e.type === 'Warning'), [], 'no failure');
+});
+
+t.test('normal node, a quick-exit image that cannot be pulled: a Warning event, and the pod still ends', async (t) => {
+  const namespace = await cp.createNamespace();
+  const unpullable = 'registry.invalid/quick-exit:1.0';
+  // OnFailure and a sidecar exiting 143 on SIGTERM: kubelet restarts it with the new image, whose pull fails forever.
+  const annotations = { ...exitAfter('main', '1s'), [simAnnotations.onSigterm('logs')]: 'exit143' };
+  const logs = `        - name: logs
+          image: fluent/fluent-bit:3.1
+          env:
+            - name: ${ENV_WITH_IMAGE}
+              value: ${unpullable}`;
+  await apply(cp, namespace, jobYaml('unpullable', { restartPolicy: 'OnFailure', annotations, containers: `${main()}\n${logs}` }));
+  await waitForJob(stack, namespace, 'unpullable', 'Complete');
+  const pod = await podOfJob(stack, namespace, 'unpullable');
+  t.equal(pod.spec?.containers.find((c) => c.name === 'logs')?.image, unpullable, 'the image was swapped first');
+  t.equal(pod.status?.phase, 'Succeeded', 'the terminal phase, from the main container');
+  t.notOk(findContainerStatus(pod, 'logs')?.state?.running, 'the sidecar is stopped');
+  const events = await eventsOf(stack, namespace, pod.metadata!.name!);
+  t.match(events.filter((e) => e.type === 'Warning'), [
+    { reason: 'SidecarTerminationFailed', message: new RegExp(`sidecar logs is not stopped by its quick-exit image ${unpullable}: the node cannot pull it \\((ErrImagePull|ImagePullBackOff)`) },
+  ], 'one Warning event, naming the image');
+  t.match(pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), { status: 'True', message: /the quick-exit image of logs cannot be pulled/ });
+});
+
+t.test('a virtual node that cannot pull the quick-exit image: a Warning event naming it, and the condition says why the pod waits', async (t) => {
+  const namespace = await cp.createNamespace();
+  const unpullable = 'registry.invalid/quick-exit:1.0';
+  const logs = `        - name: logs
+          image: fluent/fluent-bit:3.1
+          env:
+            - name: ${ENV_WITH_IMAGE}
+              value: ${unpullable}`;
+  await apply(cp, namespace, jobYaml('virtual-unpullable', { restartPolicy: 'OnFailure', annotations: { ...exitAfter('main', '1s'), [simAnnotations.onSigterm('logs')]: 'exit143' }, spec: onVirtualNode, containers: `${main()}\n${logs}` }));
+  const pod = await podOfJob(stack, namespace, 'virtual-unpullable');
+  const waiting = await waitFor('the condition to say why the pod waits', async () => {
+    const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
+    const condition = current.status?.conditions?.find((c) => c.type === 'SidecarTerminated');
+    return condition?.status === 'False' && current;
+  });
+  t.match(waiting.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), { reason: 'QuickExitImageNotPulled', message: new RegExp(`sidecar logs waits for its quick-exit image ${unpullable}`) });
+  const warnings = (await eventsOf(stack, namespace, pod.metadata!.name!)).filter((e) => e.type === 'Warning');
+  t.match(warnings, [{ reason: 'SidecarTerminationFailed', message: new RegExp(`waits for its quick-exit image ${unpullable}, which the node cannot pull`) }], 'one Warning event, naming the image');
+  t.equal(waiting.status?.phase, 'Running', 'no terminal phase written on a virtual node');
+});
+
+const statusPatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+/** Plays the kubelet of a node the simulator does not run: main exited 0, the sidecar running. */
+async function reportMainDone(namespace: string, name: string): Promise<void> {
+  const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+  const statuses = [
+    { name: 'main', image: 'busybox:1.36', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 0, reason: 'Completed', startedAt: now, finishedAt: now } } },
+    { name: 'proxy', image: 'envoyproxy/envoy:v1.31.0', imageID: '', ready: true, restartCount: 0, state: { running: { startedAt: now } } },
+  ];
+  await core.patchNamespacedPodStatus({ namespace, name, body: { status: { phase: 'Running', containerStatuses: statuses } } }, statusPatch);
+}
+
+t.test('a node that does not exist is not taken for a normal one: nothing is stopped until it is back, then by its kind', async (t) => {
+  const namespace = await cp.createNamespace();
+  const nodeName = `gone-${namespace}`;
+  // Both markers: a normal node would kill it, a virtual node replaces its image.
+  const both = `${killSidecar()}\n            - name: ${ENV_WITH_IMAGE}\n              value: ${QUICK_EXIT}`;
+  const podYaml = `apiVersion: v1
+kind: Pod
+metadata:
+  name: orphan
+spec:
+  restartPolicy: Never
+  nodeName: ${nodeName}
+  containers:
+${main()}
+${both}`;
+  await apply(cp, namespace, podYaml);
+  await reportMainDone(namespace, 'orphan');
+  const warning = await waitFor('the missing node to be reported', async () => (await eventsOf(stack, namespace, 'orphan')).find((e) => e.type === 'Warning'));
+  t.match(warning.message, `the pod's node ${nodeName} does not exist`);
+  const meanwhile = await core.readNamespacedPod({ namespace, name: 'orphan' });
+  t.notOk(meanwhile.spec?.ephemeralContainers, 'not signalled as if on a normal node');
+  t.equal(meanwhile.spec?.containers[1]?.image, 'envoyproxy/envoy:v1.31.0', 'nor its image replaced');
+
+  // The node registers (again), as a virtual-kubelet node, before the pod garbage collector removes the pod.
+  await core.createNode({ body: { metadata: { name: nodeName, labels: { type: 'virtual-kubelet' } } } });
+  t.teardown(() => core.deleteNode({ name: nodeName }).catch(() => undefined));
+  const replaced = await waitFor('the sidecar to be stopped by its virtual node\'s mechanism', async () => {
+    const current = await core.readNamespacedPod({ namespace, name: 'orphan' });
+    return current.spec?.containers[1]?.image === QUICK_EXIT && current;
+  });
+  t.notOk(replaced.spec?.ephemeralContainers, 'the image was replaced, no signal: the node was looked up again, not remembered as normal');
+});
+
+t.test('a pod deleted and created again under the same name is a new pod: it is stopped when its own main container is done', async (t) => {
+  const namespace = await cp.createNamespace();
+  const podYaml = (exit: string) => `apiVersion: v1
+kind: Pod
+metadata:
+  name: reborn
+  annotations:
+    ${simAnnotations.exitAfter('main')}: "${exit}"
+spec:
+  restartPolicy: Never
+  containers:
+${main()}
+${killSidecar()}`;
+  await apply(cp, namespace, podYaml('1s'));
+  const first = await waitFor('the first pod to succeed', async () => {
+    const pod = await core.readNamespacedPod({ namespace, name: 'reborn' });
+    return pod.status?.phase === 'Succeeded' && pod;
+  });
+  await core.deleteNamespacedPod({ namespace, name: 'reborn', body: { gracePeriodSeconds: 0 } });
+  await waitFor('the first pod to be gone', async () => !(await core.listNamespacedPod({ namespace })).items.some((p) => p.metadata?.uid === first.metadata?.uid));
+  await apply(cp, namespace, podYaml('4s'));
+  const second = await waitFor('the second pod to run', async () => {
+    const pod = await core.readNamespacedPod({ namespace, name: 'reborn' });
+    return pod.metadata?.uid !== first.metadata?.uid && findContainerStatus(pod, 'main')?.state?.running && pod;
+  });
+  t.notOk(second.spec?.ephemeralContainers, 'nothing decided for its predecessor reaches it');
+  const done = await waitFor('the second pod to succeed', async () => {
+    const pod = await core.readNamespacedPod({ namespace, name: 'reborn' });
+    return pod.status?.phase === 'Succeeded' && pod;
+  });
+  t.equal(done.metadata?.uid, second.metadata?.uid);
+  t.equal(done.spec?.ephemeralContainers?.length, 1, 'one signal container, its own');
+  const events = (await eventsOf(stack, namespace, 'reborn')).filter((e) => e.reason === 'SidecarTerminator');
+  t.same(events.map((e) => e.involvedObject.uid).sort(), [first.metadata!.uid!, second.metadata!.uid!].sort(), 'one announcement for each pod');
 });

@@ -62,6 +62,9 @@ export interface ControlPlane {
   stop(): Promise<void>;
   /** Stops kube-apiserver and starts it again on the same port; etcd keeps the data. */
   restartApiServer(): Promise<void>;
+  /** Stops kube-apiserver alone (an outage of the API); startApiServer brings it back on the same port. */
+  stopApiServer(): Promise<void>;
+  startApiServer(): Promise<void>;
 }
 
 const repoRoot = resolve(import.meta.dirname, '../..');
@@ -193,9 +196,18 @@ class LocalCluster implements ControlPlane {
   }
 
   async restartApiServer(): Promise<void> {
+    await this.stopApiServer();
+    await this.startApiServer();
+  }
+
+  async stopApiServer(): Promise<void> {
     const apiServer = this.processes.get('kube-apiserver');
-    if (!apiServer) throw new Error('kube-apiserver is not running');
+    if (!apiServer || apiServer.exitStatus !== undefined) throw new Error('kube-apiserver is not running');
     await apiServer.stop();
+  }
+
+  async startApiServer(): Promise<void> {
+    if (this.processes.get('kube-apiserver')?.exitStatus === undefined) throw new Error('kube-apiserver is running');
     this.launch('kube-apiserver', this.apiServerArgs());
     await this.waitForApiServerReady(Date.now() + 60_000);
   }

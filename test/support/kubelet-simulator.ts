@@ -12,8 +12,11 @@
 // Kruise sidecars (KRUISE_TERMINATE_SIDECAR_* env) and native sidecars run until stopped.
 //
 // It reacts as kubelet / kruise-daemon would to in-place image changes (a quick-exit image
-// exits 0 at once), ContainerRecreateRequests, ephemeral containers signalling their target,
-// a terminal phase written by someone else, and pod deletion.
+// exits 0 at once; an image that cannot be pulled waits in ErrImagePull/ImagePullBackOff when
+// kubelet would restart the container), ContainerRecreateRequests, ephemeral containers
+// signalling their target (refused with EPERM, exit 1, unless they run as the target's user or
+// as root with CAP_KILL), a terminal phase written by someone else, and pod deletion. Container
+// statuses report the user each container runs as, as containerd 2 does.
 import {
   CoreV1Api,
   PatchStrategy,
@@ -24,7 +27,7 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 import { describeError, isApiError } from './sim/api-errors.ts';
-import { ContainerBehaviour, isQuickExitImageByDefault, type SigtermReaction } from './sim/container-behaviour.ts';
+import { ContainerBehaviour, isPullableImageByDefault, isQuickExitImageByDefault, type SigtermReaction } from './sim/container-behaviour.ts';
 import { ContainerRecreateRequestExecutor, type RecreateContainers } from './sim/container-recreate-requests.ts';
 import { KeyedLanes } from './sim/lanes.ts';
 import { SimulatedNodes } from './sim/nodes.ts';
@@ -58,6 +61,12 @@ export interface KubeletSimulatorOptions {
   maxGracePeriodMs?: number;
   /** Default: the container's KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE value, or an image containing "quick-exit". */
   isQuickExitImage?: (image: string, container: V1Container) => boolean;
+  /** Default: every image but those of a registry under `.invalid` (e.g. registry.invalid/quick-exit:1.0). */
+  isPullableImage?: (image: string) => boolean;
+  /** The uid each image runs as without runAsUser (its USER); default: root (0) for every image. */
+  imageUsers?: Record<string, number>;
+  /** Report the user each container runs as in its status (containerd 2, Kubernetes 1.31+). Default true. */
+  reportUsers?: boolean;
   /** Where errors go. Default: stderr. */
   log?: (message: string) => void;
 }
@@ -101,6 +110,9 @@ export class KubeletSimulator {
       defaultInitExitAfterMs: options.defaultInitExitAfterMs ?? 100,
       defaultSigtermReaction: options.defaultSigtermReaction ?? 'exit0',
       isQuickExitImage: options.isQuickExitImage ?? isQuickExitImageByDefault,
+      isPullableImage: options.isPullableImage ?? isPullableImageByDefault,
+      imageUsers: options.imageUsers ?? {},
+      reportUsers: options.reportUsers ?? true,
     });
     this.timings = {
       restartDelayMs: options.restartDelayMs ?? 500,

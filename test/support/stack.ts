@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiextensionsV1Api, BatchV1Api, CoreV1Api, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
+import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { CRR, KubeletSimulator, waitFor, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
@@ -133,6 +134,16 @@ export async function podOfJob(stack: Clients, namespace: string, job: string): 
 export async function eventsOf(stack: Clients, namespace: string, pod: string): Promise<CoreV1Event[]> {
   const events = await stack.core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${pod}` });
   return events.items.filter((e) => e.source?.component === 'sidecar-terminator');
+}
+
+/** YAML for a Job's container list: `main`, then one sidecar stopped by kill (KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT) per name. */
+export function mainAndKillSidecars(...sidecars: string[]): string {
+  const sidecar = (name: string) => `        - name: ${name}
+          image: envoyproxy/envoy:v1.31.0
+          env:
+            - name: ${ENV_WHEN_JOB_EXIT}
+              value: "true"`;
+  return [`        - name: main\n          image: busybox:1.36`, ...sidecars.map(sidecar)].join('\n');
 }
 
 /** A Job manifest: `containers` is YAML for the container list, indented by the caller's template. */

@@ -1,7 +1,15 @@
 import t from 'tap';
-import { WorkQueue, exponentialBackoff } from '../../src/watcher/queue.ts';
+import { DEFAULT_BACKOFF, WorkQueue, exponentialBackoff } from '../../src/watcher/queue.ts';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+async function waitUntil(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
 
 t.test('a key added many times while waiting is processed once', async (t) => {
   const seen: string[] = [];
@@ -62,30 +70,99 @@ t.test('bounded concurrency, nothing lost in a burst', async (t) => {
   t.equal(maxRunning, 8);
 });
 
-t.test('failures retry with backoff until success, or are dropped after maxRetries', async (t) => {
+t.test('failures retry with backoff for as long as they fail: no cap, the delay grows up to its maximum', async (t) => {
   const attempts = new Map<string, number>();
-  const errors: number[] = [];
+  const errors: Array<[number, number]> = [];
   const queue = new WorkQueue<string>({
     concurrency: 2,
-    backoff: () => 1,
-    maxRetries: 3,
-    onError: (_key, _error, attempt) => errors.push(attempt),
+    backoff: (attempt) => Math.min(4, attempt),
+    onError: (_key, _error, attempt, retryInMs) => errors.push([attempt, retryInMs]),
     process: async (key) => {
       const n = (attempts.get(key) ?? 0) + 1;
       attempts.set(key, n);
       if (key === 'flaky' && n < 3) throw new Error('conflict');
-      if (key === 'broken') throw new Error('always');
+      if (key === 'broken' && n < 40) throw new Error('refused by a webhook');
     },
   });
   queue.add('flaky');
   queue.add('broken');
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  await waitUntil(() => attempts.get('broken') === 40);
   await queue.idle();
   t.equal(attempts.get('flaky'), 3, 'succeeds on the third attempt');
-  t.equal(attempts.get('broken'), 4, 'first try plus three retries');
+  t.equal(attempts.get('broken'), 40, 'still retried after 39 failures in a row (the old cap was 15)');
+  t.same(errors.filter(([attempt]) => attempt >= 4).map(([, delay]) => delay).slice(0, 3), [4, 4, 4], 'the delay stops growing at its maximum');
+  t.equal(queue.retrying, 0, 'nothing left to retry');
   t.same(exponentialBackoff(100, 1000)(1), 100);
   t.same(exponentialBackoff(100, 1000)(3), 400);
   t.same(exponentialBackoff(100, 1000)(10), 1000, 'capped');
+  t.ok(DEFAULT_BACKOFF(30) <= 5 * 60_000 && DEFAULT_BACKOFF(30) >= 60_000, 'the default backoff is capped in minutes');
+});
+
+t.test('a result asks to look again later; a shorter delay replaces a longer one', async (t) => {
+  const runs: string[] = [];
+  const queue = new WorkQueue<string>({
+    concurrency: 1,
+    process: async (key) => {
+      runs.push(key);
+      return runs.length === 1 ? { requeueAfterMs: 20 } : {};
+    },
+  });
+  queue.add('pod');
+  await waitUntil(() => runs.length === 2);
+  t.same(runs, ['pod', 'pod'], 'processed again after the delay');
+  queue.addAfter('later', 60_000);
+  queue.addAfter('later', 10);
+  await waitUntil(() => runs.includes('later'));
+  t.ok(runs.includes('later'), 'the shorter delay won');
+  await queue.shutDown();
+});
+
+t.test('retryNow retries the failed keys at once, not the keys asked to come back later', async (t) => {
+  let down = true;
+  const runs = new Map<string, number>();
+  const queue = new WorkQueue<string>({
+    concurrency: 4,
+    backoff: () => 60_000,
+    process: async (key) => {
+      runs.set(key, (runs.get(key) ?? 0) + 1);
+      if (key === 'grace') return runs.get(key) === 1 ? { requeueAfterMs: 60_000 } : {};
+      if (down) throw new Error('connect ECONNREFUSED');
+    },
+  });
+  for (const key of ['a', 'b', 'grace']) queue.add(key);
+  await waitUntil(() => queue.retrying === 2);
+  t.equal(queue.retrying, 2, 'two keys wait a minute for their retry');
+  down = false;
+  queue.retryNow();
+  await waitUntil(() => runs.get('a') === 2 && runs.get('b') === 2);
+  await queue.idle();
+  t.equal(queue.retrying, 0);
+  t.equal(runs.get('grace'), 1, 'the key asked to come back later was not run early');
+  await queue.shutDown();
+});
+
+t.test('the observer hears each result, its duration, and each retry', async (t) => {
+  const processed: string[] = [];
+  const retries: number[] = [];
+  let fail = true;
+  const queue = new WorkQueue<string>({
+    concurrency: 1,
+    backoff: () => 1,
+    observer: { processed: (outcome, seconds) => processed.push(`${outcome}:${seconds >= 0}`), retrying: (attempt) => retries.push(attempt) },
+    process: async (key) => {
+      if (key === 'x' && fail) {
+        fail = false;
+        throw new Error('once');
+      }
+      return key === 'later' ? { requeueAfterMs: 60_000 } : {};
+    },
+  });
+  queue.add('x');
+  queue.add('later');
+  await waitUntil(() => processed.length === 3);
+  t.same(processed.sort(), ['done:true', 'error:true', 'requeue:true']);
+  t.same(retries, [1]);
+  await queue.shutDown();
 });
 
 t.test('shutDown waits for running keys and cancels retries', async (t) => {

@@ -122,29 +122,36 @@ terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
 {{- define "sidecar-terminator.watcherPodRules" -}}
 # The reflector lists and watches the managed pods (listPodForAllNamespaces or
 # listNamespacedPod, then a watch); the sweeper lists unlabelled running pods the same way.
-# Patches (patchNamespacedPod): the managed label (sweeper, setLabel) and the quick-exit image (replaceImage).
+# The reconciler reads a pod as it is now before saying its sidecar ignores SIGTERM (readNamespacedPod).
+# Patches (patchNamespacedPod): the managed label (sweeper, PodWriter.setLabel) and the quick-exit image (PodWriter.replaceImage).
 - apiGroups: [""]
   resources: [pods]
-  verbs: [list, watch, patch]
-# markTerminal and setTerminatedCondition: phase and the SidecarTerminated condition (patchNamespacedPodStatus).
+  verbs: [get, list, watch, patch]
+# PodWriter.setStatus: the terminal phase and the SidecarTerminated condition (patchNamespacedPodStatus).
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
 {{- if include "sidecar-terminator.usesSignal" . }}
-# killBySignal: the ephemeral container that sends SIGTERM (patchNamespacedPodEphemeralcontainers).
+# PodWriter.addEphemeralContainers: the signal containers that send SIGTERM (patchNamespacedPodEphemeralcontainers).
 - apiGroups: [""]
   resources: [pods/ephemeralcontainers]
   verbs: [patch]
 {{- end }}
-# SidecarTerminating and SidecarTerminationFailed events on the pods (createNamespacedEvent).
+# SidecarTerminator and SidecarTerminationFailed events on the pods (createNamespacedEvent).
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
 {{- if include "sidecar-terminator.usesCrr" . }}
-# killByCrr: an OpenKruise ContainerRecreateRequest (createNamespacedCustomObject).
+# createCrr: an OpenKruise ContainerRecreateRequest (createNamespacedCustomObject).
 - apiGroups: [apps.kruise.io]
   resources: [containerrecreaterequests]
   verbs: [create]
+# Its owner reference to the pod sets blockOwnerDeletion, as Kruise's does; the API server's
+# OwnerReferencesPermissionEnforcement admission plugin (on in some distributions) then requires
+# update on the pod's finalizers.
+- apiGroups: [""]
+  resources: [pods/finalizers]
+  verbs: [update]
 {{- end }}
 {{- end }}
 

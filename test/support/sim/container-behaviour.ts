@@ -35,6 +35,12 @@ export interface BehaviourDefaults {
   defaultInitExitAfterMs: number;
   defaultSigtermReaction: SigtermReaction;
   isQuickExitImage: (image: string, container: V1Container) => boolean;
+  /** Whether the node can pull the image; the pull of any other fails (ErrImagePull, then ImagePullBackOff). */
+  isPullableImage: (image: string) => boolean;
+  /** The uid an image runs as without runAsUser (its Dockerfile's USER), by image; 0 (root) for the others. */
+  imageUsers: Readonly<Record<string, number>>;
+  /** Whether container statuses carry the user the container runs as (status.containerStatuses[].user, containerd 2). */
+  reportUsers: boolean;
 }
 
 export class ContainerBehaviour {
@@ -63,6 +69,21 @@ export class ContainerBehaviour {
     return this.defaults.isQuickExitImage(image, container);
   }
 
+  get reportsUsers(): boolean {
+    return this.defaults.reportUsers;
+  }
+
+  isPullableImage(image: string): boolean {
+    return this.defaults.isPullableImage(image);
+  }
+
+  /** The user a container runs as, as the runtime resolves it: runAsUser/runAsGroup (container, then pod), else the image's USER. */
+  userOf(pod: V1Pod, container: Pick<V1Container, 'image' | 'securityContext'>): { uid: number; gid: number } {
+    const podLevel = pod.spec?.securityContext;
+    const uid = container.securityContext?.runAsUser ?? podLevel?.runAsUser ?? this.defaults.imageUsers[container.image ?? ''] ?? 0;
+    return { uid, gid: container.securityContext?.runAsGroup ?? podLevel?.runAsGroup ?? uid };
+  }
+
   /** How the `run`-th start (1 = first) of a container ends by itself, if it does. */
   ownExit(pod: V1Pod, container: V1Container, kind: ContainerKind, run: number): OwnExit | undefined {
     const afterText = annotation(pod, simAnnotations.exitAfter(container.name));
@@ -76,6 +97,11 @@ export class ContainerBehaviour {
     if (kind === 'main' && !isMarkedSidecar(container)) return this.defaults.defaultMainExitAfterMs;
     return undefined;
   }
+}
+
+/** The default pull rule: images of a registry under the reserved `.invalid` domain (RFC 2606) cannot be pulled. */
+export function isPullableImageByDefault(image: string): boolean {
+  return !/^[^/]+\.invalid(:\d+)?\//.test(image);
 }
 
 /** The default quick-exit rule: the container's own quick-exit image, or any image named like one. */

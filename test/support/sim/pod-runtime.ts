@@ -22,6 +22,8 @@ type TerminalPhase = 'Succeeded' | 'Failed';
 interface Termination {
   exitCode: number;
   reason: string;
+  /** What the process wrote before it failed (terminationMessagePolicy FallbackToLogsOnError). */
+  message?: string;
   startedAt: string;
   finishedAt: string;
   containerID: string;
@@ -40,6 +42,8 @@ interface SimContainer {
   /** SIGTERM delivered with a grace period; SIGKILL follows unless it exits. */
   stopping: boolean;
   awaitingRestart: boolean;
+  /** The last start failed because its image cannot be pulled; kubelet retries the pull when it would restart the container. */
+  pullFailure: 'ErrImagePull' | 'ImagePullBackOff' | undefined;
   cancelTimers: Set<() => void>;
   exitWaiters: Array<() => void>;
 }
@@ -103,6 +107,11 @@ export class PodRuntime {
       // An in-place image change: kubelet kills the container and starts it again with the new image.
       if (container.running && container.kind !== 'ephemeral' && this.specImage(container) !== container.image) {
         this.stop(container);
+      }
+      // A container stuck on an image that cannot be pulled gets another image: kubelet starts it with that one.
+      if (container.pullFailure && this.specImage(container) !== container.image && !this.stopsEverything()) {
+        this.cancelTimers(container);
+        this.start(container);
       }
     }
   }
@@ -175,7 +184,7 @@ export class PodRuntime {
   private addContainer(name: string, kind: ContainerKind, image: string | undefined): SimContainer {
     const container: SimContainer = {
       name, kind, image: image ?? '', runs: 0, running: undefined, ends: [],
-      stopping: false, awaitingRestart: false, cancelTimers: new Set(), exitWaiters: [],
+      stopping: false, awaitingRestart: false, pullFailure: undefined, cancelTimers: new Set(), exitWaiters: [],
     };
     this.containers.set(name, container);
     return container;
@@ -208,14 +217,14 @@ export class PodRuntime {
   private finishedPhase(): TerminalPhase | undefined {
     if (this.restartPolicy() === 'Always') return undefined;
     const mains = this.mainContainers();
-    if (mains.some((c) => c.running || c.awaitingRestart || c.runs === 0)) return undefined;
+    if (mains.some((c) => c.running || c.awaitingRestart || c.pullFailure || c.runs === 0)) return undefined;
     return mains.every((c) => c.ends.at(-1)?.exitCode === 0) ? 'Succeeded' : 'Failed';
   }
 
   /** Regular and ephemeral containers first; native sidecars after them, as kubelet orders termination. */
   private stopAll(): void {
     for (const container of this.containers.values()) {
-      if (container.awaitingRestart) {
+      if (container.awaitingRestart || container.pullFailure) {
         this.cancelTimers(container);
         container.awaitingRestart = false;
       }
@@ -228,16 +237,38 @@ export class PodRuntime {
   private start(container: SimContainer): void {
     container.awaitingRestart = false;
     container.image = this.specImage(container);
+    if (!this.behaviour.isPullableImage(container.image)) {
+      this.pullFailed(container);
+      return;
+    }
+    container.pullFailure = undefined;
     container.runs += 1;
     container.running = { startedAt: now(), containerID: `sim://${this.uid}/${container.name}/${container.runs}` };
     this.scheduleOwnExit(container);
   }
 
+  /**
+   * The image cannot be pulled. Kubelet tries again (ErrImagePull, then ImagePullBackOff) as long
+   * as it would start the container: one never started, or one its restart policy restarts; a
+   * container that ran and that its policy does not restart keeps its last termination.
+   */
+  private pullFailed(container: SimContainer): void {
+    const lastEnd = container.ends.at(-1);
+    if (lastEnd && !this.restartsAfter(container, lastEnd.exitCode)) {
+      container.pullFailure = undefined;
+      return;
+    }
+    container.pullFailure = container.pullFailure ? 'ImagePullBackOff' : 'ErrImagePull';
+    this.after(container, this.timings.restartDelayMs, () => {
+      if (!this.stopsEverything()) this.start(container);
+    });
+  }
+
   private scheduleOwnExit(container: SimContainer): void {
     if (container.kind === 'ephemeral') {
       this.after(container, this.timings.quickExitAfterMs, () => {
-        this.signalTarget(container);
-        this.exited(container, 0);
+        if (this.signalTarget(container)) this.exited(container, 0);
+        else this.exited(container, 1, SIGNAL_REFUSED);
       });
       return;
     }
@@ -265,20 +296,32 @@ export class PodRuntime {
     else if (killAfterMs !== undefined) this.after(container, killAfterMs, () => this.exited(container, 137));
   }
 
-  /** An ephemeral container with a target signals the target's PID 1, unless the pod shares one PID namespace (PID 1 is the pause process then). */
-  private signalTarget(ephemeral: SimContainer): void {
+  /**
+   * An ephemeral container with a target signals the target's PID 1, unless the pod shares one PID
+   * namespace (PID 1 is the pause process then, and the signal goes there). Linux lets it only as
+   * the same user, or with CAP_KILL; false when refused (EPERM).
+   */
+  private signalTarget(ephemeral: SimContainer): boolean {
     const spec = this.pod.spec?.ephemeralContainers?.find((s) => s.name === ephemeral.name);
     const target = spec?.targetContainerName ? this.containers.get(spec.targetContainerName) : undefined;
-    if (!target?.running || this.pod.spec?.shareProcessNamespace) return;
+    if (!spec || !target?.running || this.pod.spec?.shareProcessNamespace) return true;
+    const sender = this.behaviour.userOf(this.pod, spec);
+    if (sender.uid !== this.userOf(target).uid && !(sender.uid === 0 && hasCapKill(spec))) return false;
     this.deliverSigterm(target);
+    return true;
   }
 
-  private exited(container: SimContainer, exitCode: number): void {
+  private userOf(container: SimContainer): { uid: number; gid: number } {
+    return this.behaviour.userOf(this.pod, { ...this.spec(container), image: container.image });
+  }
+
+  private exited(container: SimContainer, exitCode: number, message?: string): void {
     if (!container.running) return;
     this.cancelTimers(container);
     container.ends.push({
       exitCode,
       reason: exitCode === 0 ? 'Completed' : 'Error',
+      ...(message ? { message } : {}),
       startedAt: container.running.startedAt,
       finishedAt: now(),
       containerID: container.running.containerID,
@@ -348,13 +391,18 @@ export class PodRuntime {
   private containerStatus(name: string): Record<string, unknown> {
     const container = this.mustGet(name);
     const [previous, last] = [container.ends.at(-2), container.ends.at(-1)];
+    const pulling = !container.running && container.pullFailure;
     const state = container.running
       ? { running: { startedAt: container.running.startedAt } }
-      : last
-        ? { terminated: last }
-        : { waiting: { reason: this.initialized ? 'ContainerCreating' : 'PodInitializing' } };
-    const lastState = container.running ? last : previous;
+      : pulling
+        ? { waiting: { reason: container.pullFailure, message: pullFailureMessage(container.pullFailure!, container.image) } }
+        : last
+          ? { terminated: last }
+          : { waiting: { reason: this.initialized ? 'ContainerCreating' : 'PodInitializing' } };
+    const lastState = container.running || pulling ? last : previous;
     const image = container.image;
+    // The user the runtime started it as (containerd 2 reports it, Kubernetes 1.31+).
+    const user = this.behaviour.reportsUsers && container.runs > 0 ? { user: { linux: { ...this.userOf(container), supplementalGroups: [this.userOf(container).gid] } } } : {};
     return {
       name,
       image,
@@ -365,6 +413,7 @@ export class PodRuntime {
       restartCount: container.kind === 'ephemeral' ? 0 : Math.max(0, container.runs - 1),
       state,
       lastState: lastState ? { terminated: lastState } : {},
+      ...user,
     };
   }
 
@@ -428,6 +477,21 @@ export class PodRuntime {
     if (!container) throw new Error(`unknown container ${name}`);
     return container;
   }
+}
+
+/** What `node -e "process.kill(1, 'SIGTERM')"` prints when Linux refuses the signal. */
+const SIGNAL_REFUSED = 'node:internal/process/per_thread:226\n    throw errnoException(err, \'kill\');\n    ^\n\nError: kill EPERM\n';
+
+/** The capabilities a container's process has: Docker's defaults (KILL among them) unless dropped, plus those added. */
+function hasCapKill(container: V1EphemeralContainer): boolean {
+  const { add = [], drop = [] } = container.securityContext?.capabilities ?? {};
+  return add.includes('KILL') || add.includes('ALL') || !(drop.includes('KILL') || drop.includes('ALL'));
+}
+
+function pullFailureMessage(reason: 'ErrImagePull' | 'ImagePullBackOff', image: string): string {
+  return reason === 'ErrImagePull'
+    ? `failed to pull and unpack image "${image}": failed to resolve reference "${image}": not found`
+    : `Back-off pulling image "${image}"`;
 }
 
 function isTerminalPhase(phase: string | undefined): phase is TerminalPhase {

@@ -1,0 +1,22 @@
+// What the watcher leaves on the pods it acts on, for the people and tools that read them
+// (kubectl, alerts, dashboards, `sidecar-terminator status`): the reasons of its events and its
+// pod condition. The label that marks a managed pod, and its values, are in labels.ts.
+
+/** Reasons of the events the watcher records on pods. */
+export const EVENT_REASONS = {
+  /** Normal: the sidecars are being told to stop. OpenKruise's reason, so filters written for Kruise keep working. */
+  stopping: 'SidecarTerminator',
+  /** Warning: a sidecar cannot be stopped, or stopping it failed; the message says why and what to do. */
+  failed: 'SidecarTerminationFailed',
+} as const;
+
+/** The pod condition the watcher sets (OpenKruise's type). True: the sidecars were told to stop; False: they cannot be, yet. */
+export const TERMINATED_CONDITION = 'SidecarTerminated';
+
+/** Reasons of that condition. */
+export const CONDITION_REASONS = {
+  /** True: every sidecar was told to stop (or the pod was moved to its terminal phase). */
+  stopping: 'SidecarsStopped',
+  /** False: a sidecar waits for a quick-exit image its node cannot pull. */
+  imageNotPulled: 'QuickExitImageNotPulled',
+} as const;

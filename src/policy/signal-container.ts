@@ -1,0 +1,111 @@
+// The ephemeral container that stops a sidecar by signal (`--kill-mechanism signal`): it joins the
+// sidecar's PID namespace and sends SIGTERM to its PID 1. Decided here: its name, which must not
+// collide with any container of the pod, and its user, which must be allowed to signal the sidecar.
+import { createHash } from 'node:crypto';
+import type { V1Container, V1EphemeralContainer, V1Pod, V1SecurityContext } from '@kubernetes/client-node';
+
+export interface SignalSettings {
+  image: string;
+  command: string[];
+}
+
+const MAX_NAME_LENGTH = 63;
+
+/**
+ * The n-th name the signal container of `sidecar` may take: `stop-<sidecar>`, then
+ * `stop-<sidecar>-2`, ...; names longer than a DNS label keep 50 characters and a hash.
+ */
+function candidateName(sidecar: string, n: number): string {
+  const suffix = n === 1 ? sidecar : `${sidecar}-${n}`;
+  const name = `stop-${suffix}`;
+  if (name.length <= MAX_NAME_LENGTH) return name;
+  return `${name.slice(0, 50)}-${createHash('sha256').update(suffix).digest('hex').slice(0, 12)}`;
+}
+
+/** Every container name in the pod: containers, init containers and ephemeral containers. */
+function containerNames(pod: V1Pod): Set<string> {
+  const spec = pod.spec;
+  return new Set([...(spec?.containers ?? []), ...(spec?.initContainers ?? []), ...(spec?.ephemeralContainers ?? [])].map((c) => c.name));
+}
+
+/**
+ * The signal container already sent for `sidecar`, if any: an ephemeral container targeting it
+ * with one of its names. Earlier versions named it `stop-<sidecar>` only; that name is the first
+ * candidate, so their containers are recognised too, and never sent twice.
+ */
+export function existingSignalContainer(pod: V1Pod, sidecar: string): V1EphemeralContainer | undefined {
+  const ephemeral = pod.spec?.ephemeralContainers ?? [];
+  const candidates = new Set(Array.from({ length: containerNames(pod).size + 1 }, (_, i) => candidateName(sidecar, i + 1)));
+  return ephemeral.find((c) => c.targetContainerName === sidecar && candidates.has(c.name));
+}
+
+/** The first candidate name that no container of the pod, and nothing in `taken`, uses. */
+export function signalContainerName(pod: V1Pod, sidecar: string, taken: ReadonlySet<string> = new Set()): string {
+  const used = new Set([...containerNames(pod), ...taken]);
+  for (let n = 1; ; n++) {
+    const name = candidateName(sidecar, n);
+    if (!used.has(name)) return name;
+  }
+}
+
+export type SignalUser =
+  | { securityContext: V1SecurityContext; basis: 'spec' | 'status' | 'root' }
+  /** No container is sent: it could not run, or could not signal. `field` is where the fix goes. */
+  | { refused: { field: string; message: string } };
+
+/**
+ * The security context of the signal container. Linux lets a process signal another only as the
+ * same user, or with CAP_KILL. So it runs as the sidecar's user: the runAsUser/runAsGroup of the
+ * sidecar, else of the pod; else the user the kubelet reports the running sidecar with
+ * (status.containerStatuses[].user.linux, Kubernetes 1.31+ on containerd 2); else, the user being
+ * unknown, as root with CAP_KILL alone, which can signal any user, unless runAsNonRoot forbids
+ * root: then no container is sent, and the refusal names the field to set.
+ */
+export function signalUser(pod: V1Pod, sidecar: string): SignalUser {
+  const index = (pod.spec?.containers ?? []).findIndex((c) => c.name === sidecar);
+  const container: V1Container | undefined = pod.spec?.containers[index];
+  const own = container?.securityContext;
+  const podLevel = pod.spec?.securityContext;
+  const hardened = { allowPrivilegeEscalation: false, seccompProfile: { type: 'RuntimeDefault' } };
+  const runAsUser = own?.runAsUser ?? podLevel?.runAsUser;
+  if (runAsUser !== undefined) {
+    const runAsGroup = own?.runAsGroup ?? podLevel?.runAsGroup;
+    return { basis: 'spec', securityContext: { runAsUser, ...(runAsGroup !== undefined ? { runAsGroup } : {}), capabilities: { drop: ['ALL'] }, ...hardened } };
+  }
+  const reported = pod.status?.containerStatuses?.find((s) => s.name === sidecar)?.user?.linux;
+  if (reported) {
+    return { basis: 'status', securityContext: { runAsUser: reported.uid, runAsGroup: reported.gid, capabilities: { drop: ['ALL'] }, ...hardened } };
+  }
+  if ((own?.runAsNonRoot ?? podLevel?.runAsNonRoot) === true) {
+    const field = `spec.containers[${index}].securityContext.runAsUser`;
+    return {
+      refused: {
+        field,
+        message: `cannot signal ${sidecar}: its user is unknown (no runAsUser, and the kubelet reports none in status.containerStatuses[].user) and runAsNonRoot forbids the root user that could signal any user; set ${field} to the uid the sidecar runs as`,
+      },
+    };
+  }
+  return { basis: 'root', securityContext: { runAsUser: 0, capabilities: { drop: ['ALL'], add: ['KILL'] }, ...hardened } };
+}
+
+/** The signal container for `sidecar`, or why none can be sent. */
+export function signalContainer(
+  pod: V1Pod,
+  sidecar: string,
+  settings: SignalSettings,
+  taken: ReadonlySet<string>,
+): { container: V1EphemeralContainer } | { refused: { field: string; message: string } } {
+  const user = signalUser(pod, sidecar);
+  if ('refused' in user) return user;
+  return {
+    container: {
+      name: signalContainerName(pod, sidecar, taken),
+      image: settings.image,
+      command: settings.command,
+      targetContainerName: sidecar,
+      // The signal's failure (EPERM, for one) is in the container's log: it becomes the termination message.
+      terminationMessagePolicy: 'FallbackToLogsOnError',
+      securityContext: user.securityContext,
+    },
+  };
+}

@@ -1,0 +1,257 @@
+// The requests that stop one pod's sidecars, in order. The decision (decide.ts: which sidecar, by
+// which mechanism, in which order) made concrete: the kill mechanism resolved (one
+// ContainerRecreateRequest for every kill sidecar, or a signal container each), the refusals,
+// and what the pod's status says about requests made before (a signal container sent, ignored or
+// failing; a quick-exit image that cannot be pulled). Pure: src/watcher/executor.ts makes the
+// requests and records the events.
+import type { V1EphemeralContainer, V1Node, V1Pod } from '@kubernetes/client-node';
+import { decide, type Action } from './decide.ts';
+import { isAllowedImage } from './image.ts';
+import { CONDITION_REASONS, TERMINATED_CONDITION } from './reporting.ts';
+import { existingSignalContainer, signalContainer, type SignalSettings } from './signal-container.ts';
+
+export type KillMechanism = 'crr' | 'signal';
+
+/** How a sidecar is stopped, as the metrics count it: `phase` is the pod's terminal phase, `none` a sidecar nothing can stop. */
+export type Mechanism = KillMechanism | 'image' | 'phase' | 'none';
+
+export interface StopSettings {
+  killMechanism: KillMechanism;
+  signal: SignalSettings;
+  /** Quick-exit images must match one of these (admission checks it too, but not every labelled pod went through admission). */
+  quickExitImageAllowlist: readonly string[];
+}
+
+/** The pod's node: undefined before it is scheduled, 'missing' when the Node object does not exist. */
+export type NodeState = V1Node | 'missing' | undefined;
+
+/** The SidecarTerminated condition as the watcher writes it. */
+export interface SidecarCondition {
+  status: 'True' | 'False';
+  reason: string;
+  message: string;
+}
+
+export type Step =
+  | { type: 'replaceImage'; container: string; image: string }
+  /** The pod's terminal phase, with the condition saying why. */
+  | { type: 'markTerminal'; phase: 'Succeeded' | 'Failed'; condition: SidecarCondition }
+  | { type: 'createCrr'; containers: string[] }
+  /** One request for all of them: each write to the pod is conditional on the version read. */
+  | { type: 'addSignalContainers'; containers: V1EphemeralContainer[] }
+  | { type: 'setCondition'; condition: SidecarCondition }
+  /**
+   * A Warning event, once per pod and message, or once per pod and `key` (the first message stays)
+   * for reports whose words change while the cause does not; `count` says how the metrics count it.
+   */
+  | { type: 'warn'; message: string; key?: string; count?: { mechanism: Mechanism; result: 'refused' | 'failed' | 'ignored' } }
+  /** Every sidecar has stopped: the pod leaves the watch. */
+  | { type: 'finish' };
+
+export interface Plan {
+  /** Why the plan is what it is, for the logs. */
+  reason: string;
+  /** The sidecars told to stop, by these requests or earlier ones, in the words of the event and the condition: `proxy (SIGTERM)`. */
+  stopping: string[];
+  steps: Step[];
+  /** Look at the pod again after this long even if it does not change (a grace period running out, a node coming back). */
+  requeueAfterMs?: number;
+}
+
+/** How often a pod whose node is missing is looked at again. */
+export const MISSING_NODE_RECHECK_MS = 15_000;
+
+/** Waiting reasons of a signal container that will not run. */
+const CONTAINER_START_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull', 'CreateContainerError', 'CreateContainerConfigError', 'RunContainerError']);
+
+export function planStop(pod: V1Pod, node: NodeState, settings: StopSettings, now: number): Plan {
+  const decision = decide(pod, node === 'missing' ? undefined : node);
+  if (decision.outcome === 'finished') return { reason: 'every sidecar has stopped', stopping: [], steps: [{ type: 'finish' }] };
+  if (decision.outcome !== 'act') return { reason: decision.reason, stopping: [], steps: [] };
+  if (node === 'missing') {
+    // Not a normal node: nothing runs the pod's containers, so nothing can stop them.
+    const nodeName = pod.spec?.nodeName;
+    return {
+      reason: `node ${nodeName} does not exist`,
+      stopping: [],
+      steps: [{ type: 'warn', message: `the sidecars are not stopped: the pod's node ${nodeName} does not exist; they are stopped if it comes back (the pod garbage collector deletes the pods of deleted nodes)` }],
+      requeueAfterMs: MISSING_NODE_RECHECK_MS,
+    };
+  }
+  const planner = new Planner(pod, settings, now);
+  for (const action of decision.actions) planner.add(action, decision.actions);
+  return planner.plan();
+}
+
+class Planner {
+  private readonly pod: V1Pod;
+  private readonly settings: StopSettings;
+  private readonly now: number;
+  private readonly steps: Step[] = [];
+  private readonly stopping: string[] = [];
+  private requeueAfterMs: number | undefined;
+  /** Set when a sidecar waits for an image its virtual node cannot pull: the condition says so. */
+  private waitingForImage: SidecarCondition | undefined;
+
+  constructor(pod: V1Pod, settings: StopSettings, now: number) {
+    this.pod = pod;
+    this.settings = settings;
+    this.now = now;
+  }
+
+  add(action: Action, all: Action[]): void {
+    switch (action.type) {
+      case 'cannotStop':
+        this.warn(`sidecar ${action.container} cannot be stopped: ${action.reason}`, 'none', 'refused');
+        return;
+      case 'replaceImage':
+        if (!this.imageAllowed(action.image)) {
+          this.warn(`sidecar ${action.container} is not stopped: its quick-exit image is not in --quick-exit-image-allowlist`, 'image', 'refused');
+          return;
+        }
+        this.steps.push({ type: 'replaceImage', container: action.container, image: action.image });
+        this.stopping.push(byImage(action.container, action.image));
+        return;
+      case 'markTerminal': {
+        const pullFailures = all.flatMap((a) => (a.type === 'imageNotPulled' ? [a.container] : []));
+        const why = pullFailures.length > 0 ? `the quick-exit image of ${pullFailures.join(', ')} cannot be pulled` : 'sidecar exit codes are ignored';
+        const message = `phase set to ${action.phase}: the main containers are done, ${why}`;
+        this.steps.push({ type: 'markTerminal', phase: action.phase, condition: { status: 'True', reason: CONDITION_REASONS.stopping, message } });
+        return;
+      }
+      case 'imageNotPulled':
+        this.imageNotPulled(action);
+        return;
+      case 'kill': {
+        // One step for every kill sidecar, where the first one is: one ContainerRecreateRequest per pod, one write of signal containers.
+        const kills = all.flatMap((a) => (a.type === 'kill' ? [a.container] : []));
+        if (action.container === kills[0]) this.kill(kills);
+        return;
+      }
+    }
+  }
+
+  plan(): Plan {
+    const condition = this.waitingForImage ?? (this.stopping.length > 0 ? { status: 'True' as const, reason: CONDITION_REASONS.stopping, message: `stopping sidecars: ${this.stopping.join(', ')}` } : undefined);
+    const current = this.pod.status?.conditions?.find((c) => c.type === TERMINATED_CONDITION);
+    const phaseSet = this.steps.some((step) => step.type === 'markTerminal');
+    if (condition && !phaseSet && (current?.status !== condition.status || current.reason !== condition.reason)) {
+      this.steps.push({ type: 'setCondition', condition });
+    }
+    return { reason: 'the main containers are done', stopping: this.stopping, steps: this.steps, ...(this.requeueAfterMs !== undefined ? { requeueAfterMs: this.requeueAfterMs } : {}) };
+  }
+
+  private kill(containers: string[]): void {
+    if (this.settings.killMechanism === 'crr') {
+      this.steps.push({ type: 'createCrr', containers });
+      this.stopping.push(...containers.map((c) => byKill(c, 'crr')));
+      return;
+    }
+    if (this.pod.spec?.shareProcessNamespace) {
+      // One PID namespace for the pod: PID 1 is the pause process, not the sidecar.
+      this.warn(
+        `cannot signal ${containers.join(', ')}: the pod sets shareProcessNamespace, so PID 1 is the pause process, not the sidecar; use --kill-mechanism crr or a quick-exit image`,
+        'signal',
+        'refused',
+      );
+      return;
+    }
+    const send: V1EphemeralContainer[] = [];
+    for (const sidecar of containers) {
+      const sent = existingSignalContainer(this.pod, sidecar);
+      if (sent) {
+        this.stopping.push(byKill(sidecar, 'signal'));
+        this.checkSignal(sidecar, sent.name);
+        continue;
+      }
+      const made = signalContainer(this.pod, sidecar, this.settings.signal, new Set(send.map((c) => c.name)));
+      if ('refused' in made) {
+        this.warn(made.refused.message, 'signal', 'refused');
+        continue;
+      }
+      send.push(made.container);
+      this.stopping.push(byKill(sidecar, 'signal'));
+    }
+    if (send.length > 0) this.steps.push({ type: 'addSignalContainers', containers: send });
+  }
+
+  /**
+   * A signal container already sent: did it signal? It fails on its own (non-zero exit: EPERM, an
+   * image that cannot be pulled), or the sidecar outlives its grace period after the signal
+   * container's exit: its PID 1 has no handler, and nothing inside its PID namespace can SIGKILL
+   * it. Until then, look again.
+   */
+  private checkSignal(sidecar: string, name: string): void {
+    const state = this.pod.status?.ephemeralContainerStatuses?.find((s) => s.name === name)?.state;
+    const exit = state?.terminated;
+    if (exit && exit.exitCode !== 0) {
+      const output = exit.message?.trim();
+      this.warn(
+        `the signal container ${name} did not signal sidecar ${sidecar}: it exited with code ${exit.exitCode}${output ? ` (${output})` : ''}${/EPERM/.test(output ?? '') ? '; it runs as another user than the sidecar: set runAsUser on the sidecar to the uid it runs as' : ''}`,
+        'signal',
+        'failed',
+      );
+      return;
+    }
+    const waiting = state?.waiting;
+    if (waiting?.reason && CONTAINER_START_FAILURES.has(waiting.reason)) {
+      this.warn(`the signal container ${name} for sidecar ${sidecar} cannot start: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}`, 'signal', 'failed', `signal-not-started/${sidecar}`);
+      return;
+    }
+    const graceMs = (this.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
+    // The signal is sent when its container's process has run: it is known sent once that
+    // container has exited 0. Before, look again a grace period later (its status changing also brings the pod back).
+    if (!exit) {
+      if (state?.running) this.lookAgainIn(graceMs);
+      return;
+    }
+    if (!exit.finishedAt) return;
+    const remainingMs = new Date(exit.finishedAt).getTime() + graceMs - this.now;
+    if (remainingMs > 0) {
+      this.lookAgainIn(remainingMs + 1000);
+      return;
+    }
+    this.warn(
+      `sidecar ${sidecar} still runs ${Math.round(graceMs / 1000)}s after SIGTERM: its PID 1 ignores SIGTERM and cannot be killed from inside its PID namespace; make it exit on SIGTERM, or stop it with a quick-exit image or --kill-mechanism crr`,
+      'signal',
+      'ignored',
+    );
+  }
+
+  private lookAgainIn(delayMs: number): void {
+    this.requeueAfterMs = Math.min(this.requeueAfterMs ?? Infinity, delayMs);
+  }
+
+  /** The kubelet's words change (ErrImagePull, then ImagePullBackOff) while the cause stays: one event per sidecar. */
+  private imageNotPulled(action: Extract<Action, { type: 'imageNotPulled' }>): void {
+    const cause = `${action.reason}${action.message ? `: ${action.message}` : ''}`;
+    const key = `image-not-pulled/${action.container}`;
+    if (action.fallback === 'phase') {
+      const message = `sidecar ${action.container} is not stopped by its quick-exit image ${action.image}: the node cannot pull it (${cause}); the pod is moved to its terminal phase instead once the other sidecars have stopped`;
+      this.warn(message, 'image', 'failed', key);
+      return;
+    }
+    const message = `sidecar ${action.container} waits for its quick-exit image ${action.image}, which the node cannot pull (${cause}); make the image pullable, or fix KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE`;
+    this.warn(message, 'image', 'failed', key);
+    this.waitingForImage = { status: 'False', reason: CONDITION_REASONS.imageNotPulled, message };
+  }
+
+  private warn(message: string, mechanism: Mechanism, result: 'refused' | 'failed' | 'ignored', key?: string): void {
+    this.steps.push({ type: 'warn', message, ...(key ? { key } : {}), count: { mechanism, result } });
+  }
+
+  /** The admission rule, applied again: the webhook does not see every labelled pod. */
+  private imageAllowed(image: string): boolean {
+    const allowlist = this.settings.quickExitImageAllowlist;
+    return allowlist.length === 0 || isAllowedImage(image, allowlist);
+  }
+}
+
+/** How a sidecar is told to stop, in the words of events, the condition and logs. */
+function byImage(container: string, image: string): string {
+  return `${container} (quick-exit image ${image})`;
+}
+
+function byKill(container: string, mechanism: KillMechanism): string {
+  return `${container} (${mechanism === 'crr' ? 'ContainerRecreateRequest' : 'SIGTERM'})`;
+}

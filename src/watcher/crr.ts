@@ -1,0 +1,48 @@
+// The crr kill mechanism: an OpenKruise ContainerRecreateRequest, the one kruise-daemon executes
+// (it stops the containers through the container runtime). Its shape is exactly the one Kruise's
+// SidecarTerminator controller creates, so kruise-daemon, Kruise's CRR webhook (which adds its
+// crr.apps.kruise.io/* labels and each container's statusContext) and tools that list CRRs treat
+// ours the same as Kruise's.
+import type { CustomObjectsApi, V1Pod } from '@kubernetes/client-node';
+import { isApiError } from '../kube/api-errors.ts';
+
+export const CRR_GROUP = 'apps.kruise.io';
+const CRR_PLURAL = 'containerrecreaterequests';
+
+/** One per pod, named after its uid: a second request for the same pod finds the first. */
+export const crrName = (pod: V1Pod): string => `sidecar-termination-${pod.metadata!.uid}`;
+
+/**
+ * The ContainerRecreateRequest Kruise writes, with its keys in the order of Kruise's Go types
+ * (TypeMeta, ObjectMeta, spec; metav1.NewControllerRef for the owner). Fields Go writes as zero
+ * values (creationTimestamp: null, status.phase: "") are left out: the API server drops them.
+ */
+export function containerRecreateRequest(pod: V1Pod, version: string, containers: string[]) {
+  const { name, namespace, uid } = pod.metadata!;
+  return {
+    kind: 'ContainerRecreateRequest',
+    apiVersion: `${CRR_GROUP}/${version}`,
+    metadata: {
+      name: crrName(pod),
+      namespace,
+      ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name, uid, controller: true, blockOwnerDeletion: true }],
+    },
+    spec: {
+      podName: name,
+      containers: containers.map((container) => ({ name: container })),
+      strategy: { failurePolicy: 'Ignore', forceRecreate: true },
+    },
+  };
+}
+
+/** Creates the pod's ContainerRecreateRequest; 'exists' when an earlier reconcile (or Kruise's controller) did. */
+export async function createCrr(custom: CustomObjectsApi, version: string, pod: V1Pod, containers: string[]): Promise<'created' | 'exists'> {
+  const body = containerRecreateRequest(pod, version, containers);
+  try {
+    await custom.createNamespacedCustomObject({ group: CRR_GROUP, version, namespace: pod.metadata!.namespace!, plural: CRR_PLURAL, body });
+    return 'created';
+  } catch (error) {
+    if (isApiError(error, 409)) return 'exists';
+    throw error;
+  }
+}

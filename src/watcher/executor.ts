@@ -1,0 +1,135 @@
+// Executes a stop plan (src/policy/stop-plan.ts) on one pod: the requests, in order, and the
+// events and metrics they come with. The one place where the watcher acts.
+import type { CoreV1Api, CustomObjectsApi, V1Pod } from '@kubernetes/client-node';
+import type { FastifyBaseLogger } from 'fastify';
+import { DONE, EVENT_REASONS, MANAGED_LABEL, TERMINATED_CONDITION, mainsFinishedAt, type Mechanism, type Plan, type Step } from '../policy/index.ts';
+import { apiErrorMessage } from '../kube/api-errors.ts';
+import { createCrr } from './crr.ts';
+import { EventRecorder } from './events.ts';
+import type { WatcherMetrics } from './metrics.ts';
+import { PodChanged, PodWriter } from './pod-writes.ts';
+import type { Result } from './queue.ts';
+
+export interface ExecutorOptions {
+  core: CoreV1Api;
+  custom: CustomObjectsApi;
+  /** The apps.kruise.io version serving ContainerRecreateRequests, with --kill-mechanism crr. */
+  crrVersion: string | undefined;
+  metrics: WatcherMetrics;
+}
+
+/** A pod that changed under a write is looked at again once the watch has brought the change. */
+const AFTER_POD_CHANGED_MS = 1000;
+
+const STOP_REQUESTS = new Set<Step['type']>(['replaceImage', 'markTerminal', 'createCrr', 'addSignalContainers']);
+
+export class Executor {
+  private readonly options: ExecutorOptions;
+  private readonly writer: PodWriter;
+  private readonly events: EventRecorder;
+  /** Pods whose stop duration was observed, by uid: once each. */
+  private readonly observed = new Set<string>();
+
+  constructor(options: ExecutorOptions) {
+    this.options = options;
+    this.writer = new PodWriter(options.core);
+    this.events = new EventRecorder(options.core);
+  }
+
+  async execute(pod: V1Pod, plan: Plan, log: FastifyBaseLogger): Promise<Result> {
+    // Announced before the requests, once per pod: a watcher that dies between a request and its
+    // event cannot leave the pod without one (its successor may find nothing left to do).
+    if (plan.steps.some((step) => STOP_REQUESTS.has(step.type)) && plan.stopping.length > 0) {
+      await this.events.record(pod, 'Normal', EVENT_REASONS.stopping, `stopping sidecars: ${plan.stopping.join(', ')}`, EVENT_REASONS.stopping);
+    }
+    let requestedNow = false;
+    try {
+      return await this.run(pod, plan, log, (made) => (requestedNow ||= made));
+    } finally {
+      // Logged once, when the requests are made: a reconcile that finds them made says nothing new.
+      if (requestedNow) log.info({ sidecars: plan.stopping }, 'stopping sidecars');
+    }
+  }
+
+  /** The steps in order; `requested` hears whether each stop request was made just now. */
+  private async run(pod: V1Pod, plan: Plan, log: FastifyBaseLogger, requested: (made: boolean) => void): Promise<Result> {
+    const { metrics } = this.options;
+    // Each write carries the resourceVersion the previous one left.
+    let current = pod;
+    for (const step of plan.steps) {
+      try {
+        switch (step.type) {
+          case 'warn':
+            if ((await this.events.record(pod, 'Warning', EVENT_REASONS.failed, step.message, step.key)) && step.count) metrics.action(step.count.mechanism, step.count.result);
+            break;
+          case 'replaceImage':
+            current = await this.requested(pod, 'image', 1, () => this.writer.replaceImage(current, step.container, step.image));
+            requested(true);
+            break;
+          case 'markTerminal':
+            current = await this.requested(pod, 'phase', 1, () => this.writer.setStatus(current, { type: TERMINATED_CONDITION, ...step.condition }, step.phase));
+            log.info({ phase: step.phase }, step.condition.message);
+            break;
+          case 'createCrr': {
+            const crrVersion = this.options.crrVersion!;
+            requested((await this.requested(pod, 'crr', 1, () => createCrr(this.options.custom, crrVersion, current, step.containers))) === 'created');
+            break;
+          }
+          case 'addSignalContainers':
+            current = await this.requested(pod, 'signal', step.containers.length, () => this.writer.addEphemeralContainers(current, step.containers));
+            requested(true);
+            break;
+          case 'setCondition':
+            current = await this.writer.setStatus(current, { type: TERMINATED_CONDITION, ...step.condition });
+            break;
+          case 'finish':
+            current = await this.writer.setLabel(current, MANAGED_LABEL, DONE);
+            this.observeStopped(pod);
+            log.info('sidecars stopped; pod leaves the watch');
+            break;
+        }
+      } catch (error) {
+        if (error instanceof PodChanged) {
+          log.debug({ err: error }, 'the pod changed since it was read; looking at it again');
+          return { requeueAfterMs: AFTER_POD_CHANGED_MS };
+        }
+        if (STOP_REQUESTS.has(step.type)) {
+          await this.events.record(pod, 'Warning', EVENT_REASONS.failed, `could not stop the sidecars: ${apiErrorMessage(error)}`).catch(() => undefined);
+        }
+        throw error;
+      }
+    }
+    return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : {};
+  }
+
+  /** Forgets a pod once it leaves the watch, so memory follows the managed pods. */
+  forget(uid: string): void {
+    this.events.forget(uid);
+    this.observed.delete(uid);
+  }
+
+  /** A stop request, counted (`count` sidecars) with its latency from the main containers' end. */
+  private async requested<T>(pod: V1Pod, mechanism: Mechanism, count: number, request: () => Promise<T>): Promise<T> {
+    const { metrics } = this.options;
+    let result: T;
+    try {
+      result = await request();
+    } catch (error) {
+      if (!(error instanceof PodChanged)) metrics.actions.inc({ mechanism, result: 'error' }, count);
+      throw error;
+    }
+    if (result === 'exists') return result; // made by an earlier reconcile
+    metrics.actions.inc({ mechanism, result: 'ok' }, count);
+    const finishedAt = mainsFinishedAt(pod);
+    for (let i = 0; finishedAt !== undefined && i < count; i++) metrics.requestLatency.observe({ mechanism }, Math.max(0, Date.now() - finishedAt) / 1000);
+    return result;
+  }
+
+  private observeStopped(pod: V1Pod): void {
+    const uid = pod.metadata?.uid ?? '';
+    const finishedAt = mainsFinishedAt(pod);
+    if (this.observed.has(uid) || finishedAt === undefined) return;
+    this.observed.add(uid);
+    this.options.metrics.stopDuration.observe(Math.max(0, Date.now() - finishedAt) / 1000);
+  }
+}

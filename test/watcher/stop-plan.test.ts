@@ -1,0 +1,165 @@
+// The stop plan: the decision made concrete for one pod, from its spec and status alone.
+import t from 'tap';
+import type { V1Pod } from '@kubernetes/client-node';
+import { CONDITION_REASONS, EVENT_REASONS, MISSING_NODE_RECHECK_MS, TERMINATED_CONDITION, planStop, type Plan, type Step, type StopSettings } from '../../src/policy/index.ts';
+import { QUICK_EXIT, imageSidecar, ignoreExitCodeSidecar, jobPod, killSidecar, main, normalNode, status, virtualNode } from './pods.ts';
+
+const signal: StopSettings = { killMechanism: 'signal', signal: { image: 'st:1', command: ['node', '-e', "process.kill(1, 'SIGTERM')"] }, quickExitImageAllowlist: [] };
+const crr: StopSettings = { ...signal, killMechanism: 'crr' };
+const NOW = Date.parse('2026-01-01T00:02:00Z');
+
+const types = (plan: Plan) => plan.steps.map((step) => step.type);
+const stepOf = <T extends Step['type']>(plan: Plan, type: T) => plan.steps.find((step): step is Extract<Step, { type: T }> => step.type === type);
+const warnings = (plan: Plan) => plan.steps.flatMap((step) => (step.type === 'warn' ? [step] : []));
+
+t.test('the names the status command and users rely on', async (t) => {
+  t.equal(EVENT_REASONS.stopping, 'SidecarTerminator', "OpenKruise's reason");
+  t.equal(EVENT_REASONS.failed, 'SidecarTerminationFailed');
+  t.equal(TERMINATED_CONDITION, 'SidecarTerminated', "OpenKruise's condition type");
+});
+
+t.test('signal: one write with a signal container per kill sidecar, then the condition', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy'), killSidecar('sql')], { main: 0, proxy: 'running', sql: 'running' });
+  const plan = planStop(pod, normalNode, signal, NOW);
+  t.same(types(plan), ['addSignalContainers', 'setCondition']);
+  t.same(stepOf(plan, 'addSignalContainers')?.containers.map((c) => [c.name, c.targetContainerName, c.image]), [['stop-proxy', 'proxy', 'st:1'], ['stop-sql', 'sql', 'st:1']]);
+  t.same(plan.stopping, ['proxy (SIGTERM)', 'sql (SIGTERM)']);
+  t.match(stepOf(plan, 'setCondition')?.condition, { status: 'True', reason: CONDITION_REASONS.stopping, message: 'stopping sidecars: proxy (SIGTERM), sql (SIGTERM)' });
+  t.match(stepOf(plan, 'addSignalContainers')?.containers[0], { command: signal.signal.command, terminationMessagePolicy: 'FallbackToLogsOnError' });
+});
+
+t.test('crr: one ContainerRecreateRequest for every kill sidecar', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy'), killSidecar('sql')], { main: 0, proxy: 'running', sql: 'running' });
+  const plan = planStop(pod, normalNode, crr, NOW);
+  t.same(plan.steps[0], { type: 'createCrr', containers: ['proxy', 'sql'] });
+  t.same(plan.stopping, ['proxy (ContainerRecreateRequest)', 'sql (ContainerRecreateRequest)']);
+});
+
+t.test('containers proxy and stop-proxy, both marked: two signal containers, no name a container has', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy'), killSidecar('stop-proxy')], { main: 0, proxy: 'running', 'stop-proxy': 'running' });
+  const sent = stepOf(planStop(pod, normalNode, signal, NOW), 'addSignalContainers')!.containers;
+  t.same(sent.map((c) => c.targetContainerName), ['proxy', 'stop-proxy']);
+  const names = sent.map((c) => c.name);
+  t.equal(new Set(names).size, 2);
+  for (const name of names) t.notOk(['main', 'proxy', 'stop-proxy'].includes(name), `${name} is not a container's name`);
+});
+
+t.test('a signal container already there is never sent again, whatever its fields', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { ephemeralContainers: [{ name: 'stop-proxy', image: 'older:0.0.1', targetContainerName: 'proxy' }] });
+  pod.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping }];
+  const plan = planStop(pod, normalNode, signal, NOW);
+  t.same(plan.steps, [], 'nothing to write: not started yet, its status will change');
+  t.same(plan.stopping, ['proxy (SIGTERM)']);
+});
+
+t.test('after the signal: wait out the grace period, then say the sidecar ignores SIGTERM', async (t) => {
+  const signalled = (state: Parameters<typeof status>[1], grace = 30) => {
+    const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { terminationGracePeriodSeconds: grace, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
+    pod.status!.ephemeralContainerStatuses = [status('stop-proxy', state)];
+    return pod;
+  };
+  // The signal container exited 0 at 00:01:00; NOW is 00:02:00.
+  const within = planStop(signalled(0, 90), normalNode, signal, NOW);
+  t.same(warnings(within), []);
+  t.equal(within.requeueAfterMs, 31_000, 'looked at again when the grace period ends');
+  const after = planStop(signalled(0, 30), normalNode, signal, NOW);
+  t.match(warnings(after), [{ message: /sidecar proxy still runs 30s after SIGTERM: its PID 1 ignores SIGTERM/, count: { mechanism: 'signal', result: 'ignored' } }]);
+  // Started at 00:00:00, still running at 00:02:00: the signal may not have been sent yet (a slow node).
+  const stillRunning = planStop(signalled('running', 30), normalNode, signal, NOW);
+  t.same(warnings(stillRunning), [], 'nothing is said while the signal container runs');
+  t.equal(stillRunning.requeueAfterMs, 30_000, 'looked at again a grace period later');
+});
+
+t.test('a signal container that failed is reported with its exit code and output, never as a sidecar ignoring SIGTERM', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { terminationGracePeriodSeconds: 1, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
+  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', 1)];
+  pod.status!.ephemeralContainerStatuses[0]!.state!.terminated!.message = "Error: kill EPERM\n    at process.kill (node:internal/process/per_thread:226:13)\n";
+  const [warning] = warnings(planStop(pod, normalNode, signal, NOW));
+  t.match(warning, { count: { mechanism: 'signal', result: 'failed' }, message: /the signal container stop-proxy did not signal sidecar proxy: it exited with code 1 \(Error: kill EPERM/ });
+  t.match(warning?.message, /set runAsUser on the sidecar to the uid it runs as/);
+  t.notMatch(warning?.message, /ignores SIGTERM/);
+
+  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', { waiting: 'ImagePullBackOff', message: 'Back-off pulling image "st:1"' })];
+  t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /stop-proxy for sidecar proxy cannot start: ImagePullBackOff/, count: { result: 'failed' }, key: 'signal-not-started/proxy' }]);
+});
+
+t.test('a user that cannot be known under runAsNonRoot: no signal container, a refusal with the field to set', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { securityContext: { runAsNonRoot: true } });
+  const plan = planStop(pod, normalNode, signal, NOW);
+  t.same(types(plan), ['warn']);
+  t.match(warnings(plan)[0], { count: { mechanism: 'signal', result: 'refused' }, message: /set spec\.containers\[1\]\.securityContext\.runAsUser/ });
+});
+
+t.test('refusals: shareProcessNamespace, a quick-exit image outside the allowlist, a virtual node without one', async (t) => {
+  const shared = planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { shareProcessNamespace: true }), normalNode, signal, NOW);
+  t.match(warnings(shared), [{ message: /cannot signal proxy: the pod sets shareProcessNamespace/, count: { mechanism: 'signal', result: 'refused' } }]);
+  t.same(shared.stopping, []);
+  t.ok(planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { shareProcessNamespace: true }), normalNode, crr, NOW).steps.some((s) => s.type === 'createCrr'), 'crr does not care');
+
+  const allowlisted = planStop(jobPod([main(), imageSidecar()], { main: 0, logs: 'running' }), normalNode, { ...signal, quickExitImageAllowlist: ['registry.example.com/other:*'] }, NOW);
+  t.match(warnings(allowlisted), [{ message: /not in --quick-exit-image-allowlist/, count: { mechanism: 'image', result: 'refused' } }]);
+  t.notOk(stepOf(allowlisted, 'replaceImage'));
+
+  const virtual = planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }), virtualNode, signal, NOW);
+  t.match(warnings(virtual), [{ message: /proxy cannot be stopped: .*virtual-kubelet/, count: { mechanism: 'none', result: 'refused' } }]);
+});
+
+t.test('a node that does not exist is not a normal node: nothing is stopped, it is looked at again', async (t) => {
+  const plan = planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }), 'missing', signal, NOW);
+  t.same(types(plan), ['warn']);
+  t.match(warnings(plan)[0], { message: /the pod's node node-a does not exist/ });
+  t.notOk(warnings(plan)[0]?.count, 'not counted as a stop action');
+  t.equal(plan.requeueAfterMs, MISSING_NODE_RECHECK_MS);
+  t.same(types(planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 0 }), 'missing', signal, NOW)), ['finish'], 'a pod with nothing left to stop still leaves the watch');
+});
+
+t.test('quick-exit image on a normal node: replaced; if it cannot be pulled, the terminal phase after the other sidecars', async (t) => {
+  const replace = planStop(jobPod([main(), imageSidecar()], { main: 0, logs: 'running' }), normalNode, signal, NOW);
+  t.same(replace.steps[0], { type: 'replaceImage', container: 'logs', image: QUICK_EXIT });
+
+  const swapped = (states: Record<string, Parameters<typeof status>[1]>, extra = [killSidecar('proxy')]) => {
+    const pod = jobPod([main(), { ...imageSidecar(), image: QUICK_EXIT }, ...extra], states, { restartPolicy: 'OnFailure' });
+    pod.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping }];
+    return pod;
+  };
+  const pullFailed = { waiting: 'ImagePullBackOff', message: `Back-off pulling image "${QUICK_EXIT}"` };
+  const othersRunning = planStop(swapped({ main: 0, logs: pullFailed, proxy: 'running' }), normalNode, signal, NOW);
+  t.same(types(othersRunning), ['warn', 'addSignalContainers'], 'the other sidecar first');
+  t.match(warnings(othersRunning)[0], {
+    key: 'image-not-pulled/logs',
+    count: { mechanism: 'image', result: 'failed' },
+    message: new RegExp(`sidecar logs is not stopped by its quick-exit image ${QUICK_EXIT}: the node cannot pull it \\(ImagePullBackOff`),
+  });
+  const othersDone = planStop(swapped({ main: 0, logs: pullFailed, proxy: 0 }), normalNode, signal, NOW);
+  t.same(types(othersDone), ['warn', 'markTerminal']);
+  t.match(stepOf(othersDone, 'markTerminal'), { phase: 'Succeeded', condition: { status: 'True', message: /the quick-exit image of logs cannot be pulled/ } });
+
+  const terminal = swapped({ main: 0, logs: pullFailed }, []);
+  terminal.status!.phase = 'Succeeded';
+  t.same(types(planStop(terminal, normalNode, signal, NOW)), ['finish'], 'in a terminal phase nothing starts again: the pod is done');
+});
+
+t.test('quick-exit image that cannot be pulled on a virtual node: a warning naming the image, and the condition says why it waits', async (t) => {
+  const pod = jobPod([main(), { ...imageSidecar(), image: QUICK_EXIT }], { main: 0, logs: { waiting: 'ErrImagePull', message: 'not found' } });
+  pod.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping }];
+  const plan = planStop(pod, virtualNode, signal, NOW);
+  t.same(types(plan), ['warn', 'setCondition']);
+  t.match(warnings(plan)[0], { message: new RegExp(`sidecar logs waits for its quick-exit image ${QUICK_EXIT}, which the node cannot pull \\(ErrImagePull: not found\\)`) });
+  t.match(stepOf(plan, 'setCondition')?.condition, { status: 'False', reason: CONDITION_REASONS.imageNotPulled, message: /waits for its quick-exit image/ });
+  pod.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'False', reason: CONDITION_REASONS.imageNotPulled }];
+  t.same(types(planStop(pod, virtualNode, signal, NOW)), ['warn'], 'the condition is written once');
+});
+
+t.test('ignore exit code: the terminal phase with its condition, then the kill; no second condition', async (t) => {
+  const plan = planStop(jobPod([main(), ignoreExitCodeSidecar('sql')], { main: 0, sql: 'running' }), normalNode, signal, NOW);
+  t.same(types(plan), ['markTerminal', 'addSignalContainers']);
+  t.match(stepOf(plan, 'markTerminal'), { phase: 'Succeeded', condition: { status: 'True', message: /sidecar exit codes are ignored/ } });
+});
+
+t.test('done: every sidecar stopped, the pod leaves the watch; a condition already set is not written again', async (t) => {
+  t.same(types(planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 143 }), normalNode, signal, NOW)), ['finish']);
+  const told: V1Pod = jobPod([main(), killSidecar()], { main: 0, proxy: 'running' });
+  told.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping }];
+  t.same(types(planStop(told, normalNode, crr, NOW)), ['createCrr'], 'the CRR again (it may not exist), not the condition');
+  t.same(types(planStop(jobPod([main(), killSidecar()], { main: 'running', proxy: 'running' }), normalNode, signal, NOW)), [], 'main still at work: nothing');
+});
