@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { apiErrorMessage, isApiError } from '../kube/api-errors.ts';
 import { MANAGED_LABEL } from '../policy/index.ts';
-import { crrName } from '../watcher/actions.ts';
+import { crrName } from '../watcher/crr.ts';
 import { ClusterError, ClusterReader, type Scope } from './cluster.ts';
 import { EXIT, type StatusFlags } from './flags.ts';
 import { limitsNote, renderList, renderStory } from './render.ts';

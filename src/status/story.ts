@@ -21,7 +21,7 @@ import {
   type Decision,
 } from '../policy/index.ts';
 import { RULES } from '../policy/rules.ts';
-import { TERMINATED_CONDITION } from '../watcher/actions.ts';
+import { TERMINATED_CONDITION } from '../policy/index.ts';
 
 export type PodState = 'waiting for main' | 'stopping' | 'stopped' | 'failed' | 'not managed';
 

@@ -60,7 +60,7 @@ const CALLS: Record<string, Call> = {
   listPodForAllNamespaces: { sites: ['src/watcher/reflector.ts', 'src/watcher/sweeper.ts', 'src/status/cluster.ts'], needs: [pods('list')], why: 'list the managed pods; the sweeper lists unlabelled running ones' },
   listNamespacedPod: { sites: ['src/watcher/reflector.ts', 'src/watcher/sweeper.ts', 'src/status/cluster.ts'], needs: [pods('list')], why: 'the same, per namespace with --namespaces' },
   'Watch.watch': { sites: ['src/watcher/reflector.ts'], needs: [pods('watch')], why: 'watch the managed pods' },
-  readNamespacedPod: { sites: ['src/watcher/reconciler.ts'], needs: [pods('get')], why: 'the pod as it is now, before saying its sidecar ignores SIGTERM' },
+  readNamespacedPod: { sites: ['src/watcher/reconciler.ts', 'src/status/cluster.ts'], needs: [pods('get')], why: 'the pod as it is now, before saying its sidecar ignores SIGTERM; `status pod/NAME` reads it as the user' },
   patchNamespacedPod: { sites: ['src/watcher/pod-writes.ts', 'src/watcher/sweeper.ts'], needs: [pods('patch')], why: 'the managed label, and the in-place quick-exit image' },
   patchNamespacedPodStatus: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/status')], why: 'the terminal phase and the SidecarTerminated condition' },
   patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal mechanism', when: usesSignal },
@@ -111,7 +111,6 @@ const CALLS: Record<string, Call> = {
   replaceMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
   replaceValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
   // `sidecar-terminator status`, run by users (it also lists pods and reads nodes, above).
-  readNamespacedPod: status('the pod of `status pod/NAME`'),
   listNamespacedEvent: status("the add-on's events about the pods"),
   listEventForAllNamespaces: status('the same, with -A'),
   listNamespacedCustomObject: status('the ContainerRecreateRequests'),
