@@ -1,18 +1,23 @@
 // Reproduces every figure of bench/README.md (`make bench` runs this).
 //
-//   node bench/run.ts [--quick] [--only webhook,profile,watcher,client,rolling] [--before REV] [--no-before]
+//   node bench/run.ts [--quick] [--only webhook,profile,watcher,client,rolling,parity]
+//                     [--before REV] [--watcher-before REV] [--no-before]
 //
 // webhook: admission latency/throughput next to the empty fastify route (bench/webhook/run.ts)
 // profile: where admission time goes (bench/webhook/profile.ts)
-// watcher: burst latency and memory, slim vs all-pods watcher (bench/watcher/run.ts)
+// watcher: burst latency, API requests and memory: the add-on, OpenKruise's own controller and
+//          the Kruise-style watcher (bench/watcher/run.ts)
 // client:  cost of one API request through src/kube/client.ts (bench/watcher/client-requests.ts)
 // rolling: requests lost by a rolling restart of the webhook under load (bench/rolling-restart/run.ts)
+// parity:  the same Jobs under OpenKruise's controller and the add-on (bench/parity/run.ts, bench/parity.md)
 //
 // The before/after figures: unless --no-before, src/ as it was at --before (by default the
 // commit before the changes the profiles suggested) is extracted to /tmp and measured in the
-// same runs, next to the current code. Results: bench/results/*.md and *.json. --quick: short
-// runs, smaller cluster (minutes instead of about 35); its figures are for checking the
-// harness, not for the README.
+// same runs, next to the current code; the watcher is compared with its own state at
+// --watcher-before (by default the commit before it stopped writing a label and a condition per
+// pod). Results: bench/results/*.md and *.json. --quick: short runs, smaller cluster (minutes
+// instead of about 50); its figures are for checking the harness (and that OpenKruise's
+// controller still builds and runs), not for the README.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,7 +28,7 @@ import { parseArgs } from './lib/stats.ts';
 const repoRoot = resolve(import.meta.dirname, '..');
 const args = parseArgs(process.argv.slice(2));
 const quick = args.has('quick') ? ['--quick'] : [];
-const only = (args.get('only') ?? 'webhook,profile,watcher,client,rolling').split(',');
+const only = (args.get('only') ?? 'webhook,profile,watcher,client,rolling,parity').split(',');
 
 function node(script: string, scriptArgs: string[]): void {
   const started = Date.now();
@@ -35,6 +40,8 @@ function node(script: string, scriptArgs: string[]): void {
 
 /** The commit before the admission hot-path and connection-reuse changes (bench/README.md, "Before and after"). */
 const DEFAULT_BEFORE = 'd90bacfb7f3a4e4a0ca56f97092ac77b285f6ce8';
+/** The watcher before it left finished pods to a field selector and wrote the condition only when it says more than the event. */
+const DEFAULT_WATCHER_BEFORE = '9895f5dbd196a2b1de9df2edf096b6ce6d4ced20';
 
 /** src/ (and what it needs to run) as it was at `revision`, in a new directory under /tmp. */
 function checkoutOf(revision: string): string {
@@ -46,6 +53,7 @@ function checkoutOf(revision: string): string {
 }
 
 const before = args.has('no-before') ? undefined : checkoutOf(args.get('before') ?? DEFAULT_BEFORE);
+const watcherBefore = args.has('no-before') || !only.includes('watcher') ? undefined : checkoutOf(args.get('watcher-before') ?? DEFAULT_WATCHER_BEFORE);
 try {
   if (only.includes('webhook')) node('bench/webhook/run.ts', [...quick, ...(before ? ['--before-root', before] : [])]);
   if (only.includes('profile')) {
@@ -53,7 +61,7 @@ try {
     if (before) node('bench/webhook/profile.ts', [...quick, '--root', before, '--label', 'before']);
   }
   if (only.includes('client')) node('bench/watcher/client-requests.ts', [...quick, ...(before ? ['--compare-root', before, '--compare-name', 'before'] : [])]);
-  if (only.includes('watcher')) node('bench/watcher/run.ts', [...quick, '--profile', ...(before ? ['--compare-root', `before=${before}`] : [])]);
+  if (only.includes('watcher')) node('bench/watcher/run.ts', [...quick, '--profile', ...(watcherBefore ? ['--compare-root', `before=${watcherBefore}`] : [])]);
   if (only.includes('rolling')) {
     // Node's client honours `Connection: close` as the API server's Go client does; the Service
     // drops the stopping replica's endpoint at once, or a second late.
@@ -64,7 +72,8 @@ try {
       if (before) node('bench/rolling-restart/run.ts', [...common, '--root', before, '--label', `before${suffix}`]);
     }
   }
+  if (only.includes('parity')) node('bench/parity/run.ts', []);
   process.stderr.write(`\nResults: ${readdirSync(join(repoRoot, 'bench/results')).filter((f) => f.endsWith('.md')).map((f) => `bench/results/${f}`).join(', ')}\n`);
 } finally {
-  if (before) rmSync(before, { recursive: true, force: true });
+  for (const dir of [before, watcherBefore]) if (dir) rmSync(dir, { recursive: true, force: true });
 }

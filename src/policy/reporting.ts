@@ -10,12 +10,16 @@ export const EVENT_REASONS = {
   failed: 'SidecarTerminationFailed',
 } as const;
 
-/** The pod condition the watcher sets (OpenKruise's type). True: the sidecars were told to stop; False: they cannot be, yet. */
+/**
+ * The pod condition the watcher sets (OpenKruise's type), when the pod's status has something to
+ * say that the event does not: True with the terminal phase the watcher sets (as Kruise sets it),
+ * False while a sidecar cannot be stopped yet (True again once it can).
+ */
 export const TERMINATED_CONDITION = 'SidecarTerminated';
 
 /** Reasons of that condition. */
 export const CONDITION_REASONS = {
-  /** True: every sidecar was told to stop (or the pod was moved to its terminal phase). */
+  /** True: the pod was moved to its terminal phase, or every sidecar was told to stop after a wait. */
   stopping: 'SidecarsStopped',
   /** False: a sidecar waits for a quick-exit image its node cannot pull. */
   imageNotPulled: 'QuickExitImageNotPulled',

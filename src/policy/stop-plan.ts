@@ -25,7 +25,11 @@ export interface StopSettings {
 /** The pod's node: undefined before it is scheduled, 'missing' when the Node object does not exist. */
 export type NodeState = V1Node | 'missing' | undefined;
 
-/** The SidecarTerminated condition as the watcher writes it. */
+/**
+ * The SidecarTerminated condition as the watcher writes it: with the terminal phase it sets (as
+ * OpenKruise does), False while a sidecar waits for a quick-exit image its node cannot pull, and
+ * True again once that wait is over. A stop says itself in the `SidecarTerminator` event.
+ */
 export interface SidecarCondition {
   status: 'True' | 'False';
   reason: string;
@@ -45,7 +49,7 @@ export type Step =
    * for reports whose words change while the cause does not; `count` says how the metrics count it.
    */
   | { type: 'warn'; message: string; key?: string; count?: { mechanism: Mechanism; result: 'refused' | 'failed' | 'ignored' } }
-  /** Every sidecar has stopped: the pod leaves the watch. */
+  /** Every sidecar has stopped: nothing is written (the pod leaves the watch once its phase is terminal). */
   | { type: 'finish' };
 
 export interface Plan {
@@ -132,8 +136,10 @@ class Planner {
   }
 
   plan(): Plan {
-    const condition = this.waitingForImage ?? (this.stopping.length > 0 ? { status: 'True' as const, reason: CONDITION_REASONS.stopping, message: `stopping sidecars: ${this.stopping.join(', ')}` } : undefined);
     const current = this.pod.status?.conditions?.find((c) => c.type === TERMINATED_CONDITION);
+    // True is written only over a condition saying otherwise: the event already says the sidecars are told to stop.
+    const stopping = current && this.stopping.length > 0 ? { status: 'True' as const, reason: CONDITION_REASONS.stopping, message: `stopping sidecars: ${this.stopping.join(', ')}` } : undefined;
+    const condition = this.waitingForImage ?? stopping;
     const phaseSet = this.steps.some((step) => step.type === 'markTerminal');
     if (condition && !phaseSet && (current?.status !== condition.status || current.reason !== condition.reason)) {
       this.steps.push({ type: 'setCondition', condition });

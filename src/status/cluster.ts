@@ -13,7 +13,7 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 import { isApiError } from '../kube/api-errors.ts';
-import { DONE, MANAGED, MANAGED_LABEL } from '../policy/index.ts';
+import { DONE, IN_FLIGHT_FIELD_SELECTOR, MANAGED, MANAGED_LABEL } from '../policy/index.ts';
 import { servedCrrVersion } from '../watcher/discovery.ts';
 import { COMPONENT } from '../watcher/events.ts';
 import { iso, type CrrView, type Readable, type WebhookView } from './story.ts';
@@ -43,12 +43,16 @@ export class ClusterReader {
     this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
   }
 
-  /** The pods carrying the managed label (`true`; also `done` with includeDone), matching the user's selector. */
-  async managedPods(scope: Scope, selector: string, includeDone: boolean): Promise<V1Pod[]> {
-    const managed = includeDone ? `${MANAGED_LABEL} in (${MANAGED},${DONE})` : `${MANAGED_LABEL}=${MANAGED}`;
-    const labelSelector = [managed, selector].filter(Boolean).join(',');
+  /**
+   * The pods carrying the managed label, matching the user's selector: those in flight, as the
+   * watcher watches them; with includeFinished also those that ended (and those earlier versions
+   * labelled `done`).
+   */
+  async managedPods(scope: Scope, selector: string, includeFinished: boolean): Promise<V1Pod[]> {
+    const managed = includeFinished ? `${MANAGED_LABEL} in (${MANAGED},${DONE})` : `${MANAGED_LABEL}=${MANAGED}`;
+    const query = { labelSelector: [managed, selector].filter(Boolean).join(','), ...(includeFinished ? {} : { fieldSelector: IN_FLIGHT_FIELD_SELECTOR }) };
     const list = await this.pods(`list pods ${where(scope)}`, () =>
-      'namespace' in scope ? this.core.listNamespacedPod({ namespace: scope.namespace, labelSelector }) : this.core.listPodForAllNamespaces({ labelSelector }),
+      'namespace' in scope ? this.core.listNamespacedPod({ namespace: scope.namespace, ...query }) : this.core.listPodForAllNamespaces(query),
     );
     return list.items;
   }

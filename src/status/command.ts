@@ -104,8 +104,8 @@ async function storyOfPod(reader: ClusterReader, namespace: string, name: string
   });
 }
 
-async function storiesOf(reader: ClusterReader, scope: Scope, selector: string, includeDone: boolean, now: Date) {
-  const pods = await reader.managedPods(scope, selector, includeDone);
+async function storiesOf(reader: ClusterReader, scope: Scope, selector: string, includeFinished: boolean, now: Date) {
+  const pods = await reader.managedPods(scope, selector, includeFinished);
   const [events, crrs] = pods.length > 0 ? await Promise.all([reader.events(scope), reader.crrs(scope)]) : [{ value: new Map() }, { value: new Map() }];
   const items = await Promise.all(
     pods.map(async (pod: V1Pod) =>

@@ -1,7 +1,6 @@
 // The flags of `sidecar-terminator status` (and `explain`), kubectl's where kubectl has them.
 // None has an environment variable: the kubeconfig comes from $KUBECONFIG, as for kubectl.
 import { bool, duration, oneOf, text, type FlagSpec } from '../config.ts';
-import { DONE, MANAGED_LABEL } from '../policy/index.ts';
 
 export const STATUS_OUTPUTS = ['text', 'wide', 'json', 'yaml'] as const;
 export type StatusOutput = (typeof STATUS_OUTPUTS)[number];
@@ -12,7 +11,7 @@ export const STATUS_FLAGS = {
   namespace: kubectlLike(text('namespace', "Namespace of the pods; default: the kubeconfig context's namespace, else default.", ''), 'n'),
   allNamespaces: kubectlLike(bool('all-namespaces', 'Look at the managed pods of every namespace.'), 'A'),
   selector: kubectlLike(text('selector', 'Only the pods matching this label selector (as kubectl -l), besides the managed label.', ''), 'l'),
-  all: kubectlLike(bool('all', `List also the pods the watcher is done with (label ${MANAGED_LABEL}=${DONE}), not only those in flight.`)),
+  all: kubectlLike(bool('all', 'List also the managed pods that have ended (phase Succeeded or Failed), not only those in flight.')),
   output: kubectlLike(oneOf('output', 'text: a table of the pods, or the story of pod/NAME; wide: the table with more columns; json or yaml: everything, for scripts.', STATUS_OUTPUTS, 'text'), 'o'),
   failAfter: kubectlLike(duration('fail-after', 'Exit 1 when a pod has waited longer than this for its sidecars to stop (its main containers done, sidecars still running); 0s never fails.', '0s')),
   kubeconfig: kubectlLike(text('kubeconfig', 'Kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, else the in-cluster service account, as kubectl.', '')),

@@ -2,7 +2,7 @@
 // events and metrics they come with. The one place where the watcher acts.
 import type { CoreV1Api, CustomObjectsApi, V1Pod } from '@kubernetes/client-node';
 import type { FastifyBaseLogger } from 'fastify';
-import { DONE, EVENT_REASONS, MANAGED_LABEL, TERMINATED_CONDITION, mainsFinishedAt, type Mechanism, type Plan, type Step } from '../policy/index.ts';
+import { EVENT_REASONS, TERMINATED_CONDITION, mainsFinishedAt, type Mechanism, type Plan, type Step } from '../policy/index.ts';
 import { apiErrorMessage } from '../kube/api-errors.ts';
 import { createCrr } from './crr.ts';
 import { EventRecorder } from './events.ts';
@@ -27,8 +27,12 @@ export class Executor {
   private readonly options: ExecutorOptions;
   private readonly writer: PodWriter;
   private readonly events: EventRecorder;
+  /** Pods whose sidecars this watcher told to stop, by uid: their stop duration is observed when they finish or leave. */
+  private readonly told = new Set<string>();
   /** Pods whose stop duration was observed, by uid: once each. */
   private readonly observed = new Set<string>();
+  /** Pods whose ContainerRecreateRequest this watcher created or found, by uid: it is not requested again. */
+  private readonly crrs = new Set<string>();
 
   constructor(options: ExecutorOptions) {
     this.options = options;
@@ -39,8 +43,9 @@ export class Executor {
   async execute(pod: V1Pod, plan: Plan, log: FastifyBaseLogger): Promise<Result> {
     // Announced before the requests, once per pod: a watcher that dies between a request and its
     // event cannot leave the pod without one (its successor may find nothing left to do).
-    if (plan.steps.some((step) => STOP_REQUESTS.has(step.type)) && plan.stopping.length > 0) {
+    if (plan.steps.some((step) => STOP_REQUESTS.has(step.type) && !this.made(pod, step)) && plan.stopping.length > 0) {
       await this.events.record(pod, 'Normal', EVENT_REASONS.stopping, `stopping sidecars: ${plan.stopping.join(', ')}`, EVENT_REASONS.stopping);
+      this.told.add(pod.metadata?.uid ?? '');
     }
     let requestedNow = false;
     try {
@@ -71,8 +76,10 @@ export class Executor {
             log.info({ phase: step.phase }, step.condition.message);
             break;
           case 'createCrr': {
+            if (this.made(pod, step)) break;
             const crrVersion = this.options.crrVersion!;
             requested((await this.requested(pod, 'crr', 1, () => createCrr(this.options.custom, crrVersion, current, step.containers))) === 'created');
+            this.crrs.add(pod.metadata?.uid ?? '');
             break;
           }
           case 'addSignalContainers':
@@ -83,9 +90,7 @@ export class Executor {
             current = await this.writer.setStatus(current, { type: TERMINATED_CONDITION, ...step.condition });
             break;
           case 'finish':
-            current = await this.writer.setLabel(current, MANAGED_LABEL, DONE);
-            this.observeStopped(pod);
-            log.info('sidecars stopped; pod leaves the watch');
+            if (this.observeStopped(pod)) log.info('sidecars stopped');
             break;
         }
       } catch (error) {
@@ -102,10 +107,25 @@ export class Executor {
     return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : {};
   }
 
-  /** Forgets a pod once it leaves the watch, so memory follows the managed pods. */
-  forget(uid: string): void {
+  /**
+   * Forgets a pod once it leaves the watch (it ended, or was deleted), so memory follows the
+   * managed pods; `pod` is its last state seen. Its stop duration ends here if it was not seen
+   * stopped before: a pod usually leaves in the same status write that reports its last sidecar
+   * stopped. True when that duration was observed now.
+   */
+  forget(pod: V1Pod): boolean {
+    const uid = pod.metadata?.uid ?? '';
+    const stopped = this.told.has(uid) && this.observeStopped(pod);
     this.events.forget(uid);
+    this.told.delete(uid);
     this.observed.delete(uid);
+    this.crrs.delete(uid);
+    return stopped;
+  }
+
+  /** A stop request already made for this pod by this watcher, which the pod's own status cannot show (a ContainerRecreateRequest). */
+  private made(pod: V1Pod, step: Step): boolean {
+    return step.type === 'createCrr' && this.crrs.has(pod.metadata?.uid ?? '');
   }
 
   /** A stop request, counted (`count` sidecars) with its latency from the main containers' end. */
@@ -125,11 +145,13 @@ export class Executor {
     return result;
   }
 
-  private observeStopped(pod: V1Pod): void {
+  /** True when the stop duration is observed now (once per pod). */
+  private observeStopped(pod: V1Pod): boolean {
     const uid = pod.metadata?.uid ?? '';
     const finishedAt = mainsFinishedAt(pod);
-    if (this.observed.has(uid) || finishedAt === undefined) return;
+    if (this.observed.has(uid) || finishedAt === undefined) return false;
     this.observed.add(uid);
     this.options.metrics.stopDuration.observe(Math.max(0, Date.now() - finishedAt) / 1000);
+    return true;
   }
 }

@@ -42,7 +42,7 @@ export class WatcherMetrics {
     });
     this.stopDuration = new Histogram({
       name: 'sidecar_terminator_stop_duration_seconds',
-      help: "Time from the last main container's finish until every sidecar of the pod is seen stopped: how long a Job waits on its sidecars.",
+      help: "Time from the last main container's finish until every sidecar of the pod is seen stopped, or the pod, told to stop them, leaves the watch (it ended or was deleted): how long a Job waits on its sidecars.",
       buckets: [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800],
       registers,
     });

@@ -1,9 +1,9 @@
-// Every write of the watcher to a pod (metadata, spec, status and ephemeral containers) is a JSON
-// patch that first tests the pod's uid: a pod deleted and created again under the same name is
-// another pod, and what was decided for the first must not reach the second. Writes whose content
-// depends on what was read (a position in a list, whether a list exists yet) also carry the
-// resourceVersion read, so that a pod changed meanwhile refuses them instead of taking a stale
-// write. Either refusal is a PodChanged error; each write returns the pod as written, whose
+// Every write of the watcher to a pod (spec, status and ephemeral containers) is a JSON patch that
+// first tests the pod's uid: a pod deleted and created again under the same name is another pod,
+// and what was decided for the first must not reach the second. Each write's content depends on
+// what was read (a position in a list, whether a list exists yet), so each also carries the
+// resourceVersion read: a pod changed meanwhile refuses it instead of taking a stale write.
+// Either refusal is a PodChanged error; each write returns the pod as written, whose
 // resourceVersion the next write of the same reconcile carries.
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1EphemeralContainer, type V1Pod } from '@kubernetes/client-node';
 import { isApiError } from '../kube/api-errors.ts';
@@ -27,9 +27,6 @@ export interface Condition {
 
 const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
 
-/** A JSON pointer segment: `~` and `/` escaped. */
-const segment = (key: string) => key.replaceAll('~', '~0').replaceAll('/', '~1');
-
 export class PodWriter {
   private readonly core: CoreV1Api;
 
@@ -37,18 +34,12 @@ export class PodWriter {
     this.core = core;
   }
 
-  async setLabel(pod: V1Pod, key: string, value: string): Promise<V1Pod> {
-    const labels = pod.metadata?.labels;
-    const write = labels ? { path: `/metadata/labels/${segment(key)}`, value } : { path: '/metadata/labels', value: { [key]: value } };
-    return this.patch(pod, 'metadata', [...this.sameVersion(pod, !labels), { op: 'add', ...write }]);
-  }
-
   /** The container's image, in place; kubelet restarts the container with it. */
   async replaceImage(pod: V1Pod, container: string, image: string): Promise<V1Pod> {
     const index = pod.spec?.containers.findIndex((c) => c.name === container) ?? -1;
     if (index < 0) throw new Error(`pod ${pod.metadata?.name} has no container ${container}`);
     return this.patch(pod, 'metadata', [
-      ...this.sameVersion(pod, true),
+      ...this.sameVersion(pod),
       { op: 'test', path: `/spec/containers/${index}/name`, value: container },
       { op: 'replace', path: `/spec/containers/${index}/image`, value: image },
     ]);
@@ -58,7 +49,7 @@ export class PodWriter {
     const additions: Operation[] = pod.spec?.ephemeralContainers
       ? containers.map((value) => ({ op: 'add', path: '/spec/ephemeralContainers/-', value }))
       : [{ op: 'add', path: '/spec/ephemeralContainers', value: containers }];
-    return this.patch(pod, 'ephemeralcontainers', [...this.sameVersion(pod, true), ...additions]);
+    return this.patch(pod, 'ephemeralcontainers', [...this.sameVersion(pod), ...additions]);
   }
 
   /** Sets the condition (replacing one of its type), and the phase when given. */
@@ -75,13 +66,15 @@ export class PodWriter {
         ? { op: 'replace', path: `/status/conditions/${index}`, value }
         : { op: 'add', path: '/status/conditions/-', value };
     const phaseWrite: Operation[] = phase ? [{ op: 'add', path: '/status/phase', value: phase }] : [];
-    return this.patch(pod, 'status', [...this.sameVersion(pod, true), write, ...phaseWrite]);
+    return this.patch(pod, 'status', [...this.sameVersion(pod), write, ...phaseWrite]);
   }
 
-  /** The uid test, and with `versioned` the resourceVersion read (a mismatch answers 409). */
-  private sameVersion(pod: V1Pod, versioned: boolean): Operation[] {
-    const uid: Operation = { op: 'test', path: '/metadata/uid', value: pod.metadata?.uid };
-    return versioned ? [uid, { op: 'add', path: '/metadata/resourceVersion', value: pod.metadata?.resourceVersion }] : [uid];
+  /** The uid test, and the resourceVersion read (a mismatch answers 409). */
+  private sameVersion(pod: V1Pod): Operation[] {
+    return [
+      { op: 'test', path: '/metadata/uid', value: pod.metadata?.uid },
+      { op: 'add', path: '/metadata/resourceVersion', value: pod.metadata?.resourceVersion },
+    ];
   }
 
   private async patch(pod: V1Pod, subresource: 'metadata' | 'status' | 'ephemeralcontainers', body: Operation[]): Promise<V1Pod> {

@@ -1,4 +1,4 @@
-// List-then-watch of the pods matching a label selector, kept in a local cache: resourceVersion
+// List-then-watch of the pods matching a label (and field) selector, kept in a local cache: resourceVersion
 // bookkeeping, a fresh list when the API server says 410 Gone, and reconnects with backoff on
 // errors and on a silent watch (client-node's Watch aborts after 30 s without data; bookmarks
 // keep a healthy watch talking).
@@ -10,6 +10,10 @@ export type PodEvent = 'added' | 'modified' | 'deleted';
 export interface ReflectorOptions {
   kubeConfig: KubeConfig;
   labelSelector: string;
+  /** A pod that stops matching it leaves the cache as if deleted (the API server says so). */
+  fieldSelector?: string;
+  /** What the cache keeps of each pod (and the handlers receive); the whole pod when unset. */
+  retain?(pod: V1Pod): V1Pod;
   /** Watch one namespace; all namespaces when undefined. */
   namespace?: string;
   onEvent(event: PodEvent, pod: V1Pod): void;
@@ -63,15 +67,14 @@ export class PodReflector {
 
   /** Lists page by page, then replaces the cache, announcing what changed meanwhile. */
   private async list(): Promise<void> {
-    const { labelSelector, namespace, pageSize = 500 } = this.options;
+    const { labelSelector, fieldSelector, namespace, pageSize = 500 } = this.options;
     const fresh = new Map<string, V1Pod>();
     let continueToken: string | undefined;
     let resourceVersion: string | undefined;
     do {
-      const page = namespace
-        ? await this.core.listNamespacedPod({ namespace, labelSelector, limit: pageSize, _continue: continueToken })
-        : await this.core.listPodForAllNamespaces({ labelSelector, limit: pageSize, _continue: continueToken });
-      for (const pod of page.items) fresh.set(podKey(pod), pod);
+      const query = { labelSelector, fieldSelector, limit: pageSize, _continue: continueToken };
+      const page = namespace ? await this.core.listNamespacedPod({ namespace, ...query }) : await this.core.listPodForAllNamespaces(query);
+      for (const pod of page.items) fresh.set(podKey(pod), this.retained(pod));
       continueToken = page.metadata?._continue || undefined;
       resourceVersion = page.metadata?.resourceVersion;
     } while (continueToken);
@@ -94,9 +97,9 @@ export class PodReflector {
   }
 
   private async watch(): Promise<void> {
-    const { namespace, labelSelector, watchTimeoutSeconds = 300 } = this.options;
+    const { namespace, labelSelector, fieldSelector, watchTimeoutSeconds = 300 } = this.options;
     const path = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods` : '/api/v1/pods';
-    const params = { labelSelector, resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: watchTimeoutSeconds };
+    const params = { labelSelector, ...(fieldSelector ? { fieldSelector } : {}), resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: watchTimeoutSeconds };
     let gone = false;
     let ended = false;
     this.abort = await new Watch(this.options.kubeConfig).watch(
@@ -126,11 +129,12 @@ export class PodReflector {
     if (!ended) this.succeeded();
   }
 
-  private handle(type: string, pod: V1Pod): void {
+  private handle(type: string, received: V1Pod): void {
     this.succeeded();
-    const resourceVersion = pod.metadata?.resourceVersion;
+    const resourceVersion = received.metadata?.resourceVersion;
     if (resourceVersion) this.resourceVersion = resourceVersion;
     if (type === 'BOOKMARK') return;
+    const pod = this.retained(received);
     const key = podKey(pod);
     if (type === 'DELETED') {
       this.cache.delete(key);
@@ -140,6 +144,10 @@ export class PodReflector {
       this.cache.set(key, pod);
       this.options.onEvent(known ? 'modified' : 'added', pod);
     }
+  }
+
+  private retained(pod: V1Pod): V1Pod {
+    return this.options.retain ? this.options.retain(pod) : pod;
   }
 
   private retry(error: unknown, relist: boolean): void {

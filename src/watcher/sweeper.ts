@@ -25,7 +25,7 @@ export async function sweep(options: SweepOptions): Promise<string[]> {
   for (const namespace of namespaces) {
     let continueToken: string | undefined;
     do {
-      const query = { fieldSelector: FIELD_SELECTOR, labelSelector: LABEL_SELECTOR, limit: options.pageSize ?? 500, _continue: continueToken };
+      const query = { fieldSelector: FIELD_SELECTOR, labelSelector: LABEL_SELECTOR, limit: options.pageSize ?? 100, _continue: continueToken };
       const page = namespace
         ? await options.core.listNamespacedPod({ namespace, ...query })
         : await options.core.listPodForAllNamespaces(query);

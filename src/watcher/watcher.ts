@@ -1,9 +1,10 @@
-// The watcher: a watch of the pods labelled managed=true feeds a work queue, which reconciles one
-// pod at a time per key (reconciler.ts: plan, then execute). Besides the watch, a periodic resync
-// queues every managed pod again, and the sweeper labels pods the webhook missed.
+// The watcher: a watch of the pods labelled managed=true and still in flight (not in a terminal
+// phase) feeds a work queue, which reconciles one pod at a time per key (reconciler.ts: plan, then
+// execute). Its cache keeps only what the plan reads of each pod (retainedPod). Besides the watch,
+// a periodic resync queues every managed pod again, and the sweeper labels pods the webhook missed.
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { FastifyBaseLogger } from 'fastify';
-import { MANAGED, MANAGED_LABEL, sidecarsPendingSince, type KillMechanism, type SignalSettings } from '../policy/index.ts';
+import { IN_FLIGHT_FIELD_SELECTOR, MANAGED, MANAGED_LABEL, retainedPod, sidecarsPendingSince, type KillMechanism, type SignalSettings } from '../policy/index.ts';
 import { resolveKillMechanism } from './discovery.ts';
 import { Executor } from './executor.ts';
 import type { WatcherMetrics } from './metrics.ts';
@@ -56,10 +57,13 @@ export class Watcher {
       const reflector: PodReflector = new PodReflector({
         kubeConfig: options.kubeConfig,
         labelSelector: `${MANAGED_LABEL}=${MANAGED}`,
+        fieldSelector: IN_FLIGHT_FIELD_SELECTOR,
+        retain: retainedPod,
         ...(namespace ? { namespace } : {}),
+        // A pod leaves the watch when it ends (or is deleted): the last state seen says when its main containers finished.
         onEvent: (event, pod) => {
-          if (event === 'deleted') this.executor?.forget(pod.metadata?.uid ?? '');
-          else this.queue.add(podKey(pod));
+          if (event !== 'deleted') this.queue.add(podKey(pod));
+          else if (this.executor?.forget(pod)) options.logger.info({ pod: podKey(pod), uid: pod.metadata?.uid }, 'sidecars stopped; the pod left the watch');
         },
         onSynced: () => {
           this.synced.add(reflector);

@@ -13,7 +13,7 @@ import { chartDir, helm, repoRoot } from '../chart/helm.ts';
 import { waitFor } from '../support/kubelet-simulator.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { containerLog, containerStatus, startRealCluster } from '../support/real-stack.ts';
-import { podOfJob, waitForJob } from '../support/stack.ts';
+import { finishedByWatcher, podOfJob, waitForJob } from '../support/stack.ts';
 
 const RELEASE = 'sidecar-terminator';
 const NS = 'sidecar-terminator';
@@ -65,7 +65,7 @@ if (canRunRealNode(t)) {
     await waitForJob(cluster, namespace, 'log-shipper', 'Complete', 180_000);
     await waitForJob(cluster, namespace, 'ignore-exit-code', 'Complete', 180_000);
     const shipper = await podOfJob(cluster, namespace, 'log-shipper');
-    t.equal(shipper.metadata?.labels?.[MANAGED], 'done', 'the webhook labelled the pod and the watcher finished with it');
+    t.ok(await waitFor('the watcher to be finished with the pod', async () => finishedByWatcher(cluster, [await podOfJob(cluster, namespace, 'log-shipper')])), 'the webhook labelled the pod and the watcher finished with it');
     const shipperStatus = await containerStatus(cluster, namespace, shipper.metadata!.name!, 'log-shipper', (s) => s.state?.terminated !== undefined);
     t.equal(shipperStatus.state?.terminated?.exitCode, 0, 'the log shipper exited 0 on SIGTERM');
     t.match(await containerLog(cp, namespace, shipper.metadata!.name!, 'log-shipper'), /row 5\n(.|\n)*shipped/, 'it shipped every row, then stopped');

@@ -9,10 +9,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import t from 'tap';
-import { ENV_WHEN_JOB_EXIT, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { repoRoot } from '../support/demo.ts';
 import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, eventsOf, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { apply, eventsOf, finishedByWatcher, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
 
 const SECTION = '## Why is my Job still running?';
 const JOBS = ['log-shipper', 'report', 'proxy-on-virtual-node'];
@@ -66,7 +66,7 @@ await apply(cp, namespace, jobYaml('proxy-on-virtual-node', {
 }));
 const podNames = Object.fromEntries(await Promise.all(JOBS.map(async (job) => [job, (await podOfJob(stack, namespace, job)).metadata!.name!] as const)));
 await waitForJob(stack, namespace, 'log-shipper', 'Complete');
-await waitFor('the log-shipper pod to leave the watch', async () => (await core.readNamespacedPod({ name: podNames['log-shipper']!, namespace })).metadata?.labels?.[MANAGED_LABEL] === 'done');
+await waitFor('the watcher to be finished with the log-shipper pod', async () => finishedByWatcher(stack, [await core.readNamespacedPod({ name: podNames['log-shipper']!, namespace })]));
 await waitFor('the Warning event of the virtual node', async () => (await eventsOf(stack, namespace, podNames['proxy-on-virtual-node']!)).some((e) => e.type === 'Warning'));
 await waitFor('the report pod to run', async () => (await core.readNamespacedPod({ name: podNames.report!, namespace })).status?.phase === 'Running');
 

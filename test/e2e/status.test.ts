@@ -5,11 +5,11 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { ENV_WHEN_JOB_EXIT, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import type { PodStory } from '../../src/status/story.ts';
 import { runCli } from '../cli/run.ts';
 import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, eventsOf, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { apply, eventsOf, finishedByWatcher, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
 
 // Signals from inside a pod are never followed by SIGKILL, so a sidecar that ignores SIGTERM
 // keeps running for the whole grace period: the pod stays `stopping` for the test.
@@ -50,7 +50,7 @@ const pods = {
   stuck: (await podOfJob(stack, namespace, 'stuck')).metadata!.name!,
 };
 await waitForJob(stack, namespace, 'quick', 'Complete');
-await waitFor('the quick pod to leave the watch', async () => (await core.readNamespacedPod({ name: pods.quick, namespace })).metadata?.labels?.[MANAGED_LABEL] === 'done');
+await waitFor('the watcher to be finished with the quick pod', async () => finishedByWatcher(stack, [await core.readNamespacedPod({ name: pods.quick, namespace })]));
 await waitFor('the SIGTERM to the deaf sidecar', async () => (await core.readNamespacedPod({ name: pods.deaf, namespace })).spec?.ephemeralContainers?.length === 1);
 await waitFor('the Warning event on the stuck pod', async () => (await eventsOf(stack, namespace, pods.stuck)).some((e) => e.type === 'Warning'));
 await waitFor('the busy pod to run', async () => (await core.readNamespacedPod({ name: pods.busy, namespace })).status?.phase === 'Running');
@@ -107,10 +107,10 @@ t.test('stopping: the SIGTERM sent, the sidecar still running', async (t) => {
 
 t.test('stopped: the actions, in order, with their times', async (t) => {
   const story = await storyOf(pods.quick);
-  t.match(story, { state: 'stopped', managed: 'done', mechanism: 'signal' });
+  t.match(story, { state: 'stopped', managed: 'true', mechanism: 'signal' });
   const whats = story.actions.map((a) => a.what);
-  t.match(whats, [/event Normal SidecarTermina\w+: stopping sidecars: proxy \(SIGTERM\)/, /ephemeral container \S+ targeting proxy, exited 0/, /condition SidecarTerminated=True/, /sidecar proxy exited 0/, /label sidecar-terminator.io\/managed=done/]);
-  for (const action of story.actions.slice(0, -1)) t.match(action.time, /^\d{4}-\d\d-\d\dT/, `${action.what}: a time`);
+  t.match(whats, [/event Normal SidecarTermina\w+: stopping sidecars: proxy \(SIGTERM\)/, /ephemeral container \S+ targeting proxy, exited 0/, /sidecar proxy exited 0/]);
+  for (const action of story.actions) t.match(action.time, /^\d{4}-\d\d-\d\dT/, `${action.what}: a time`);
 });
 
 t.test('failed: the reason and the fix', async (t) => {

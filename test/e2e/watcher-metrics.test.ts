@@ -5,7 +5,6 @@
 import { get } from 'node:https';
 import t from 'tap';
 import { SERVE_FLAGS } from '../../src/config.ts';
-import { DONE, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
 import { apply, eventsOf, jobYaml, mainAndKillSidecars, podOfJob, startStack, waitForJobsComplete } from '../support/stack.ts';
 
@@ -13,7 +12,7 @@ const stack = await startStack(t, {
   serveArgs: ['--kill-mechanism', 'signal'],
   sim: { reportUsers: false, imageUsers: { [SERVE_FLAGS.signalImage.default]: 1000 } },
 });
-const { cp, core } = stack;
+const { cp } = stack;
 
 const containers = mainAndKillSidecars('proxy');
 
@@ -43,7 +42,7 @@ t.test('after five Jobs stopped by signal and one refusal, the metrics say so', 
   const jobs = 5;
   await apply(cp, namespace, Array.from({ length: jobs }, (_, i) => jobYaml(`job-${i}`, { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers })).join('\n---\n'));
   await waitForJobsComplete(t, stack, namespace, jobs, async () => 'waiting', 180_000);
-  await waitFor('every pod to leave the watch', async () => (await core.listNamespacedPod({ namespace })).items.every((pod) => pod.metadata?.labels?.[MANAGED_LABEL] === DONE));
+  await waitFor('every pod to leave the watch', () => stack.serve.logs().filter((l) => l.msg === 'sidecars stopped; the pod left the watch' && String(l.pod).startsWith(`${namespace}/`)).length === jobs);
   const pod = await podOfJob(stack, namespace, 'job-0');
   t.match(pod.spec?.ephemeralContainers?.[0]?.securityContext, { runAsUser: 0, capabilities: { drop: ['ALL'], add: ['KILL'] } }, 'the user unknown: root with CAP_KILL alone');
 

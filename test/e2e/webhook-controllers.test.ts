@@ -11,11 +11,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AdmissionregistrationV1Api, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
-import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
 import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
-import { startCluster } from '../support/stack.ts';
+import { finishedByWatcher, startCluster } from '../support/stack.ts';
 
 const cluster = await startCluster(t);
 const { cp, core, batch } = cluster;
@@ -101,7 +101,7 @@ await waitFor('the API server to call the webhook', async () => {
 
 t.test('a Job that ran before the add-on was installed completes: its pod is labelled, as its controller made it', async (t) => {
   await completed('before-install');
-  const pod = await waitFor('the pod to be done', async () => (await podsOf('before-install')).find((p) => p.metadata?.labels?.[MANAGED_LABEL] === 'done'));
+  const pod = await waitFor('the watcher to be finished with the pod', async () => finishedByWatcher(cluster, await podsOf('before-install')));
   t.equal(pod.status?.phase, 'Succeeded', 'labelled by the sweeper (its Job created it), stopped by the watcher');
 });
 
@@ -123,7 +123,7 @@ t.test("the CronJob's next Job and its pods are created, the Job completes, and 
   }, { timeoutMs: 150_000, intervalMs: 1000 });
   const name = first.metadata!.name!;
   await completed(name);
-  const pod = await waitFor('the pod to be done', async () => (await podsOf(name)).find((p) => p.metadata?.labels?.[MANAGED_LABEL] === 'done'));
+  const pod = await waitFor('the watcher to be finished with the pod', async () => finishedByWatcher(cluster, await podsOf(name)));
   t.equal(pod.status?.phase, 'Succeeded', 'labelled at admission, handled by the watcher');
   await kubectl(['patch', 'cronjob', 'nightly', '--type=merge', '-p', '{"spec":{"suspend":true}}']);
 
@@ -152,8 +152,8 @@ t.test('a marked sidecar injected by a mutating webhook ordered after ours: the 
     return current.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True');
   }, JOB_WAIT);
   t.ok(done);
-  const pod = await waitFor('the pod to be done', async () =>
-    (await core.listNamespacedPod({ namespace: injected, labelSelector: 'job-name=injected' })).items.find((p) => p.metadata?.labels?.[MANAGED_LABEL] === 'done'),
+  const pod = await waitFor('the watcher to be finished with the pod', async () =>
+    finishedByWatcher(cluster, (await core.listNamespacedPod({ namespace: injected, labelSelector: 'job-name=injected' })).items),
   );
   t.same(pod.spec?.containers.map((c) => c.name), ['main', 'log-agent'], 'the injector added its sidecar; labelled at admission');
   t.same(pod.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['log-agent'], 'the injected sidecar was stopped');

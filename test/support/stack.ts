@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiextensionsV1Api, BatchV1Api, CoreV1Api, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
-import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
+import { ENV_WHEN_JOB_EXIT, EVENT_REASONS, MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { CRR, KubeletSimulator, waitFor, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
@@ -131,9 +131,22 @@ export async function podOfJob(stack: Clients, namespace: string, job: string): 
   return waitFor(`a pod of Job ${job}`, async () => (await podsOfJob(stack, namespace, job))[0]);
 }
 
-export async function eventsOf(stack: Clients, namespace: string, pod: string): Promise<CoreV1Event[]> {
+export async function eventsOf(stack: Pick<Clients, 'core'>, namespace: string, pod: string): Promise<CoreV1Event[]> {
   const events = await stack.core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${pod}` });
   return events.items.filter((e) => e.source?.component === 'sidecar-terminator');
+}
+
+/**
+ * The first of the pods the watcher is finished with: labelled managed, ended (the watcher's watch
+ * leaves a pod in a terminal phase out), with the watcher's SidecarTerminator event.
+ */
+export async function finishedByWatcher(stack: Pick<Clients, 'core'>, pods: V1Pod[]): Promise<V1Pod | undefined> {
+  for (const pod of pods) {
+    if (pod.metadata?.labels?.[MANAGED_LABEL] !== MANAGED || (pod.status?.phase !== 'Succeeded' && pod.status?.phase !== 'Failed')) continue;
+    const events = await eventsOf(stack, pod.metadata!.namespace!, pod.metadata!.name!);
+    if (events.some((event) => event.reason === EVENT_REASONS.stopping)) return pod;
+  }
+  return undefined;
 }
 
 /** YAML for a Job's container list: `main`, then one sidecar stopped by kill (KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT) per name. */

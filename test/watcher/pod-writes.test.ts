@@ -6,7 +6,7 @@ import t from 'tap';
 import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
-import { CONDITION_REASONS, DONE, MANAGED_LABEL, TERMINATED_CONDITION, planStop } from '../../src/policy/index.ts';
+import { CONDITION_REASONS, MANAGED_LABEL, TERMINATED_CONDITION, planStop } from '../../src/policy/index.ts';
 import { Executor } from '../../src/watcher/executor.ts';
 import { WatcherMetrics } from '../../src/watcher/metrics.ts';
 import { PodChanged, PodWriter } from '../../src/watcher/pod-writes.ts';
@@ -53,14 +53,12 @@ t.test('every write succeeds on the pod it was read from, each carrying the vers
   pod = await writer.setStatus(pod, condition);
   pod = await writer.setStatus(pod, { ...condition, status: 'False', reason: CONDITION_REASONS.imageNotPulled, message: 'waiting' });
   pod = await writer.addEphemeralContainers(pod, [{ ...signalContainer, name: 'stop-logs', targetContainerName: 'logs' }]);
-  pod = await writer.setStatus(pod, condition, 'Succeeded');
-  pod = await writer.setLabel(pod, MANAGED_LABEL, DONE);
+  await writer.setStatus(pod, condition, 'Succeeded');
   const stored = await core.readNamespacedPod({ namespace, name: 'ok' });
   t.equal(stored.spec?.containers[2]?.image, 'registry.example.com/quick-exit:1.0');
   t.same(stored.spec?.ephemeralContainers?.map((c) => c.name), ['stop-proxy', 'stop-logs']);
   t.same(stored.status?.conditions?.filter((c) => c.type === TERMINATED_CONDITION).map((c) => [c.status, c.reason]), [['True', CONDITION_REASONS.stopping]], 'one condition of its type, replaced in place');
   t.equal(stored.status?.phase, 'Succeeded');
-  t.equal(stored.metadata?.labels?.[MANAGED_LABEL], DONE);
 });
 
 t.test('a pod deleted and created again under the same name between read and write refuses every write', async (t) => {
@@ -68,7 +66,6 @@ t.test('a pod deleted and created again under the same name between read and wri
   const successor = await replace(read);
   t.not(successor.metadata?.uid, read.metadata?.uid, 'another pod under the same name');
   const writes: Array<[string, () => Promise<unknown>]> = [
-    ['label (metadata)', () => writer.setLabel(read, MANAGED_LABEL, DONE)],
     ['image (spec)', () => writer.replaceImage(read, 'logs', 'registry.example.com/quick-exit:1.0')],
     ['condition and phase (status subresource)', () => writer.setStatus(read, condition, 'Succeeded')],
     ['signal container (ephemeralcontainers subresource)', () => writer.addEphemeralContainers(read, [signalContainer])],
@@ -81,7 +78,7 @@ t.test('a pod deleted and created again under the same name between read and wri
   t.notOk(stored.spec?.ephemeralContainers, 'no ephemeral container');
   t.notOk(stored.status?.conditions?.some((c) => c.type === TERMINATED_CONDITION), 'no condition');
   t.not(stored.status?.phase, 'Succeeded', 'phase untouched');
-  await t.rejects(writer.setLabel({ ...read, metadata: { ...read.metadata, name: 'never-existed' } }, MANAGED_LABEL, DONE), PodChanged, 'a pod that is gone');
+  await t.rejects(writer.replaceImage({ ...read, metadata: { ...read.metadata, name: 'never-existed' } }, 'logs', 'registry.example.com/quick-exit:1.0'), PodChanged, 'a pod that is gone');
 });
 
 t.test('a pod changed since it was read refuses the writes that depend on what was read', async (t) => {
@@ -104,7 +101,7 @@ t.test('the executor, handed a plan for the pod that was replaced, acts on nothi
   t.not(running.metadata?.resourceVersion, read.metadata?.resourceVersion);
   const settings = { killMechanism: 'signal' as const, signal: { image: 'st:1', command: ['true'] }, quickExitImageAllowlist: [] };
   const plan = planStop(running, normalNode, settings, Date.now());
-  t.same(plan.steps.map((s) => s.type), ['addSignalContainers', 'replaceImage', 'setCondition'], 'a plan that writes three times');
+  t.same(plan.steps.map((s) => s.type), ['addSignalContainers', 'replaceImage'], 'a plan that writes twice');
   const successor = await replace(running);
   const executor = new Executor({ core, custom: cp.kubeConfig.makeApiClient(CustomObjectsApi), crrVersion: undefined, metrics: new WatcherMetrics(new Registry()) });
   const result = await executor.execute(running, plan, pino({ level: 'silent' }));

@@ -61,5 +61,5 @@ t.test('other plans are made from the watch alone', async (t) => {
   const { reconciler, plans, reads } = reconcilerWith(jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }), { code: 500 });
   await reconciler.reconcile('default/job-abc');
   t.same(reads, []);
-  t.same(plans[0]?.steps.map((s) => s.type), ['addSignalContainers', 'setCondition']);
+  t.same(plans[0]?.steps.map((s) => s.type), ['addSignalContainers']);
 });

@@ -18,14 +18,21 @@ t.test('the names the status command and users rely on', async (t) => {
   t.equal(TERMINATED_CONDITION, 'SidecarTerminated', "OpenKruise's condition type");
 });
 
-t.test('signal: one write with a signal container per kill sidecar, then the condition', async (t) => {
+t.test('signal: one write with a signal container per kill sidecar, and no condition (the event says it, as with OpenKruise)', async (t) => {
   const pod = jobPod([main(), killSidecar('proxy'), killSidecar('sql')], { main: 0, proxy: 'running', sql: 'running' });
   const plan = planStop(pod, normalNode, signal, NOW);
-  t.same(types(plan), ['addSignalContainers', 'setCondition']);
+  t.same(types(plan), ['addSignalContainers']);
   t.same(stepOf(plan, 'addSignalContainers')?.containers.map((c) => [c.name, c.targetContainerName, c.image]), [['stop-proxy', 'proxy', 'st:1'], ['stop-sql', 'sql', 'st:1']]);
   t.same(plan.stopping, ['proxy (SIGTERM)', 'sql (SIGTERM)']);
-  t.match(stepOf(plan, 'setCondition')?.condition, { status: 'True', reason: CONDITION_REASONS.stopping, message: 'stopping sidecars: proxy (SIGTERM), sql (SIGTERM)' });
   t.match(stepOf(plan, 'addSignalContainers')?.containers[0], { command: signal.signal.command, terminationMessagePolicy: 'FallbackToLogsOnError' });
+});
+
+t.test('a condition saying the sidecars wait is turned True once they are told to stop', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
+  pod.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'False', reason: CONDITION_REASONS.imageNotPulled }];
+  const plan = planStop(pod, normalNode, crr, NOW);
+  t.same(types(plan), ['createCrr', 'setCondition']);
+  t.match(stepOf(plan, 'setCondition')?.condition, { status: 'True', reason: CONDITION_REASONS.stopping, message: 'stopping sidecars: proxy (ContainerRecreateRequest)' });
 });
 
 t.test('crr: one ContainerRecreateRequest for every kill sidecar', async (t) => {

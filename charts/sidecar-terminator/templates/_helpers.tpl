@@ -123,11 +123,11 @@ terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
 # The reflector lists and watches the managed pods (listPodForAllNamespaces or
 # listNamespacedPod, then a watch); the sweeper lists unlabelled running pods the same way.
 # The reconciler reads a pod as it is now before saying its sidecar ignores SIGTERM (readNamespacedPod).
-# Patches (patchNamespacedPod): the managed label (sweeper, PodWriter.setLabel) and the quick-exit image (PodWriter.replaceImage).
+# Patches (patchNamespacedPod): the sweeper's managed label and the quick-exit image (PodWriter.replaceImage).
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, patch]
-# PodWriter.setStatus: the terminal phase and the SidecarTerminated condition (patchNamespacedPodStatus).
+# PodWriter.setStatus: the terminal phase with the SidecarTerminated condition, and that condition while a quick-exit image cannot be pulled (patchNamespacedPodStatus).
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
