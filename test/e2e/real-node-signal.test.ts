@@ -54,7 +54,9 @@ if (canRunRealNode(t)) {
     const signal = pod.spec?.ephemeralContainers?.find((c) => c.targetContainerName === 'sidecar');
     t.ok(signal, 'an ephemeral container targeted the sidecar');
     const signalStatus = await containerStatus(stack, namespace, podName, signal!.name, (s) => s.state?.terminated !== undefined);
-    t.equal(signalStatus.state?.terminated?.exitCode, 0, 'the signal container exited 0 (its kill succeeded)');
+    // 0, or 137 when the sidecar's exit ended their shared PID namespace before the signal container exited.
+    t.ok([0, 137].includes(signalStatus.state!.terminated!.exitCode), `the signal container's kill succeeded (exit code ${signalStatus.state?.terminated?.exitCode})`);
+    t.notMatch(signalStatus.state?.terminated?.message ?? '', /EPERM/, 'no permission error');
     const reasons = (await eventsOf(stack, namespace, podName)).map((e) => e.reason);
     t.notOk(reasons.includes('SidecarTerminationFailed'), `no failure event (events: ${reasons.join(', ')})`);
   }
