@@ -35,7 +35,7 @@ export interface RealNodeOptions {
   images?: ImageName[];
   /** Run kube-proxy (nftables mode): pods reach ClusterIPs, the API server among them. Needs the control plane's `reachableFromPods`. */
   kubeProxy?: boolean;
-  /** How long until the node is Ready. Default 120 s. */
+  /** How long until the node is Ready. Default 240 s (a loaded machine imports the images slowly). */
   readyTimeoutMs?: number;
 }
 
@@ -129,7 +129,7 @@ export async function startRealNode(cp: ControlPlane, options: RealNodeOptions =
   const [kubeBin, nodeBin] = await Promise.all([buildScriptOutput('build-control-plane.sh'), buildScriptOutput('build-node.sh')]);
   const node = new LocalNode(cp, kubeBin, nodeBin, options);
   try {
-    await node.start(options.readyTimeoutMs ?? 120_000);
+    await node.start(options.readyTimeoutMs ?? 240_000);
   } catch (err) {
     const logs = node.logTails();
     await node.stop();
@@ -180,10 +180,14 @@ class LocalNode implements RealNode {
 
     this.launch('containerd', join(this.nodeBin, 'containerd'), ['--config', join(this.dir, 'containerd.toml')]);
     await this.waitUntil('containerd', deadline, async () => (await this.tryCrictl(['version'])) !== undefined);
-    await this.importArchives(images);
-
+    // The pause image first (the kubelet's first sandbox needs it); the others while the kubelet registers.
+    const { pause: pauseArchive, ...others } = Object.fromEntries(images);
+    await this.importArchives(new Map([['pause', pauseArchive!]]));
     await this.startKubelet();
-    await this.waitUntil(`node ${this.name} Ready`, deadline, () => this.isReady());
+    await Promise.all([
+      this.importArchives(new Map(Object.entries(others) as [ImageName, { reference: string; archive: string }][])),
+      this.waitUntil(`node ${this.name} Ready`, deadline, () => this.isReady()),
+    ]);
     if (this.options.kubeProxy) await this.startKubeProxy();
   }
 
@@ -367,6 +371,7 @@ state = "${join(dir, 'containerd/state')}"
       '--hostname-override', this.name,
       '--node-ip', nodeIp,
       '--root-dir', root,
+      '--cert-dir', join(root, 'pki'),
       ...(labels ? ['--node-labels', labels] : []),
       ...(this.options.taints?.length ? ['--register-with-taints', this.options.taints.join(',')] : []),
       '--v', '1',
