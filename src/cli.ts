@@ -5,11 +5,9 @@
 import { readFileSync } from 'node:fs';
 import { SERVE_FLAGS, defaultText, type FlagSpec, type FlagValue } from './config.ts';
 import { MAX_FILE_BYTES, runLint } from './lint.ts';
+import { UsageError } from './usage-error.ts';
 
 const PROGRAM = 'sidecar-terminator';
-
-/** A mistake in the command line or its environment: the message says what and how to fix it. */
-export class UsageError extends Error {}
 
 type FlagTable = Record<string, FlagSpec>;
 export type FlagValues<T extends FlagTable> = { [K in keyof T]: T[K]['default'] };

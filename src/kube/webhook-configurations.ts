@@ -29,6 +29,9 @@ export interface WebhookTarget {
   excludedNamespaces: readonly string[];
 }
 
+/** How long the API server waits for an answer; the webhook's HTTPS server uses the same limit (webhook/app.ts). */
+export const WEBHOOK_TIMEOUT_SECONDS = 10;
+
 type WebhookConfiguration = V1MutatingWebhookConfiguration | V1ValidatingWebhookConfiguration;
 
 const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'sidecar-terminator' };
@@ -44,7 +47,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
     admissionReviewVersions: ['v1'],
     sideEffects: 'None',
     failurePolicy: target.failurePolicy,
-    timeoutSeconds: 10,
+    timeoutSeconds: WEBHOOK_TIMEOUT_SECONDS,
     namespaceSelector: {
       matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excludedNamespaces(target.namespace, target.excludedNamespaces) }],
     },

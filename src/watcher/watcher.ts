@@ -1,7 +1,7 @@
 // The watcher: pods labelled managed=true only, one reconcile per pod at a time. Reconcile is
 // the policy's decision for the pod on its node, executed by the action modules.
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node, type V1Pod } from '@kubernetes/client-node';
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from '../logger.ts';
 import type { Counter, Histogram } from 'prom-client';
 import { DONE, MANAGED, MANAGED_LABEL, classifyContainers, decide, isAllowedImage, type Action } from '../policy/index.ts';
 import {
@@ -32,7 +32,7 @@ export interface WatcherOptions {
   killMechanism: 'auto' | KillMechanism;
   signal: SignalSettings;
   concurrency: number;
-  logger: FastifyBaseLogger;
+  logger: Logger;
   metrics: WatcherMetrics;
   /** How often the sweeper labels pods the webhook missed; 0 turns it off. */
   sweepIntervalMs: number;
@@ -179,7 +179,7 @@ export class Watcher {
     }
   }
 
-  private async execute(pod: V1Pod, actions: Action[], log: FastifyBaseLogger): Promise<void> {
+  private async execute(pod: V1Pod, actions: Action[], log: Logger): Promise<void> {
     const told: Stopping[] = [];
     let conditionSet = hasTerminatedCondition(pod);
     // Announced before the requests are made, once per pod: a watcher that dies between a request
