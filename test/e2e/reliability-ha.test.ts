@@ -6,32 +6,26 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationV1Api, type V1Pod } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
-import { ENV_WHEN_JOB_EXIT, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { MANAGED_LABEL } from '../../src/policy/index.ts';
 import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { httpStatus, registeringWebhooks, servedCertificate, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
-import { jobYaml, startCluster } from '../support/stack.ts';
+import { httpStatus } from '../support/net.ts';
+import { registeringWebhooks, servedCertificate, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
+import { jobYaml, killSidecar, mainContainer, startCluster } from '../support/stack.ts';
 import { startTcpBalancer } from '../support/tcp-balancer.ts';
 
 const { cp, core, batch } = await startCluster(t, { sim: { restartDelayMs: 200 } });
 const leases = cp.kubeConfig.makeApiClient(CoordinationV1Api);
 const addonNamespace = await cp.createNamespace('st-system');
 
-const main = `        - name: main
-          image: busybox:1.36`;
-const killSidecar = `        - name: proxy
-          image: envoyproxy/envoy:v1.31.0
-          env:
-            - name: ${ENV_WHEN_JOB_EXIT}
-              value: "true"`;
-const goodJob = (name: string, exitAfter = '1s') => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: exitAfter }, containers: `${main}\n${killSidecar}` });
-const badJob = (name: string) => jobYaml(name, { containers: `${main}\n${killSidecar.replace('"true"', '"yes"')}` });
+const goodJob = (name: string, exitAfter = '1s') => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: exitAfter }, containers: `${mainContainer()}\n${killSidecar()}` });
+const badJob = (name: string) => jobYaml(name, { containers: `${mainContainer()}\n${killSidecar('"yes"')}` });
 const apply = (namespace: string, yaml: string) => cp.kubectl(['apply', '-f', '-'], { namespace, input: yaml });
 
 /** Waits until the API server calls the registered webhooks: a bad Job is denied, a good pod comes back labelled (server-side dry runs). */
 async function waitForWebhooksInEffect(namespace: string): Promise<void> {
   const dryRun = (yaml: string) => cp.kubectl(['apply', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace, input: yaml });
   await waitFor('the validating webhook to be called', async () => (await dryRun(badJob('dry-run-bad'))).stderr.includes('denied the request'), { intervalMs: 250 });
-  const pod = `apiVersion: v1\nkind: Pod\nmetadata: {name: dry-run-good}\nspec:\n  restartPolicy: Never\n  containers:\n${`${main}\n${killSidecar}`.replaceAll(/^ {4}/gm, '')}`;
+  const pod = `apiVersion: v1\nkind: Pod\nmetadata: {name: dry-run-good}\nspec:\n  restartPolicy: Never\n  containers:\n${`${mainContainer()}\n${killSidecar()}`.replaceAll(/^ {4}/gm, '')}`;
   await waitFor('the mutating webhook to be called', async () => {
     const result = await dryRun(pod);
     return result.code === 0 && (JSON.parse(result.stdout) as V1Pod).metadata?.labels?.[MANAGED_LABEL] === 'true';
