@@ -9,6 +9,9 @@ export PATH="$PWD/node_modules/.bin:$PATH"
 echo "== type-check (tsc --noEmit)"
 tsc -p tsconfig.json --noEmit
 
+echo "== lint (eslint, no warning allowed)"
+npm run --silent lint
+
 echo "== control plane binaries"
 bash scripts/build-control-plane.sh
 bash scripts/build-helm.sh

@@ -81,8 +81,8 @@ async function startReplica(kubeconfig: string, certDir: string): Promise<Replic
     partial = lines.pop() ?? '';
     for (const line of lines) if (/"level":(40|50|60)/.test(line) || !line.startsWith('{')) warnings.push(line.slice(0, 300));
   };
-  child.stdout!.setEncoding('utf8').on('data', onData);
-  child.stderr!.setEncoding('utf8').on('data', onData);
+  child.stdout.setEncoding('utf8').on('data', onData);
+  child.stderr.setEncoding('utf8').on('data', onData);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolveExit) =>
     child.on('close', (code, signal) => resolveExit({ code, signal, at: performance.now() })),
   );

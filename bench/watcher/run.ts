@@ -523,7 +523,7 @@ async function main(): Promise<void> {
         const controlPlaneCpuSeconds = cpuSecondsOf(controlPlanePids) - cp0;
         const simulatorCpuSeconds = cpuSeconds(sim.pid) - sim0;
         const after = (await watcher.afterGc()).requests;
-        const requestsPerPod = Object.fromEntries(Object.entries(after).map(([method, n]) => [method, (n - (before[method] ?? 0)) / burst]).filter(([, n]) => (n as number) > 0));
+        const requestsPerPod = Object.fromEntries(Object.entries(after).map(([method, n]): [string, number] => [method, (n - (before[method] ?? 0)) / burst]).filter(([, n]) => n > 0));
         const latencies = entries.filter((t) => t.actionAt !== undefined && t.finishedAt !== undefined).map((t) => t.actionAt! - t.finishedAt!);
         const finishes = entries.map((t) => t.finishedAt).filter((v) => v !== undefined);
         const first = Math.min(...finishes);

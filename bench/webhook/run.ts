@@ -73,13 +73,13 @@ export async function startServer(name: string, args: string[], nodeArgs: string
   const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', process.execPath, ...nodeArgs, serverScript, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const lines = createInterface({ input: child.stdout! });
+  const lines = createInterface({ input: child.stdout });
   const first = await new Promise<string>((resolve, reject) => {
     lines.once('line', resolve);
     child.once('exit', (code) => reject(new Error(`server ${name} exited (${code}) before listening`)));
   });
   lines.close();
-  child.stdout!.resume();
+  child.stdout.resume();
   const { port, pid } = JSON.parse(first) as { port: number; pid: number };
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return {

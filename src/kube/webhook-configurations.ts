@@ -148,15 +148,15 @@ function configurationApis(api: AdmissionregistrationV1Api): { mutating: Configu
     mutating: {
       kind: 'MutatingWebhookConfiguration',
       read: (name) => api.readMutatingWebhookConfiguration({ name }),
-      create: (body) => api.createMutatingWebhookConfiguration({ body: body as V1MutatingWebhookConfiguration }),
-      replace: (name, body) => api.replaceMutatingWebhookConfiguration({ name, body: body as V1MutatingWebhookConfiguration }),
+      create: (body) => api.createMutatingWebhookConfiguration({ body }),
+      replace: (name, body) => api.replaceMutatingWebhookConfiguration({ name, body }),
       patch: (name, body) => api.patchMutatingWebhookConfiguration({ name, body }),
     },
     validating: {
       kind: 'ValidatingWebhookConfiguration',
       read: (name) => api.readValidatingWebhookConfiguration({ name }),
-      create: (body) => api.createValidatingWebhookConfiguration({ body: body as V1ValidatingWebhookConfiguration }),
-      replace: (name, body) => api.replaceValidatingWebhookConfiguration({ name, body: body as V1ValidatingWebhookConfiguration }),
+      create: (body) => api.createValidatingWebhookConfiguration({ body }),
+      replace: (name, body) => api.replaceValidatingWebhookConfiguration({ name, body }),
       patch: (name, body) => api.patchValidatingWebhookConfiguration({ name, body }),
     },
   };

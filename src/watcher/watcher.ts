@@ -96,6 +96,7 @@ export class Watcher {
   }
 
   private scheduleSweep(delayMs: number): void {
+    // eslint-disable-next-line @typescript-eslint/no-misused-promises -- the callback catches every error itself
     this.sweepTimer = setTimeout(async () => {
       try {
         const labelled = await sweep({

@@ -98,7 +98,7 @@ export function buildApp(options: AppOptions): WebhookApp {
           const status = error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? 413 : (error.statusCode ?? 500) < 500 ? 400 : 500;
           if (status === 500) request.log.error({ err: error }, 'admission handler failed');
           const message = protocolErrorMessage(error, status, options.bodyLimit, request.headers['content-type']);
-          return answer(request, reply, 'error', errored(status, message), status);
+          void answer(request, reply, 'error', errored(status, message), status);
         },
       },
       async (request, reply) => {

@@ -252,14 +252,14 @@ t.test('the watcher with the chart permissions, cluster-wide, auto picks crr onc
   await core.createNamespacedPod({ namespace: 'team-b', body: jobLikePod('crr', true) });
   const pod = await waitUntilDone('team-b', 'crr');
   t.notOk(pod.spec?.ephemeralContainers, 'no signal: kruise-daemon (the simulator) stopped the sidecar');
-  const crr = await cp.kubeConfig.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
+  const crr = (await cp.kubeConfig.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
     group: 'apps.kruise.io',
     version: 'v1alpha1',
     namespace: 'team-b',
     plural: 'containerrecreaterequests',
     name: `sidecar-termination-${pod.metadata!.uid}`,
-  });
-  t.ok(crr, 'through a ContainerRecreateRequest');
+  })) as { spec?: { containers?: Array<{ name?: string }> } };
+  t.same(crr.spec?.containers?.map((container) => container.name), ['proxy'], 'through a ContainerRecreateRequest for the sidecar');
   t.notMatch(watcher.output(), /forbidden/i, 'no call was refused');
   await watcher.stop();
 });

@@ -45,7 +45,7 @@ function handshake(port: number, options: tls.ConnectionOptions): Promise<{ prot
       resolveHandshake({ protocol: socket.getProtocol() });
       socket.end();
     });
-    socket.on('error', (error) => resolveHandshake({ error: error.message }));
+    socket.on('error', (error: Error) => resolveHandshake({ error: error.message }));
   });
 }
 

@@ -110,7 +110,7 @@ function spawnServe(args: string[], port: number, scheme: 'http' | 'https', node
     url: `${scheme}://127.0.0.1:${port}`,
     output: () => output,
     logs: () =>
-      output.split('\n').flatMap((line) => {
+      output.split('\n').flatMap((line): Record<string, unknown>[] => {
         try {
           const parsed: unknown = JSON.parse(line);
           return parsed !== null && typeof parsed === 'object' ? [parsed as Record<string, unknown>] : [];
