@@ -1,5 +1,5 @@
 // `sidecar-terminator lint FILE...`: the webhook's validation, offline, on YAML manifests,
-// for CI pipelines (DESIGN.md section 6). Findings are printed in the webhook's words.
+// for CI pipelines (README.md, "Lint manifests before applying them"). Findings are printed in the webhook's words.
 // Input is untrusted: a size limit per file, a small alias budget against alias bombs, and
 // the yaml package never runs code for tags (unknown tags are read as plain values).
 import { createReadStream } from 'node:fs';

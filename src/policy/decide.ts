@@ -1,5 +1,6 @@
 // The watcher's decision for one pod on its node: is the job's work done, and which sidecars to
-// stop by which mechanism now. DESIGN.md section 2. Pure: the caller executes the actions in order.
+// stop by which mechanism now (docs/ARCHITECTURE.md, the path of a marker, step 4). Pure: the
+// caller executes the actions in order.
 import { classifyContainers, type ContainerRole, type SidecarMarkers } from './markers.ts';
 import { nodeKindOf, type NodeKind } from './nodes.ts';
 import { arrayOf, isRecord, restartPolicyOf, type ContainerStatus, type NodeLike, type PodLike } from './types.ts';

@@ -5,7 +5,7 @@ export type Severity = 'error' | 'warning';
 /** The Kubernetes field error types used here; a finding without one is a plain remark. */
 export type FindingType = 'Invalid value' | 'Required value' | 'Forbidden' | 'Duplicate value' | 'Unsupported value';
 
-/** Stable identifiers of the rules, one per row of DESIGN.md section 3. */
+/** Stable identifiers of the rules, one per rule of README.md, "Rules checked at admission". */
 export type RuleId =
   | 'marker-value'
   | 'marker-value-from'

@@ -1,5 +1,5 @@
 // The OpenKruise-compatible env vars that mark a container as a sidecar, and the reading of
-// them from a container. See DESIGN.md section 2.
+// them from a container. README.md's first table says what each means.
 import { arrayOf, isRecord, type Container, type PodSpec } from './types.ts';
 
 export const ENV_WHEN_JOB_EXIT = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT';

@@ -1,6 +1,6 @@
-// The mutating handler (DESIGN.md section 3): a pod the watcher should manage gets the managed
-// label (src/policy/labels.ts): the watcher watches those pods only. The patch is the
-// difference between the pod and a labelled deep copy of it.
+// The mutating handler (docs/ARCHITECTURE.md, the path of a marker, step 2): a pod the watcher
+// should manage gets the managed label (src/policy/labels.ts): the watcher watches those pods
+// only. The patch is the difference between the pod and a labelled deep copy of it.
 import { MANAGED, MANAGED_LABEL, isRecord, shouldManage } from '../policy/index.ts';
 import { allowed, patched, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
 import { diff } from './json-patch.ts';

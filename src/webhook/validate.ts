@@ -1,5 +1,5 @@
-// The validating handler (DESIGN.md section 3): a pure function from an AdmissionRequest and
-// the cluster's settings to a decision. The rules themselves live in src/policy.
+// The validating handler: a pure function from an AdmissionRequest and the cluster's settings to
+// a decision. The rules themselves live in src/policy (README.md, "Rules checked at admission").
 import {
   applyEnforcement,
   errorsOf,

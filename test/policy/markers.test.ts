@@ -3,7 +3,7 @@ import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, classifyContai
 
 const env = (...pairs: Array<[string, string]>) => ({ name: 'c', image: 'app:1', env: pairs.map(([name, value]) => ({ name, value })) });
 
-t.test('env var table (DESIGN.md 2)', async (t) => {
+t.test('env var table (README.md, first table)', async (t) => {
   t.same(readMarkers(env([ENV_WHEN_JOB_EXIT, 'true'])), { whenJobExit: true, quickExitImage: undefined, ignoreExitCode: false });
   t.same(readMarkers(env([ENV_WHEN_JOB_EXIT, 'TRUE'])).whenJobExit, true, 'case-insensitive');
   t.same(readMarkers(env([ENV_WHEN_JOB_EXIT, 'false'])).whenJobExit, false);

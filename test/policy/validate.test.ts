@@ -28,7 +28,7 @@ interface RuleCase {
   says: RegExp;
 }
 
-// One case per rule of DESIGN.md section 3. The Record type makes a rule without a case a
+// One case per rule of README.md's "Rules checked at admission". The Record type makes a rule without a case a
 // type error, and each case fails if its rule is removed from the validator.
 const cases: Record<RuleId, RuleCase> = {
   'marker-value': {

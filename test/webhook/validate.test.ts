@@ -1,4 +1,4 @@
-// POST /validate: every rule of DESIGN.md section 3, reached through AdmissionReview fixtures,
+// POST /validate: every rule of README.md's "Rules checked at admission", reached through AdmissionReview fixtures,
 // for the pod spec of a Pod, a Job and a CronJob; enforcement modes; what is left alone.
 import t from 'tap';
 import type { RuleId, Severity } from '../../src/policy/index.ts';
