@@ -127,6 +127,10 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   readinessChecks.push(() => (isServingCertificateValid(served, new Date()) ? { ready: true } : { ready: false, reason: 'the serving certificate is not valid now' }));
   logger.info({ store: store.description, ...describeCertificate(served) }, 'certificates loaded');
 
+  // Ready once the webhook configurations are in place: a replica ready earlier may be sent
+  // requests by a Service while the API server does not call it yet (or with an old caBundle).
+  let configured = false;
+  readinessChecks.push(() => (configured ? { ready: true } : { ready: false, reason: 'the webhook configurations are not checked yet' }));
   const drain = new Drain({ graceMs: config.shutdownGrace, logger });
   readinessChecks.push(() => (drain.draining() ? { ready: false, reason: 'shutting down' } : { ready: true }));
   const app = buildApp({
@@ -164,6 +168,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     await app.close();
     throw err;
   }
+  configured = true;
 
   rotator.watch(async (bundle) => {
     // The API server must trust a new CA before any replica serves a certificate it signed.
