@@ -69,8 +69,9 @@ t.test('it prints the kubeconfig, the kubectl and an export line that work', asy
 t.test("serve's logs follow, made readable", async (t) => {
   const refused = await bash(`${exportLine}\nkubectl apply -f examples/misconfigured.yaml`);
   t.not(refused.code, 0);
-  await waitFor('the denial in the demo output', () => /INFO +admission decision .*kind=Job .*result=denied/.test(output));
-  t.pass('one line per admission decision');
+  const denial = await waitFor('the denial in the demo output', () => output.split('\n').find((line) => /INFO +admission decision .*kind=Job/.test(line) && line.includes('name=misconfigured')));
+  t.match(denial, /\d\d:\d\d:\d\d INFO +admission decision /, 'one readable line per admission decision, time and level first');
+  t.match(denial, /result=denied/, 'saying the Job was denied');
 });
 
 t.test('Ctrl-C stops everything and deletes the cluster', async (t) => {

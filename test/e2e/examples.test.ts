@@ -31,7 +31,7 @@ function tryItBlocks(readme: string): Block[] {
     if (fence[1] !== 'sh') continue;
     const block: Block = { commands: fence[2]!.split('\n').filter((line) => line.trim() !== '' && !line.trim().startsWith('#')) };
     const next = fences[index + 1];
-    const between = next ? text.slice(fence.index! + fence[0].length, next.index) : '';
+    const between = next ? text.slice(fence.index + fence[0].length, next.index) : '';
     if (next && next[1] === 'text' && between.trim() === '') block.expected = next[2]!;
     blocks.push(block);
   }

@@ -8,12 +8,16 @@ import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_pro
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { runCommand } from './command.ts';
+import { freePort } from './net.ts';
+
+// Its home is net.ts; re-exported for the files that import it from here.
+export { freePort };
 
 const run = promisify(execFile);
 
@@ -162,16 +166,7 @@ class LocalCluster implements ControlPlane {
 
   async kubectl(args: string[], opts: { input?: string; namespace?: string } = {}): Promise<KubectlResult> {
     const fullArgs = ['--kubeconfig', this.kubeconfigPath, ...(opts.namespace ? ['--namespace', opts.namespace] : []), ...args];
-    const child = spawn(join(this.binDir, 'kubectl'), fullArgs, { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.stdin.end(opts.input ?? '');
-    const code = await new Promise<number>((resolveCode, reject) => {
-      child.on('error', reject);
-      child.on('close', (exitCode) => resolveCode(exitCode ?? 1));
-    });
+    const { code, stdout, stderr } = await runCommand(join(this.binDir, 'kubectl'), fullArgs, { input: opts.input });
     return { code, stdout, stderr: withoutVersionSkewWarning(stderr) };
   }
 
@@ -429,19 +424,6 @@ export function hostAddress(): string {
   const address = /\bsrc (\d+\.\d+\.\d+\.\d+)/.exec(routes)?.[1];
   if (!address) throw new Error(`no non-loopback IPv4 address on this host to advertise to pods (ip route get: ${routes.trim()})`);
   return address;
-}
-
-/** A TCP port free on 127.0.0.1 right now. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolveListen, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolveListen);
-  });
-  const address = server.address();
-  await new Promise((resolveClose) => server.close(resolveClose));
-  if (address === null || typeof address === 'string') throw new Error('no TCP port allocated');
-  return address.port;
 }
 
 function httpsGetOk(url: string, ca: Buffer, token: string): Promise<boolean> {

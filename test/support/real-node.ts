@@ -534,7 +534,7 @@ function cleanStaleNodes(): void {
   for (const entry of readdirSync(tmpdir())) {
     if (!entry.startsWith('st-node-')) continue;
     const dir = join(tmpdir(), entry);
-    let owner = 0;
+    let owner: number;
     try {
       owner = Number(readFileSync(join(dir, 'owner.pid'), 'utf8'));
     } catch {

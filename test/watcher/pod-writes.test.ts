@@ -54,7 +54,7 @@ t.test('every write succeeds on the pod it was read from, each carrying the vers
   pod = await writer.setStatus(pod, { ...condition, status: 'False', reason: CONDITION_REASONS.imageNotPulled, message: 'waiting' });
   pod = await writer.addEphemeralContainers(pod, [{ ...signalContainer, name: 'stop-logs', targetContainerName: 'logs' }]);
   pod = await writer.setStatus(pod, condition, 'Succeeded');
-  pod = await writer.setLabel(pod, MANAGED_LABEL, DONE);
+  await writer.setLabel(pod, MANAGED_LABEL, DONE);
   const stored = await core.readNamespacedPod({ namespace, name: 'ok' });
   t.equal(stored.spec?.containers[2]?.image, 'registry.example.com/quick-exit:1.0');
   t.same(stored.spec?.ephemeralContainers?.map((c) => c.name), ['stop-proxy', 'stop-logs']);
