@@ -39,13 +39,12 @@ if [ "$mode" = all ] || { [ "$mode" = files ] && printf '%s\n' "$@" | grep -qE '
   echo "== control plane binaries"
   bash scripts/build-control-plane.sh
   bash scripts/build-helm.sh
+  # Built here once rather than by the first test files that need them, all at once.
+  echo "== real node: containerd, runc, CNI plugins, crictl, OpenKruise, images"
+  bash scripts/build-node.sh
+  bash scripts/build-kruise.sh
+  node scripts/build-images.ts
 fi
-
-# Built here once rather than by the first test files that need them, all at once.
-echo "== real node: containerd, runc, CNI plugins, crictl, OpenKruise, images"
-bash scripts/build-node.sh
-bash scripts/build-kruise.sh
-node scripts/build-images.ts
 
 echo "== tests (node $(node --version))"
 log=$(mktemp)
