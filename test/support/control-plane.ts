@@ -10,11 +10,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { runCommand } from './command.ts';
-import { ManagedProcess, killOnExit, logTails } from './managed-process.ts';
+import { ManagedProcess, killOnExit, logTails, waitWhileRunning } from './managed-process.ts';
 import { freePort } from './net.ts';
 
 // Its home is net.ts; re-exported for the files that import it from here.
@@ -361,13 +360,8 @@ class LocalCluster implements ControlPlane {
     });
   }
 
-  private async waitUntil(what: string, deadline: number, check: () => Promise<boolean>): Promise<void> {
-    while (!(await check())) {
-      const exited = [...this.processes.values()].find((p) => p.exitStatus !== undefined);
-      if (exited) throw new Error(`${exited.name} exited (${exited.exitStatus}) while waiting for ${what}`);
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await sleep(100);
-    }
+  private waitUntil(what: string, deadline: number, check: () => Promise<boolean>): Promise<void> {
+    return waitWhileRunning(what, this.processes.values(), deadline, check, 100);
   }
 }
 

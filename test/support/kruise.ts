@@ -11,12 +11,11 @@ import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { AdmissionregistrationV1Api, ApiextensionsV1Api } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { freePort, type ControlPlane } from './control-plane.ts';
-import { ManagedProcess, logTails } from './managed-process.ts';
+import { ManagedProcess, logTails, waitWhileRunning } from './managed-process.ts';
 import type { RealNode } from './real-node.ts';
 
 const run = promisify(execFile);
@@ -149,19 +148,8 @@ async function registerWebhooks(cp: ControlPlane, manifestsPath: string): Promis
 }
 
 
-async function waitUntil(what: string, processes: ManagedProcess[], check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch {
-      // not yet
-    }
-    const exited = processes.find((p) => p.exitStatus !== undefined);
-    if (exited) throw new Error(`${exited.name} exited (${exited.exitStatus}) while waiting for ${what}`);
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(500);
-  }
+function waitUntil(what: string, processes: ManagedProcess[], check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
+  return waitWhileRunning(what, processes, Date.now() + timeoutMs, check, 500);
 }
 
 async function httpOk(url: string): Promise<boolean> {

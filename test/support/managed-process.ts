@@ -4,6 +4,7 @@
 // dies, even on SIGKILL.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface ManagedProcessOptions {
   env?: NodeJS.ProcessEnv;
@@ -97,4 +98,18 @@ function onSignal(signal: NodeJS.Signals): void {
   killAll();
   for (const s of exitSignals) process.removeListener(s, onSignal);
   process.kill(process.pid, signal);
+}
+
+/**
+ * Polls `check` (a throw counts as not yet) until it holds; fails at once, naming it, when one of
+ * `processes` has exited meanwhile, and at `deadline` (a Date.now() value).
+ */
+export async function waitWhileRunning(what: string, processes: Iterable<ManagedProcess>, deadline: number, check: () => Promise<boolean>, intervalMs = 250): Promise<void> {
+  for (;;) {
+    if (await check().catch(() => false)) return;
+    const exited = [...processes].find((p) => p.exitStatus !== undefined);
+    if (exited) throw new Error(`${exited.name} exited (${exited.exitStatus}) while waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(intervalMs);
+  }
 }

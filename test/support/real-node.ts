@@ -13,11 +13,10 @@ import { execFile, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
 import { freePort, hostAddress, type ControlPlane } from './control-plane.ts';
-import { ManagedProcess, killOnExit, logTails } from './managed-process.ts';
+import { ManagedProcess, killOnExit, logTails, waitWhileRunning } from './managed-process.ts';
 
 const run = promisify(execFile);
 const repoRoot = resolve(import.meta.dirname, '../..');
@@ -404,13 +403,8 @@ state = "${join(dir, 'containerd/state')}"
     }
   }
 
-  private async waitUntil(what: string, deadline: number, check: () => Promise<boolean>): Promise<void> {
-    while (!(await check())) {
-      const exited = [...this.processes.values()].find((p) => p.exitStatus !== undefined);
-      if (exited) throw new Error(`${exited.name} exited (${exited.exitStatus}) while waiting for ${what}`);
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await sleep(250);
-    }
+  private waitUntil(what: string, deadline: number, check: () => Promise<boolean>): Promise<void> {
+    return waitWhileRunning(what, this.processes.values(), deadline, check);
   }
 }
 
