@@ -13,6 +13,7 @@ import { Registry, collectDefaultMetrics } from 'prom-client';
 import { UsageError } from './cli.ts';
 import type { ServeConfig } from './config.ts';
 import { loadKubeConfig, resolveNamespace } from './kube/client.ts';
+import { registerFence } from './kube/fence.ts';
 import { excludedNamespaces, registerWebhookConfigurations, syncCaBundles, type WebhookTarget } from './kube/webhook-configurations.ts';
 import { isServingCertificateValid, servingHosts, type CertificateBundle } from './tls/certificates.ts';
 import { createRotator, describeCertificate } from './tls/rotator.ts';
@@ -22,6 +23,7 @@ import { directoryStore } from './tls/store.ts';
 import { buildProbeApp, type Readiness } from './health.ts';
 import { buildApp } from './webhook/app.ts';
 import { OwnerEventRecorder } from './webhook/owner-events.ts';
+import { SIGNAL_COMMAND } from './policy/index.ts';
 import { WatcherMetrics } from './watcher/metrics.ts';
 import { Watcher } from './watcher/watcher.ts';
 import { LeaderElector } from './kube/leader-election.ts';
@@ -86,7 +88,7 @@ async function startWatcher({ config, kubeConfig, namespace, logger, metrics, re
       kubeConfig,
       namespaces: config.namespaces,
       killMechanism: config.killMechanism,
-      signal: { image: config.signalImage, command: ['node', '-e', "process.kill(1, 'SIGTERM')"] },
+      signal: { image: config.signalImage, command: [...SIGNAL_COMMAND] },
       concurrency: config.concurrency,
       resyncIntervalMs: config.resyncInterval,
       sweepIntervalMs: config.sweepInterval,
@@ -195,6 +197,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     if (config.registerWebhooks) {
       await registerWebhookConfigurations(admissionApi, target, served.caBundle);
       logger.info({ name: target.name, via: target.url || `service ${namespace}/${target.serviceName}` }, 'webhook configurations registered');
+      await registerFenceFor(admissionApi, config, namespace, logger);
     } else {
       const patched = await syncCaBundles(admissionApi, target.name, served.caBundle);
       logger.info({ name: target.name, patched }, 'caBundle of existing webhook configurations checked');
@@ -223,6 +226,21 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     await closeWithin(app, config.shutdownGrace, logger, closeUnusedConnections);
     await ownerEvents.idle();
   };
+}
+
+/** The admission policies that fence both ServiceAccounts; an API server before 1.30 has none to offer. */
+async function registerFenceFor(api: AdmissionregistrationV1Api, config: ServeConfig, namespace: string, logger: FastifyBaseLogger): Promise<void> {
+  const serviceAccounts = { watcher: config.watcherServiceAccount, webhook: config.webhookServiceAccount };
+  const result = await registerFence(api, {
+    namespace,
+    serviceAccounts,
+    leaseName: config.leaderElectionLease,
+    signalImage: config.signalImage,
+    tlsSecret: config.tlsSecret,
+    configurationName: config.webhookConfigName,
+  });
+  if (result === 'registered') logger.info({ serviceAccounts }, 'admission policies fencing the service accounts registered');
+  else logger.warn('the API server does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes 1.30+): the service accounts are not fenced');
 }
 
 /** How long a stopping webhook keeps serving (unready, closing each connection after its answer) before it stops listening. */
