@@ -9,8 +9,9 @@
 // or by the chart, which reads this text from charts/sidecar-terminator/files/fence-rules.json
 // (node scripts/fence-rules.ts --write).
 //
-// `object` and `oldObject` are read as the API server stores them: `dyn(...)` lets a rule walk the
-// keys of an object, so "everything else unchanged" also covers fields a later Kubernetes adds.
+// `object`, `oldObject` and `request` are read as the API server holds them: an absent field is
+// absent (hence `.?field.orValue(...)`), and `dyn(...)` lets a rule walk the keys of an object, so
+// "everything else unchanged" also covers fields a later Kubernetes adds.
 import type { V1Pod } from '@kubernetes/client-node';
 import { CONDITION_REASONS, DONE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, EVENT_REASONS, MANAGED, MANAGED_LABEL, SIGNAL_COMMAND, TERMINATED_CONDITION } from '../policy/index.ts';
 import { BUNDLE_KEYS } from '../tls/store.ts';
@@ -57,7 +58,7 @@ const onlyKeys = (object: string, keys: readonly string[]) => `dyn(${object}).al
 const SERVER_METADATA = ['resourceVersion', 'managedFields', 'generation'];
 
 const request = (group: string, resource: string, subResource: string, operations: readonly string[]) =>
-  `request.resource.group == ${literal(group)} && request.resource.resource == ${literal(resource)} && request.subResource == ${literal(subResource)} && request.operation in ${list(operations)}`;
+  `request.resource.group == ${literal(group)} && request.resource.resource == ${literal(resource)} && request.?subResource.orValue("") == ${literal(subResource)} && request.operation in ${list(operations)}`;
 
 // A container's sidecar markers, read as OpenKruise reads them (src/policy/markers.ts).
 const env = (container: string) => `${container}.?env.orValue([])`;
@@ -122,8 +123,9 @@ const watcher: FenceRules = {
     {
       expression:
         '!variables.signalContainersAdded || (variables.managedBefore && variables.oldEphemeral.all(o, variables.newEphemeral.exists(n, n == o)) && variables.addedEphemeral.size() > 0 && ' +
-        `variables.addedEphemeral.all(n, ${onlyKeys('n', ['name', 'image', 'command', 'targetContainerName', 'terminationMessagePolicy', 'terminationMessagePath', 'imagePullPolicy', 'securityContext'])} && ` +
-        'n.name.startsWith("stop-") && n.image == variables.signalImage && n.?command.orValue([]) == variables.signalCommand))',
+        // The API server fills in imagePullPolicy, terminationMessagePath and an empty resources.
+        `variables.addedEphemeral.all(n, ${onlyKeys('n', ['name', 'image', 'command', 'targetContainerName', 'terminationMessagePolicy', 'terminationMessagePath', 'imagePullPolicy', 'resources', 'securityContext'])} && ` +
+        'dyn(n.?resources.orValue({})).size() == 0 && n.name.startsWith("stop-") && n.image == variables.signalImage && n.?command.orValue([]) == variables.signalCommand))',
       messageExpression: `"sidecar-terminator fence: the watcher may only add its signal container to a pod labelled ${MANAGED_LABEL}=${MANAGED}: named stop-<sidecar>, image " + variables.signalImage + ", command " + variables.signalCommand.join(" ") + ", and no other field"`,
     },
     {
@@ -158,7 +160,7 @@ const watcher: FenceRules = {
         `variables.oldConditions.all(o, o.type == ${literal(TERMINATED_CONDITION)} || variables.newConditions.exists(n, n == o)) && ` +
         `variables.newConditions.filter(n, n.type == ${literal(TERMINATED_CONDITION)}).size() <= 1 && ` +
         `variables.newConditions.all(n, variables.oldConditions.exists(o, o == n) || (n.type == ${literal(TERMINATED_CONDITION)} && ` +
-        `${onlyKeys('n', ['type', 'status', 'reason', 'message', 'lastTransitionTime'])} && n.status in ["True", "False"] && n.?reason.orValue("") in ${list(Object.values(CONDITION_REASONS))})))`,
+        `${onlyKeys('n', ['type', 'status', 'reason', 'message', 'lastTransitionTime', 'lastProbeTime'])} && n.status in ["True", "False"] && n.?reason.orValue("") in ${list(Object.values(CONDITION_REASONS))})))`,
       message: `sidecar-terminator fence: the watcher may change only the phase and the ${TERMINATED_CONDITION} condition (reason ${Object.values(CONDITION_REASONS).join(' or ')}) of a pod's status`,
     },
     {
@@ -220,7 +222,7 @@ const webhook: FenceRules = {
     { name: 'secretWrite', expression: request('', 'secrets', '', ['CREATE', 'UPDATE']) },
     {
       name: 'configurationUpdate',
-      expression: `request.resource.group == "admissionregistration.k8s.io" && request.resource.resource in ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"] && request.subResource == "" && request.operation == "UPDATE"`,
+      expression: `request.resource.group == "admissionregistration.k8s.io" && request.resource.resource in ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"] && request.?subResource.orValue("") == "" && request.operation == "UPDATE"`,
     },
     { name: 'eventCreate', expression: request('', 'events', '', ['CREATE']) },
   ],
