@@ -95,6 +95,8 @@ const watcher: FenceRules = {
         `oldObject.spec.containers.filter(c, !${isSidecar('c')}).map(c, oldObject.status.?containerStatuses.orValue([]).exists(s, s.name == c.name && has(s.state) && has(s.state.terminated)) ? ` +
         'oldObject.status.containerStatuses.filter(s, s.name == c.name)[0].state.terminated.exitCode : -1000)',
     },
+    // The watcher stops sidecars only once every main container has exited (src/policy/decide.ts).
+    { name: 'mainsExited', expression: 'variables.mainExitCodes.size() > 0 && !variables.mainExitCodes.exists(code, code == -1000)' },
   ],
   validations: [
     // PodWriter.setLabel and the sweeper: the managed label, and nothing else of the metadata.
@@ -116,10 +118,14 @@ const watcher: FenceRules = {
       expression:
         `!variables.podUpdate || (${sameExcept('object.spec', 'oldObject.spec', ['containers'])} && object.spec.containers.size() == oldObject.spec.containers.size() && ` +
         `object.spec.containers.all(c, oldObject.spec.containers.exists(o, o.name == c.name && ${sameExcept('c', 'o', ['image'])} && ` +
-        `(c.image == o.image || (variables.managedBefore && c.image != "" && c.image == ${quickExitImage('o')})))))`,
-      message: `sidecar-terminator fence: the watcher may change the spec of a pod labelled ${MANAGED_LABEL}=${MANAGED} only to replace a sidecar's image with the first ${ENV_WITH_IMAGE} of that container`,
+        `(c.image == o.image || (variables.managedBefore && variables.mainsExited && c.image != "" && c.image == ${quickExitImage('o')})))))`,
+      message: `sidecar-terminator fence: the watcher may change the spec of a pod labelled ${MANAGED_LABEL}=${MANAGED} only to replace a sidecar's image with the first ${ENV_WITH_IMAGE} of that container, once every main container has exited`,
     },
     // PodWriter.addEphemeralContainers: the signal containers of src/policy/signal-container.ts.
+    {
+      expression: '!variables.signalContainersAdded || variables.mainsExited',
+      message: 'sidecar-terminator fence: the watcher may add a signal container only once every main container of the pod has exited',
+    },
     {
       expression:
         '!variables.signalContainersAdded || (variables.managedBefore && variables.oldEphemeral.all(o, variables.newEphemeral.exists(n, n == o)) && variables.addedEphemeral.size() > 0 && ' +
@@ -166,8 +172,7 @@ const watcher: FenceRules = {
     {
       expression:
         `!variables.podStatusUpdate || object.status.?phase == oldObject.status.?phase || (!(oldObject.status.?phase.orValue("") in ${list(TERMINAL_PHASES)}) && ` +
-        'variables.mainExitCodes.size() > 0 && !variables.mainExitCodes.exists(code, code == -1000) && ' +
-        '(variables.mainExitCodes.all(code, code == 0) ? object.status.?phase == optional.of("Succeeded") : object.status.?phase == optional.of("Failed")))',
+        'variables.mainsExited && (variables.mainExitCodes.all(code, code == 0) ? object.status.?phase == optional.of("Succeeded") : object.status.?phase == optional.of("Failed")))',
       message:
         'sidecar-terminator fence: the watcher may set the phase of a running pod only from its main containers once all have exited: Succeeded when every one exited 0, else Failed',
     },

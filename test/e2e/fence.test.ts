@@ -11,7 +11,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AdmissionregistrationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions, type V1EphemeralContainer, type V1Pod } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions, type V1EnvVar, type V1EphemeralContainer, type V1Pod } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { SERVE_FLAGS } from '../../src/config.ts';
 import { desiredFence } from '../../src/kube/fence.ts';
@@ -102,12 +102,16 @@ async function startFencedWatcher(t: Test, killMechanism: 'signal' | 'crr'): Pro
   return watcher;
 }
 
-/** A bare pod with a main container and a sidecar marked for the kill, labelled by the webhook. */
-async function runningPod(namespace: string, name: string, sidecarEnv = [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }]): Promise<V1Pod> {
+/**
+ * A bare pod with a main container and a sidecar marked for the kill, labelled by the webhook;
+ * resolves once the sidecar runs and the main container has exited after `mainExitsAfter`.
+ */
+async function runningPod(namespace: string, name: string, options: { sidecarEnv?: V1EnvVar[]; mainExitsAfter?: string } = {}): Promise<V1Pod> {
+  const { sidecarEnv = [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }], mainExitsAfter = 'never' } = options;
   await core.createNamespacedPod({
     namespace,
     body: {
-      metadata: { name, annotations: { [simAnnotations.exitAfter('main')]: 'never' } },
+      metadata: { name, annotations: { [simAnnotations.exitAfter('main')]: mainExitsAfter } },
       spec: {
         restartPolicy: 'Never',
         volumes: [{ name: 'data', emptyDir: {} }],
@@ -120,7 +124,8 @@ async function runningPod(namespace: string, name: string, sidecarEnv = [{ name:
   });
   return waitFor(`pod ${namespace}/${name} to run`, async () => {
     const pod = await core.readNamespacedPod({ namespace, name });
-    return pod.status?.containerStatuses?.every((status) => status.state?.running) && pod;
+    const state = (container: string) => pod.status?.containerStatuses?.find((status) => status.name === container)?.state;
+    return state('proxy')?.running && (mainExitsAfter === 'never' ? state('main')?.running : state('main')?.terminated) && pod;
   });
 }
 
@@ -157,11 +162,14 @@ async function subresourcePatchAs(kubeconfig: string, subresource: 'status' | 'e
   }
 }
 
+/** Its main container runs. */
 const managed = await runningPod(victims, 'managed');
-const unlabelled = await runningPod(victims, 'unlabelled');
+/** Its main container exited 0: the watcher would now stop its sidecar. */
+const finished = await runningPod(victims, 'finished', { mainExitsAfter: '1s' });
+const unlabelled = await runningPod(victims, 'unlabelled', { mainExitsAfter: '1s' });
 await cp.kubectl(['label', 'pod', 'unlabelled', '-n', victims, `${MANAGED_LABEL}-`]);
 
-/** The signal container the watcher itself would add to `managed`, and variants of it. */
+/** The signal container the watcher itself would add to the pod, and variants of it. */
 function signalContainer(pod: V1Pod, changes: Partial<V1EphemeralContainer> = {}): V1EphemeralContainer {
   const user = signalUser(pod, 'proxy');
   if ('refused' in user) throw new Error(user.refused.message);
@@ -193,29 +201,33 @@ t.test('serve --register-webhooks registers the same fence, for the ServiceAccou
 
 t.test("the watcher's token: ephemeral containers other than its signal container are refused", async (t) => {
   const shape = /may only add its signal container to a pod labelled sidecar-terminator.io\/managed=true: named stop-<sidecar>, image ghcr.io\/sidecar-terminator\/sidecar-terminator:0.1.0, command node -e/;
-  await refused(t, watcherKubeconfig, 'another image', addEphemeral('managed', signalContainer(managed, { image: 'busybox:1.36' })), shape);
-  await refused(t, watcherKubeconfig, 'another command', addEphemeral('managed', signalContainer(managed, { command: ['sh', '-c', 'cat /proc/1/environ'] })), shape);
-  await refused(t, watcherKubeconfig, 'arguments', addEphemeral('managed', signalContainer(managed, { args: ['--inspect'] })), shape);
-  await refused(t, watcherKubeconfig, "the pod's environment", addEphemeral('managed', signalContainer(managed, { env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'db', key: 'password' } } }] })), shape);
-  await refused(t, watcherKubeconfig, "a mount of the pod's volumes", addEphemeral('managed', signalContainer(managed, { volumeMounts: [{ name: 'data', mountPath: '/loot' }] })), shape);
-  await refused(t, watcherKubeconfig, 'another name', addEphemeral('managed', signalContainer(managed, { name: 'debugger' })), shape);
+  await refused(t, watcherKubeconfig, 'another image', addEphemeral('finished', signalContainer(finished, { image: 'busybox:1.36' })), shape);
+  await refused(t, watcherKubeconfig, 'another command', addEphemeral('finished', signalContainer(finished, { command: ['sh', '-c', 'cat /proc/1/environ'] })), shape);
+  await refused(t, watcherKubeconfig, 'arguments', addEphemeral('finished', signalContainer(finished, { args: ['--inspect'] })), shape);
+  await refused(t, watcherKubeconfig, "the pod's environment", addEphemeral('finished', signalContainer(finished, { env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'db', key: 'password' } } }] })), shape);
+  await refused(t, watcherKubeconfig, "a mount of the pod's volumes", addEphemeral('finished', signalContainer(finished, { volumeMounts: [{ name: 'data', mountPath: '/loot' }] })), shape);
+  await refused(t, watcherKubeconfig, 'another name', addEphemeral('finished', signalContainer(finished, { name: 'debugger' })), shape);
   await refused(t, watcherKubeconfig, 'a pod without the managed label', addEphemeral('unlabelled', signalContainer(unlabelled)), shape);
-  await refused(t, watcherKubeconfig, 'the main container as target', addEphemeral('managed', signalContainer(managed, { targetContainerName: 'main' })), /signal container must target a container marked KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT=true/);
-  const securityContext = (changes: object) => signalContainer(managed, { securityContext: { ...signalContainer(managed).securityContext, ...changes } });
+  await refused(t, watcherKubeconfig, 'the main container as target', addEphemeral('finished', signalContainer(finished, { targetContainerName: 'main' })), /signal container must target a container marked KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT=true/);
+  const securityContext = (changes: object) => signalContainer(finished, { securityContext: { ...signalContainer(finished).securityContext, ...changes } });
   const user = /signal container runs as the sidecar's runAsUser\/runAsGroup, else as the user the kubelet reports for it, else as root with only CAP_KILL added/;
-  await refused(t, watcherKubeconfig, 'an SELinux type of its own', addEphemeral('managed', securityContext({ seLinuxOptions: { type: 'spc_t' } })), user);
-  await refused(t, watcherKubeconfig, 'CAP_SYS_ADMIN', addEphemeral('managed', securityContext({ capabilities: { drop: ['ALL'], add: ['KILL', 'SYS_ADMIN'] } })), user);
-  await refused(t, watcherKubeconfig, 'privilege escalation', addEphemeral('managed', securityContext({ allowPrivilegeEscalation: true })), user);
-  await refused(t, watcherKubeconfig, 'no seccomp profile', addEphemeral('managed', securityContext({ seccompProfile: { type: 'Unconfined' } })), user);
-  await refused(t, watcherKubeconfig, 'another user', addEphemeral('managed', securityContext({ runAsUser: 4242 })), user);
-  const still = await core.readNamespacedPod({ namespace: victims, name: 'managed' });
-  t.notOk(still.spec?.ephemeralContainers, 'nothing was added');
+  await refused(t, watcherKubeconfig, 'an SELinux type of its own', addEphemeral('finished', securityContext({ seLinuxOptions: { type: 'spc_t' } })), user);
+  await refused(t, watcherKubeconfig, 'CAP_SYS_ADMIN', addEphemeral('finished', securityContext({ capabilities: { drop: ['ALL'], add: ['KILL', 'SYS_ADMIN'] } })), user);
+  await refused(t, watcherKubeconfig, 'privilege escalation', addEphemeral('finished', securityContext({ allowPrivilegeEscalation: true })), user);
+  await refused(t, watcherKubeconfig, 'no seccomp profile', addEphemeral('finished', securityContext({ seccompProfile: { type: 'Unconfined' } })), user);
+  await refused(t, watcherKubeconfig, 'another user', addEphemeral('finished', securityContext({ runAsUser: 4242 })), user);
+  await refused(t, watcherKubeconfig, 'while the main container runs', addEphemeral('managed', signalContainer(managed)), /may add a signal container only once every main container of the pod has exited/);
+  for (const name of ['finished', 'managed']) t.notOk((await core.readNamespacedPod({ namespace: victims, name })).spec?.ephemeralContainers, `${name}: nothing was added`);
+
+  const allowed = await runningPod(victims, 'signal-by-hand', { mainExitsAfter: '1s' });
+  const sent = await addEphemeral('signal-by-hand', signalContainer(allowed))();
+  t.equal(sent.code, 0, `the signal container the watcher sends is allowed: ${sent.stderr}`);
 });
 
 t.test("the watcher's token: pod updates other than the quick-exit image and the managed label are refused", async (t) => {
   const spec = /may change the spec of a pod labelled sidecar-terminator.io\/managed=true only to replace a sidecar's image with the first KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE of that container/;
-  await refused(t, watcherKubeconfig, "a sidecar's image", patch('managed', [{ op: 'replace', path: '/spec/containers/1/image', value: 'evil.example.com/miner:1' }]), spec);
-  await refused(t, watcherKubeconfig, "the main container's image", patch('managed', [{ op: 'replace', path: '/spec/containers/0/image', value: 'evil.example.com/miner:1' }]), spec);
+  await refused(t, watcherKubeconfig, "a sidecar's image", patch('finished', [{ op: 'replace', path: '/spec/containers/1/image', value: 'evil.example.com/miner:1' }]), spec);
+  await refused(t, watcherKubeconfig, "the main container's image", patch('finished', [{ op: 'replace', path: '/spec/containers/0/image', value: 'evil.example.com/miner:1' }]), spec);
   await refused(t, watcherKubeconfig, 'activeDeadlineSeconds', patch('managed', [{ op: 'add', path: '/spec/activeDeadlineSeconds', value: 1 }]), spec);
   await refused(t, watcherKubeconfig, 'a toleration', patch('managed', [{ op: 'add', path: '/spec/tolerations/-', value: { key: 'dedicated', operator: 'Exists' } }]), spec);
   const label = /may change only the sidecar-terminator.io\/managed label of a pod/;
@@ -227,8 +239,11 @@ t.test("the watcher's token: pod updates other than the quick-exit image and the
 });
 
 t.test("the watcher's token: a pod with a quick-exit image may get that image and no other", async (t) => {
-  const pod = await runningPod(victims, 'quick-exit', [{ name: ENV_WITH_IMAGE, value: QUICK_EXIT }, { name: ENV_WITH_IMAGE, value: 'evil.example.com/second:1' }]);
-  t.equal(pod.metadata?.labels?.[MANAGED_LABEL], 'true');
+  const sidecarEnv = [{ name: ENV_WITH_IMAGE, value: QUICK_EXIT }, { name: ENV_WITH_IMAGE, value: 'evil.example.com/second:1' }];
+  const early = await runningPod(victims, 'quick-exit-early', { sidecarEnv });
+  t.equal(early.metadata?.labels?.[MANAGED_LABEL], 'true');
+  await refused(t, watcherKubeconfig, 'while the main container runs', patch('quick-exit-early', [{ op: 'replace', path: '/spec/containers/1/image', value: QUICK_EXIT }]), /once every main container has exited/);
+  await runningPod(victims, 'quick-exit', { sidecarEnv, mainExitsAfter: '1s' });
   await refused(t, watcherKubeconfig, 'the second definition', patch('quick-exit', [{ op: 'replace', path: '/spec/containers/1/image', value: 'evil.example.com/second:1' }]), /only to replace a sidecar's image with the first/);
   const allowed = await kubectlAs(watcherKubeconfig, patch('quick-exit', [{ op: 'replace', path: '/spec/containers/1/image', value: QUICK_EXIT }]));
   t.equal(allowed.code, 0, `the first definition, as OpenKruise reads it, is allowed: ${allowed.stderr}`);
@@ -238,6 +253,7 @@ t.test("the watcher's token: status writes other than the terminal phase and the
   const fields = /may change only the phase and the SidecarTerminated condition \(reason SidecarsStopped or QuickExitImageNotPulled\) of a pod's status/;
   await refused(t, watcherKubeconfig, 'Succeeded while the main container runs', patchStatus('managed', [{ op: 'replace', path: '/status/phase', value: 'Succeeded' }]), /may set the phase of a running pod only from its main containers once all have exited/);
   await refused(t, watcherKubeconfig, 'Failed while the main container runs', patchStatus('managed', [{ op: 'replace', path: '/status/phase', value: 'Failed' }]), /only from its main containers/);
+  await refused(t, watcherKubeconfig, 'Failed when the main container exited 0', patchStatus('finished', [{ op: 'replace', path: '/status/phase', value: 'Failed' }]), /Succeeded when every one exited 0, else Failed/);
   await refused(t, watcherKubeconfig, 'another condition', patchStatus('managed', [{ op: 'add', path: '/status/conditions/-', value: { type: 'Ready', status: 'False' } }]), fields);
   await refused(t, watcherKubeconfig, 'another reason', patchStatus('managed', [{ op: 'add', path: '/status/conditions/-', value: { type: 'SidecarTerminated', status: 'True', reason: 'Evil' } }]), fields);
   await refused(t, watcherKubeconfig, 'the pod IP', patchStatus('managed', [{ op: 'replace', path: '/status/podIP', value: '10.9.9.9' }, { op: 'replace', path: '/status/podIPs', value: [{ ip: '10.9.9.9' }] }]), fields);
