@@ -180,6 +180,8 @@ const addEphemeral = (pod: string, container: V1EphemeralContainer) => () =>
 const patchStatus = (pod: string, operations: object[]) => () => subresourcePatchAs(watcherKubeconfig, 'status', pod, operations);
 
 t.test('serve --register-webhooks registers the same fence, for the ServiceAccounts it is told', async (t) => {
+  // Registered after the server listens: /readyz may answer before.
+  await waitFor('the fence to be registered', () => admin.output().includes('admission policies fencing the service accounts registered'));
   const api = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
   const desired = desiredFence({
     namespace: 'labeller',
@@ -196,7 +198,6 @@ t.test('serve --register-webhooks registers the same fence, for the ServiceAccou
     t.same(stored.spec?.matchConditions, policy.spec?.matchConditions, `${policy.metadata!.name}: its ServiceAccount`);
     t.same((await api.readValidatingAdmissionPolicyBinding({ name: binding.metadata!.name! })).spec?.validationActions, ['Deny']);
   }
-  t.match(admin.output(), /admission policies fencing the service accounts registered/);
 });
 
 t.test("the watcher's token: ephemeral containers other than its signal container are refused", async (t) => {
