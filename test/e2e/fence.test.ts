@@ -235,6 +235,8 @@ t.test("the watcher's token: pod updates other than the quick-exit image and the
   await refused(t, watcherKubeconfig, 'another label', ['label', 'pod', 'managed', '-n', victims, 'app=evil'], label);
   await refused(t, watcherKubeconfig, 'the managed label to anything but done', ['label', 'pod', 'managed', '-n', victims, `${MANAGED_LABEL}=false`, '--overwrite'], label);
   await refused(t, watcherKubeconfig, 'done on a pod it never managed', ['label', 'pod', 'unlabelled', '-n', victims, `${MANAGED_LABEL}=done`], label);
+  await core.createNamespacedPod({ namespace: victims, body: { metadata: { name: 'plain' }, spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox:1.36' }] } } });
+  await refused(t, watcherKubeconfig, 'managed on a pod without sidecar markers', ['label', 'pod', 'plain', '-n', victims, `${MANAGED_LABEL}=true`], label);
   await refused(t, watcherKubeconfig, 'an annotation', ['annotate', 'pod', 'managed', '-n', victims, 'owner=evil'], /may not change the annotations, owners, finalizers or other metadata of a pod/);
   await refused(t, watcherKubeconfig, 'a finalizer', patch('managed', [{ op: 'add', path: '/metadata/finalizers', value: ['evil.example.com/keep'] }]), /may not change the annotations, owners, finalizers/);
 });
