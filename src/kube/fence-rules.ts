@@ -89,6 +89,7 @@ const watcher: FenceRules = {
     { name: 'addedEphemeral', expression: 'variables.newEphemeral.filter(n, !variables.oldEphemeral.exists(o, o.name == n.name))' },
     { name: 'oldConditions', expression: 'oldObject.status.?conditions.orValue([])' },
     { name: 'newConditions', expression: 'object.status.?conditions.orValue([])' },
+    // The exit code of each main container (one without a marker), -1000 while it has not exited.
     {
       name: 'mainExitCodes',
       expression:
@@ -185,6 +186,7 @@ const watcher: FenceRules = {
         `${onlyKeys('object.metadata.ownerReferences[0]', ['apiVersion', 'kind', 'name', 'uid', 'controller', 'blockOwnerDeletion'])} && ` +
         'object.metadata.ownerReferences[0].apiVersion == "v1" && object.metadata.ownerReferences[0].kind == "Pod" && object.metadata.ownerReferences[0].name == object.spec.?podName.orValue("") && ' +
         'object.metadata.ownerReferences[0].?controller == optional.of(true) && object.metadata.ownerReferences[0].?blockOwnerDeletion == optional.of(true) && ' +
+        // The name's prefix: crrName of a pod without uid.
         `object.metadata.name == ${literal(crrName({ metadata: { uid: '' } } as V1Pod))} + object.metadata.ownerReferences[0].uid && ` +
         'object.metadata.?labels.orValue({}).all(k, k.startsWith("crr.apps.kruise.io/")) && object.metadata.?labels[?"crr.apps.kruise.io/pod-uid"].orValue(object.metadata.ownerReferences[0].uid) == object.metadata.ownerReferences[0].uid && ' +
         '!has(object.metadata.annotations) && !has(object.metadata.finalizers))',
