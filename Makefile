@@ -1,5 +1,5 @@
 # Small entry points; npm scripts hold the details.
-.PHONY: test control-plane build
+.PHONY: test test-unit control-plane build
 
 # Node 24 comes from the `node` devDependency.
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
@@ -17,9 +17,14 @@ control-plane:
 build: node_modules
 	npm run build
 
-# The test command: installs what is missing, type-checks, runs unit and end-to-end tests.
+# The test command: installs what is missing, type-checks, lints, runs unit and end-to-end
+# tests with coverage, and fails below the coverage floor.
 test: node_modules
 	npm test
+
+# The inner loop: every test that needs no control plane and no Go (under a minute), no lint.
+test-unit: node_modules
+	npm run test:unit
 
 .PHONY: dev helm chart-test
 

@@ -8,11 +8,9 @@ import { basename } from 'node:path';
 import { SERVE_FLAGS, defaultText, oneOf, type FlagSpec, type FlagValue } from './config.ts';
 import { MAX_FILE_BYTES, OUTPUT_FORMATS, runLint } from './lint.ts';
 import { STATUS_EXIT_CODES, STATUS_FLAGS } from './status/flags.ts';
+import { UsageError } from './usage-error.ts';
 
 const PROGRAM = 'sidecar-terminator';
-
-/** A mistake in the command line or its environment: the message says what and how to fix it. */
-export class UsageError extends Error {}
 
 type FlagTable = Record<string, FlagSpec>;
 export type FlagValues<T extends FlagTable> = { [K in keyof T]: T[K]['default'] };

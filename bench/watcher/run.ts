@@ -29,8 +29,6 @@
 // watcher's process. Writes bench/results/watcher[-LABEL].json and .md, prints the markdown.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { get } from 'node:http';
-import { createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
@@ -38,6 +36,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, CustomObjectsApi, PatchStrategy, Watch, setHeaderOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from '../../test/support/control-plane.ts';
 import { CRR } from '../../test/support/kubelet-simulator.ts';
+import { freePort, httpStatus } from '../../test/support/net.ts';
 import { installCrrCrd } from '../../test/support/stack.ts';
 import { DONE, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { profileTables, summarise as summariseProfile, type CpuProfile } from '../lib/cpuprofile.ts';
@@ -229,26 +228,6 @@ function spawnProcess(name: string, args: string[], logFile: string, pipeStdout 
       clearTimeout(timer);
     },
   };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolveListen) => server.listen(0, '127.0.0.1', resolveListen));
-  const address = server.address();
-  await new Promise((resolveClose) => server.close(resolveClose));
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
-}
-
-function httpStatus(url: string): Promise<number | undefined> {
-  return new Promise((resolveStatus) => {
-    const req = get(url, { timeout: 2000 }, (res) => {
-      res.resume();
-      resolveStatus(res.statusCode);
-    });
-    req.on('error', () => resolveStatus(undefined));
-    req.on('timeout', () => req.destroy());
-  });
 }
 
 /** `serve --no-webhook`: the slim watcher as an operator runs it (info logs, default concurrency, sweeper on). */
@@ -544,7 +523,7 @@ async function main(): Promise<void> {
         const controlPlaneCpuSeconds = cpuSecondsOf(controlPlanePids) - cp0;
         const simulatorCpuSeconds = cpuSeconds(sim.pid) - sim0;
         const after = (await watcher.afterGc()).requests;
-        const requestsPerPod = Object.fromEntries(Object.entries(after).map(([method, n]) => [method, (n - (before[method] ?? 0)) / burst]).filter(([, n]) => (n as number) > 0));
+        const requestsPerPod = Object.fromEntries(Object.entries(after).map(([method, n]): [string, number] => [method, (n - (before[method] ?? 0)) / burst]).filter(([, n]) => n > 0));
         const latencies = entries.filter((t) => t.actionAt !== undefined && t.finishedAt !== undefined).map((t) => t.actionAt! - t.finishedAt!);
         const finishes = entries.map((t) => t.finishedAt).filter((v) => v !== undefined);
         const first = Math.min(...finishes);

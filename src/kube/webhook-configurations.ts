@@ -28,6 +28,9 @@ export interface WebhookTarget {
   excludedNamespaces: readonly string[];
 }
 
+/** How long the API server waits for an answer; the webhook's HTTPS server uses the same limit (webhook/app.ts). */
+export const WEBHOOK_TIMEOUT_SECONDS = 10;
+
 type WebhookConfiguration = V1MutatingWebhookConfiguration | V1ValidatingWebhookConfiguration;
 
 const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'sidecar-terminator' };
@@ -42,7 +45,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
     clientConfig: clientConfig(target, path, caBundle),
     admissionReviewVersions: ['v1'],
     failurePolicy: target.failurePolicy,
-    timeoutSeconds: 10,
+    timeoutSeconds: WEBHOOK_TIMEOUT_SECONDS,
     namespaceSelector: {
       matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excludedNamespaces(target.namespace, target.excludedNamespaces) }],
     },
@@ -153,15 +156,15 @@ function configurationApis(api: AdmissionregistrationV1Api): { mutating: Configu
     mutating: {
       kind: 'MutatingWebhookConfiguration',
       read: (name) => api.readMutatingWebhookConfiguration({ name }),
-      create: (body) => api.createMutatingWebhookConfiguration({ body: body as V1MutatingWebhookConfiguration }),
-      replace: (name, body) => api.replaceMutatingWebhookConfiguration({ name, body: body as V1MutatingWebhookConfiguration }),
+      create: (body) => api.createMutatingWebhookConfiguration({ body }),
+      replace: (name, body) => api.replaceMutatingWebhookConfiguration({ name, body }),
       patch: (name, body) => api.patchMutatingWebhookConfiguration({ name, body }),
     },
     validating: {
       kind: 'ValidatingWebhookConfiguration',
       read: (name) => api.readValidatingWebhookConfiguration({ name }),
-      create: (body) => api.createValidatingWebhookConfiguration({ body: body as V1ValidatingWebhookConfiguration }),
-      replace: (name, body) => api.replaceValidatingWebhookConfiguration({ name, body: body as V1ValidatingWebhookConfiguration }),
+      create: (body) => api.createValidatingWebhookConfiguration({ body }),
+      replace: (name, body) => api.replaceValidatingWebhookConfiguration({ name, body }),
       patch: (name, body) => api.patchValidatingWebhookConfiguration({ name, body }),
     },
   };

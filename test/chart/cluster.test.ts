@@ -7,11 +7,11 @@
 // fence (the ValidatingAdmissionPolicies `helm install` adds on this Kubernetes).
 import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { get as httpGet } from 'node:http';
 import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
-import { freePort, startControlPlane } from '../support/control-plane.ts';
+import { startControlPlane } from '../support/control-plane.ts';
+import { freePort, httpStatus } from '../support/net.ts';
 import { KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
 import { servedCertificate, startServe } from '../support/serve-process.ts';
 import { installCrrCrd } from '../support/stack.ts';
@@ -94,17 +94,6 @@ async function startWatcher(manifests: Manifest[], kubeconfig: string): Promise<
     return (await httpStatus(`http://127.0.0.1:${port}/readyz`)) === 200;
   });
   return watcher;
-}
-
-function httpStatus(url: string): Promise<number | undefined> {
-  return new Promise((resolveStatus) => {
-    const request = httpGet(url, { timeout: 2000 }, (response) => {
-      response.resume();
-      resolveStatus(response.statusCode);
-    });
-    request.on('error', () => resolveStatus(undefined));
-    request.on('timeout', () => request.destroy());
-  });
 }
 
 /** A bare pod with a main container that finishes after a second and a sidecar marked for the kill mechanism. */
@@ -242,14 +231,14 @@ t.test('the watcher with the chart permissions, cluster-wide, auto picks crr onc
   await core.createNamespacedPod({ namespace: 'team-b', body: jobLikePod('crr', true) });
   const pod = await waitUntilDone('team-b', 'crr');
   t.notOk(pod.spec?.ephemeralContainers, 'no signal: kruise-daemon (the simulator) stopped the sidecar');
-  const crr = await cp.kubeConfig.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
+  const crr = (await cp.kubeConfig.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
     group: 'apps.kruise.io',
     version: 'v1alpha1',
     namespace: 'team-b',
     plural: 'containerrecreaterequests',
     name: `sidecar-termination-${pod.metadata!.uid}`,
-  });
-  t.ok(crr, 'through a ContainerRecreateRequest');
+  })) as { spec?: { containers?: Array<{ name?: string }> } };
+  t.same(crr.spec?.containers?.map((container) => container.name), ['proxy'], 'through a ContainerRecreateRequest for the sidecar');
   t.notMatch(watcher.output(), /forbidden|denied request/i, 'no call was refused, by RBAC or by the fence');
   await watcher.stop();
 });

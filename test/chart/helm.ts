@@ -1,11 +1,12 @@
 // Helm for the chart tests: the binary scripts/build-helm.sh builds (or finds cached), `helm
 // template` with values, and small readers of the rendered manifests.
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
+import { runCommand, type CommandResult } from '../support/command.ts';
 
 const run = promisify(execFile);
 
@@ -17,12 +18,6 @@ export interface Manifest {
   kind: string;
   metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
   [key: string]: unknown;
-}
-
-export interface CommandResult {
-  code: number;
-  stdout: string;
-  stderr: string;
 }
 
 let helmPath: Promise<string> | undefined;
@@ -39,19 +34,7 @@ export function helmBinary(): Promise<string> {
 
 /** Runs helm; never throws for a non-zero exit. */
 export async function helm(args: string[], options: { input?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CommandResult> {
-  const child = spawn(await helmBinary(), args, { cwd: repoRoot, env: { ...process.env, ...options.env }, stdio: ['pipe', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  // EPIPE when helm exits without reading stdin (most commands never do) is expected.
-  child.stdin.on('error', () => {});
-  child.stdin.end(options.input ?? '');
-  const code = await new Promise<number>((resolveCode, reject) => {
-    child.on('error', reject);
-    child.on('close', (exitCode) => resolveCode(exitCode ?? 1));
-  });
-  return { code, stdout, stderr };
+  return runCommand(await helmBinary(), args, { cwd: repoRoot, env: { ...process.env, ...options.env }, input: options.input });
 }
 
 /** A values file (JSON is YAML) in a fresh temporary directory; `cleanup` removes it. */

@@ -5,7 +5,7 @@ import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { canRunRealNode } from '../support/real-node.ts';
 import { containerLog, containerStatus, startRealStack, type RealStack } from '../support/real-stack.ts';
-import { apply, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
+import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
 
 const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
 
@@ -25,7 +25,7 @@ if (canRunRealNode(t)) {
       serveArgs: ['--kill-mechanism', 'signal'],
     });
     const { cp } = stack;
-    t.jobs = 2;
+    t.jobs = 3;
 
     t.test('KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE: a sidecar that exits 143 leaves the Job Complete', { buffered: true }, async (t) => {
       const namespace = await cp.createNamespace();
@@ -93,6 +93,41 @@ if (canRunRealNode(t)) {
       t.ok(signalledAt >= mainSucceededAt - 1000, `the signal container started after main succeeded (${new Date(signalledAt).toISOString()} vs ${new Date(mainSucceededAt).toISOString()})`);
       const log = await containerLog(cp, namespace, podName, 'proxy');
       t.equal(log.match(/received SIGTERM/g)?.length, 1, 'the sidecar got SIGTERM once');
+    });
+    t.test('a sidecar with only a quick-exit image that cannot be pulled is still stopped', { buffered: true }, async (t) => {
+      const namespace = await cp.createNamespace();
+      const missing = 'sidecar-terminator.local/does-not-exist:1';
+      const job = (name: string, restartPolicy: 'Never' | 'OnFailure', onTerm: number) =>
+        jobYaml(name, {
+          restartPolicy,
+          containers: `        - name: main
+          image: ${TEST_IMAGE}
+          args: ["main", "--sleep", "2s"]
+        - name: proxy
+          image: ${TEST_IMAGE}
+          args: ["sidecar", "--on-term", "${onTerm}"]
+          env:
+            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE
+              value: ${missing}
+`,
+        });
+      // Never: kubelet stops the old container for the new image and, the container having
+      // exited, does not start it again: no pull is needed, the Job completes.
+      await apply(cp, namespace, job('unpullable-never', 'Never', 0));
+      // OnFailure, a sidecar that exits 143: kubelet restarts it with the image it cannot pull,
+      // ImagePullBackOff for ever, unless the watcher ends the pod from its main containers.
+      await apply(cp, namespace, job('unpullable-on-failure', 'OnFailure', 143));
+
+      const never = await finishedPod(stack, namespace, 'unpullable-never');
+      t.equal(never.status?.phase, 'Succeeded', 'Never: the pod ends Succeeded');
+      t.notOk(never.status?.containerStatuses?.find((s) => s.name === 'proxy')?.state?.running, 'and its sidecar no longer runs');
+
+      const onFailure = await finishedPod(stack, namespace, 'unpullable-on-failure');
+      t.equal(onFailure.status?.phase, 'Succeeded', 'OnFailure: the pod ends Succeeded, as its main container did');
+      const proxy = onFailure.status?.containerStatuses?.find((s) => s.name === 'proxy');
+      t.notOk(proxy?.state?.running, `its sidecar no longer runs (${JSON.stringify(proxy?.state)})`);
+      const warnings = (await eventsOf(stack, namespace, onFailure.metadata!.name!)).filter((e) => e.type === 'Warning').map((e) => e.message ?? '');
+      t.match(warnings.join('\n'), new RegExp(missing.replace(/[.:/]/g, '\\$&')), `a Warning event names the image that could not be pulled (${warnings.join(' | ')})`);
     });
   });
 

@@ -100,8 +100,8 @@ function sectionBlocks(readme: string): Block[] {
   return fences.flatMap((fence, index) => {
     if (fence[1] !== 'sh') return [];
     const next = fences[index + 1];
-    const between = next ? readme.slice(start + fence.index! + fence[0].length, start + next.index!) : '';
-    const output = next && next[1] === 'text' && between.trim() === '' ? { start: start + next.index! + '```text\n'.length, end: start + next.index! + next[0].length - 3, text: next[2]! } : undefined;
+    const between = next ? readme.slice(start + fence.index + fence[0].length, start + next.index) : '';
+    const output = next && next[1] === 'text' && between.trim() === '' ? { start: start + next.index + '```text\n'.length, end: start + next.index + next[0].length - 3, text: next[2]! } : undefined;
     return [{ command: fence[2]!.trim(), ...(output ? { output } : {}) }];
   });
 }

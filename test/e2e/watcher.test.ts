@@ -57,7 +57,7 @@ t.test('Never, normal node, kill sidecar: stopped by signal, the Job completes',
     const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
     return current.metadata?.labels?.[MANAGED_LABEL] === 'done' && current;
   });
-  t.ok(done, 'the pod leaves the watch');
+  t.same(done.spec?.ephemeralContainers?.map((c) => c.name), ['stop-proxy'], 'the pod leaves the watch with no second ephemeral container');
   const events = await eventsOf(stack, namespace, pod.metadata!.name!);
   t.match(events, [{ reason: 'SidecarTerminator', type: 'Normal', message: /proxy \(SIGTERM\)/ }], "OpenKruise's event reason");
   const logged = stack.serve.logs().filter((l) => l.msg === 'stopping sidecars' && l.pod === `${namespace}/${pod.metadata!.name}`);

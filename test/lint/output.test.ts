@@ -45,7 +45,7 @@ t.test('JSON: every finding of the text output, with its place and the fix', asy
     const source = readFileSync(file, 'utf8');
     const sourceLines = source.split('\n');
     for (const finding of report.findings) {
-      t.equal(finding.fix, RULES[finding.rule as keyof typeof RULES].fix, `${finding.rule}: the rule's fix`);
+      t.equal(finding.fix, RULES[finding.rule].fix, `${finding.rule}: the rule's fix`);
       const at = sourceLines[finding.line - 1]!.slice(finding.column - 1);
       t.match(at, expectedAt(source, finding), `${file} ${finding.field} at line ${finding.line}, column ${finding.column}: "${at}"`);
       t.ok(finding.endLine > finding.line || (finding.endLine === finding.line && finding.endColumn > finding.column), `${finding.field}: the range ends after it starts`);
@@ -125,7 +125,7 @@ t.test('SARIF: valid against the SARIF 2.1.0 schema, rules with help, results at
     const finding = json.report.findings[index]!;
     t.match(result, {
       ruleId: finding.rule,
-      ruleIndex: RULE_IDS.indexOf(finding.rule as (typeof RULE_IDS)[number]),
+      ruleIndex: RULE_IDS.indexOf(finding.rule),
       level: finding.severity,
       message: { text: `${finding.object}: ${finding.message}` },
       locations: [{ physicalLocation: { artifactLocation: { uri: finding.file }, region: { startLine: finding.line, startColumn: finding.column, endLine: finding.endLine, endColumn: finding.endColumn } } }],

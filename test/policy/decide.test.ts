@@ -13,7 +13,7 @@ import {
 
 const actionsOf = (decision: Decision): Action[] => (decision.outcome === 'act' ? decision.actions : []);
 
-t.test('stop mechanism table (DESIGN.md 2)', async (t) => {
+t.test('stop mechanism table (Kruise priority: the kill mechanism wins on a normal node)', async (t) => {
   const markers = (whenJobExit: boolean, quickExitImage?: string) => ({ whenJobExit, quickExitImage, ignoreExitCode: false });
   t.equal(stopMechanism(markers(true), 'normal'), 'kill', 'normal node, WHEN_JOB_EXIT: kill');
   t.equal(stopMechanism(markers(true, 'q:1'), 'normal'), 'kill', 'normal node, both: kill wins (Kruise priority)');

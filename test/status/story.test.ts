@@ -36,7 +36,7 @@ function pod(options: { restartPolicy?: string; sidecarEnv?: Array<{ name: strin
 const normalNode: V1Node = { metadata: { name: 'node-1', labels: {} } };
 const virtualNode: V1Node = { metadata: { name: 'vk', labels: { type: 'virtual-kubelet' } } };
 const event = (type: string, reason: string, message: string, time = T1): CoreV1Event =>
-  ({ metadata: {}, involvedObject: {}, type, reason, message, lastTimestamp: new Date(time) }) as CoreV1Event;
+  ({ metadata: {}, involvedObject: {}, type, reason, message, lastTimestamp: new Date(time) });
 
 function facts(p: V1Pod, extra: Partial<PodFacts> = {}): PodFacts {
   return { pod: p, node: { value: normalNode }, events: { value: [] }, crr: { value: undefined }, now, ...extra };

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiextensionsV1Api, BatchV1Api, CoreV1Api, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
-import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
+import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE } from '../../src/policy/index.ts';
 import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { CRR, KubeletSimulator, waitFor, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
@@ -165,3 +165,22 @@ spec:
       containers:
 ${options.containers}`;
 }
+
+type EnvVars = ReadonlyArray<readonly [name: string, yamlValue: string]>;
+
+/** One container, indented for jobYaml's `containers`; each env value is written as the YAML given (quote it when it needs quotes). */
+export function containerYaml(name: string, image: string, env: EnvVars = []): string {
+  const lines = [`        - name: ${name}`, `          image: ${image}`];
+  if (env.length > 0) lines.push('          env:', ...env.flatMap(([key, value]) => [`            - name: ${key}`, `              value: ${value}`]));
+  return lines.join('\n');
+}
+
+/** The main container `main`. */
+export const mainContainer = (env: EnvVars = []): string => containerYaml('main', 'busybox:1.36', env);
+
+/** The sidecar `proxy`, stopped by the kill mechanism: ..._WHEN_JOB_EXIT set to `value`, after `env`. */
+export const killSidecar = (value = '"true"', env: EnvVars = []): string => containerYaml('proxy', 'envoyproxy/envoy:v1.31.0', [...env, [ENV_WHEN_JOB_EXIT, value]]);
+
+/** The sidecar `logs`, stopped by its quick-exit image(s): one ..._WITH_IMAGE per image, after `env`. */
+export const imageSidecar = (images: readonly string[] = ['registry.example.com/quick-exit:1.0'], env: EnvVars = []): string =>
+  containerYaml('logs', 'fluent/fluent-bit:3.1', [...env, ...images.map((image) => [ENV_WITH_IMAGE, `"${image}"`] as const)]);

@@ -83,6 +83,16 @@ t.test('a signal container that failed is reported with its exit code and output
   t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /stop-proxy for sidecar proxy cannot start: ImagePullBackOff/, count: { result: 'failed' }, key: 'signal-not-started/proxy' }]);
 });
 
+t.test('a signal container killed (137) as its sidecar, PID 1 of their namespace, exited: the signal was delivered', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { terminationGracePeriodSeconds: 90, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
+  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', 137)];
+  const plan = planStop(pod, normalNode, signal, NOW);
+  t.same(warnings(plan), [], 'no failure reported');
+  t.equal(plan.requeueAfterMs, 31_000, 'the sidecar gets its grace period, as after an exit 0');
+  pod.status!.ephemeralContainerStatuses[0]!.state!.terminated!.reason = 'OOMKilled';
+  t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /exited with code 137/, count: { result: 'failed' } }], 'killed for memory, it may not have signalled');
+});
+
 t.test('a user that cannot be known under runAsNonRoot: no signal container, a refusal with the field to set', async (t) => {
   const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { securityContext: { runAsNonRoot: true } });
   const plan = planStop(pod, normalNode, signal, NOW);

@@ -11,7 +11,7 @@ import { Executor } from '../../src/watcher/executor.ts';
 import { WatcherMetrics } from '../../src/watcher/metrics.ts';
 import { PodChanged, PodWriter } from '../../src/watcher/pod-writes.ts';
 import { startControlPlane } from '../support/control-plane.ts';
-import { imageSidecar, killSidecar, main, normalNode } from './pods.ts';
+import { imageSidecar, killSidecar, main, normalNode } from '../watcher/pods.ts';
 
 const cp = await startControlPlane();
 t.teardown(() => cp.stop());
@@ -54,7 +54,7 @@ t.test('every write succeeds on the pod it was read from, each carrying the vers
   pod = await writer.setStatus(pod, { ...condition, status: 'False', reason: CONDITION_REASONS.imageNotPulled, message: 'waiting' });
   pod = await writer.addEphemeralContainers(pod, [{ ...signalContainer, name: 'stop-logs', targetContainerName: 'logs' }]);
   pod = await writer.setStatus(pod, condition, 'Succeeded');
-  pod = await writer.setLabel(pod, MANAGED_LABEL, DONE);
+  await writer.setLabel(pod, MANAGED_LABEL, DONE);
   const stored = await core.readNamespacedPod({ namespace, name: 'ok' });
   t.equal(stored.spec?.containers[2]?.image, 'registry.example.com/quick-exit:1.0');
   t.same(stored.spec?.ephemeralContainers?.map((c) => c.name), ['stop-proxy', 'stop-logs']);
