@@ -12,7 +12,6 @@
 // `object`, `oldObject` and `request` are read as the API server holds them: an absent field is
 // absent (hence `.?field.orValue(...)`), and `dyn(...)` lets a rule walk the keys of an object, so
 // "everything else unchanged" also covers fields a later Kubernetes adds.
-import type { V1Pod } from '@kubernetes/client-node';
 import { CONDITION_REASONS, DONE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, EVENT_REASONS, MANAGED, MANAGED_LABEL, SIGNAL_COMMAND, TERMINATED_CONDITION } from '../policy/index.ts';
 import { BUNDLE_KEYS } from '../tls/store.ts';
 import { crrName, CRR_GROUP } from '../watcher/crr.ts';
@@ -187,7 +186,7 @@ const watcher: FenceRules = {
         'object.metadata.ownerReferences[0].apiVersion == "v1" && object.metadata.ownerReferences[0].kind == "Pod" && object.metadata.ownerReferences[0].name == object.spec.?podName.orValue("") && ' +
         'object.metadata.ownerReferences[0].?controller == optional.of(true) && object.metadata.ownerReferences[0].?blockOwnerDeletion == optional.of(true) && ' +
         // The name's prefix: crrName of a pod without uid.
-        `object.metadata.name == ${literal(crrName({ metadata: { uid: '' } } as V1Pod))} + object.metadata.ownerReferences[0].uid && ` +
+        `object.metadata.name == ${literal(crrName({ metadata: { uid: '' } }))} + object.metadata.ownerReferences[0].uid && ` +
         'object.metadata.?labels.orValue({}).all(k, k.startsWith("crr.apps.kruise.io/")) && object.metadata.?labels[?"crr.apps.kruise.io/pod-uid"].orValue(object.metadata.ownerReferences[0].uid) == object.metadata.ownerReferences[0].uid && ' +
         '!has(object.metadata.annotations) && !has(object.metadata.finalizers))',
       message:

@@ -287,8 +287,8 @@ t.test("the watcher's token: ContainerRecreateRequests other than OpenKruise's f
   await refused(t, watcherKubeconfig, 'failurePolicy Fail', create, shape, crr({ spec: { podName: 'managed', containers: [{ name: 'proxy' }], strategy: { failurePolicy: 'Fail', forceRecreate: true } } }));
   await refused(t, watcherKubeconfig, 'an activeDeadlineSeconds', create, shape, crr({ spec: { podName: 'managed', containers: [{ name: 'proxy' }], strategy: { failurePolicy: 'Ignore', forceRecreate: true }, activeDeadlineSeconds: 60 } }));
   await refused(t, watcherKubeconfig, 'ordered recreation', create, shape, crr({ spec: { podName: 'managed', containers: [{ name: 'proxy' }], strategy: { failurePolicy: 'Ignore', forceRecreate: true, orderedRecreate: true } } }));
-  const list = await custom.listNamespacedCustomObject({ group: 'apps.kruise.io', version: 'v1alpha1', namespace: victims, plural: 'containerrecreaterequests' });
-  t.same((list as { items: unknown[] }).items, [], 'none was created');
+  const list = (await custom.listNamespacedCustomObject({ group: 'apps.kruise.io', version: 'v1alpha1', namespace: victims, plural: 'containerrecreaterequests' })) as { items: unknown[] };
+  t.same(list.items, [], 'none was created');
 });
 
 t.test("the watcher's token: events, Leases and writes it never makes are refused", async (t) => {
@@ -429,8 +429,10 @@ t.test('the watcher as its ServiceAccount, fenced: a ContainerRecreateRequest', 
   }));
   await waitForJob(cluster, jobs, 'crr', 'Complete', 120_000);
   const pod = await podOfJob(cluster, jobs, 'crr');
-  const crr = await custom.getNamespacedCustomObject({ group: 'apps.kruise.io', version: 'v1alpha1', namespace: jobs, plural: 'containerrecreaterequests', name: `sidecar-termination-${pod.metadata!.uid}` });
-  t.ok(crr, 'created through the fence');
+  const crr = (await custom.getNamespacedCustomObject({ group: 'apps.kruise.io', version: 'v1alpha1', namespace: jobs, plural: 'containerrecreaterequests', name: `sidecar-termination-${pod.metadata!.uid}` })) as {
+    spec?: { containers?: Array<{ name?: string }> };
+  };
+  t.same(crr.spec?.containers?.map((container) => container.name), ['proxy'], 'created through the fence, for the sidecar');
   t.notOk(pod.spec?.ephemeralContainers, 'no signal container');
   t.notMatch(watcher.output(), /denied request|forbidden/i, 'no write was refused');
 });
