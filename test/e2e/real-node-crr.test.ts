@@ -19,6 +19,17 @@ import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack
 
 const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
 const CRR = { group: 'apps.kruise.io', version: 'v1alpha1', plural: 'containerrecreaterequests' };
+/** A main container that exits 0 after `sleep`, and a sidecar marked for the kill. */
+const mainAndProxy = (sleep: string) => `        - name: main
+          image: ${TEST_IMAGE}
+          args: ["main", "--sleep", "${sleep}"]
+        - name: proxy
+          image: ${TEST_IMAGE}
+          args: ["sidecar"]
+          env:
+            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
+              value: "true"
+`;
 /** The watcher's ServiceAccount as serve --register-webhooks fences it by default (its namespace, its name). */
 const WATCHER_ACCOUNT = { namespace: 'sidecar-terminator', name: 'sidecar-terminator-watcher' };
 
@@ -48,16 +59,7 @@ if (canRunRealNode(t)) {
       cp,
       namespace,
       jobYaml('crr', {
-        containers: `        - name: main
-          image: ${TEST_IMAGE}
-          args: ["main", "--sleep", "2s"]
-        - name: proxy
-          image: ${TEST_IMAGE}
-          args: ["sidecar"]
-          env:
-            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
-              value: "true"
-`,
+        containers: mainAndProxy('2s'),
       }),
     );
     try {
@@ -149,16 +151,7 @@ if (canRunRealNode(t)) {
       cp,
       namespace,
       jobYaml('fenced', {
-        containers: `        - name: main
-          image: ${TEST_IMAGE}
-          args: ["main", "--sleep", "1h"]
-        - name: proxy
-          image: ${TEST_IMAGE}
-          args: ["sidecar"]
-          env:
-            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
-              value: "true"
-`,
+        containers: mainAndProxy('1h'),
       }),
     );
     const name = (await podOfJob(cluster, namespace, 'fenced')).metadata!.name!;
