@@ -10,7 +10,6 @@ import type {
 } from '@kubernetes/client-node';
 import { isApiError } from './api-errors.ts';
 
-
 /** Namespaces the webhook never sees (so the sweeper leaves them alone too): kube-system, the add-on's own, and any configured. */
 export function excludedNamespaces(ownNamespace: string, configured: readonly string[] = []): string[] {
   return [...new Set(['kube-system', ...configured, ownNamespace])];
@@ -87,7 +86,15 @@ export async function registerWebhookConfigurations(api: AdmissionregistrationV1
   await createOrReplace(kinds.validating, desired.validating);
 }
 
-async function createOrReplace(kind: ConfigurationApi, body: WebhookConfiguration): Promise<void> {
+/** Reads, creates and replaces one cluster-scoped kind: what createOrReplace needs. */
+export interface ClusterObjectApi<T extends { metadata?: { name?: string; resourceVersion?: string } }> {
+  read(name: string): Promise<T>;
+  create(body: T): Promise<unknown>;
+  replace(name: string, body: T): Promise<unknown>;
+}
+
+/** Creates the object, or replaces it with the desired content. */
+export async function createOrReplace<T extends { metadata?: { name?: string; resourceVersion?: string } }>(kind: ClusterObjectApi<T>, body: T): Promise<void> {
   const name = body.metadata!.name!;
   // 409 means another replica created or updated it in between: read again and retry.
   for (let attempt = 1; ; attempt++) {
@@ -128,7 +135,7 @@ export async function syncCaBundles(api: AdmissionregistrationV1Api, name: strin
   return patched;
 }
 
-async function readIfExists(kind: ConfigurationApi, name: string): Promise<WebhookConfiguration | undefined> {
+async function readIfExists<T>(kind: Pick<ClusterObjectApi<T & object>, 'read'>, name: string): Promise<T | undefined> {
   try {
     return await kind.read(name);
   } catch (err) {
@@ -138,11 +145,8 @@ async function readIfExists(kind: ConfigurationApi, name: string): Promise<Webho
 }
 
 /** The same four calls for both kinds, so the logic above is written once. */
-interface ConfigurationApi {
+interface ConfigurationApi extends ClusterObjectApi<WebhookConfiguration> {
   kind: string;
-  read(name: string): Promise<WebhookConfiguration>;
-  create(body: WebhookConfiguration): Promise<unknown>;
-  replace(name: string, body: WebhookConfiguration): Promise<unknown>;
   /** A JSON Patch (client-node 2 sends application/json-patch+json unless told otherwise). */
   patch(name: string, ops: object[]): Promise<unknown>;
 }

@@ -4,6 +4,9 @@
 import { createHash } from 'node:crypto';
 import type { V1Container, V1EphemeralContainer, V1Pod, V1SecurityContext } from '@kubernetes/client-node';
 
+/** What the signal container runs: SIGTERM to PID 1 of the sidecar's PID namespace (the add-on's image has node). */
+export const SIGNAL_COMMAND: readonly string[] = ['node', '-e', "process.kill(1, 'SIGTERM')"];
+
 export interface SignalSettings {
   image: string;
   command: string[];

@@ -9,8 +9,10 @@ import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { ServeConfig } from '../config.ts';
 import { buildProbeApp, type Readiness } from '../health.ts';
 import { loadKubeConfig, resolveNamespace } from '../kube/client.ts';
+import { registerFence } from '../kube/fence.ts';
 import { LeaderElector } from '../kube/leader-election.ts';
 import { WEBHOOK_TIMEOUT_SECONDS, excludedNamespaces, registerWebhookConfigurations, syncCaBundles, type WebhookTarget } from '../kube/webhook-configurations.ts';
+import { SIGNAL_COMMAND } from '../policy/index.ts';
 import { isServingCertificateValid, servingHosts, type CertificateBundle } from '../tls/certificates.ts';
 import { createRotator, describeCertificate } from '../tls/rotator.ts';
 import { secretStore } from '../tls/secret-store.ts';
@@ -66,7 +68,7 @@ async function startWatcher({ config, kubeConfig, namespace, logger, metrics, re
       kubeConfig,
       namespaces: config.namespaces,
       killMechanism: config.killMechanism,
-      signal: { image: config.signalImage, command: ['node', '-e', "process.kill(1, 'SIGTERM')"] },
+      signal: { image: config.signalImage, command: [...SIGNAL_COMMAND] },
       concurrency: config.concurrency,
       resyncIntervalMs: config.resyncInterval,
       sweepIntervalMs: config.sweepInterval,
@@ -164,6 +166,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     if (config.registerWebhooks) {
       await registerWebhookConfigurations(admissionApi, target, served.caBundle);
       logger.info({ name: target.name, via: target.url || `service ${namespace}/${target.serviceName}` }, 'webhook configurations registered');
+      await registerFenceFor(admissionApi, config, namespace, logger);
     } else {
       const patched = await syncCaBundles(admissionApi, target.name, served.caBundle);
       logger.info({ name: target.name, patched }, 'caBundle of existing webhook configurations checked');
@@ -189,6 +192,21 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     await drain.stop(app);
     await ownerEvents.idle();
   };
+}
+
+/** The admission policies that fence both ServiceAccounts; an API server before 1.30 has none to offer. */
+async function registerFenceFor(api: AdmissionregistrationV1Api, config: ServeConfig, namespace: string, logger: PinoLogger): Promise<void> {
+  const serviceAccounts = { watcher: config.watcherServiceAccount, webhook: config.webhookServiceAccount };
+  const result = await registerFence(api, {
+    namespace,
+    serviceAccounts,
+    leaseName: config.leaderElectionLease,
+    signalImage: config.signalImage,
+    tlsSecret: config.tlsSecret,
+    configurationName: config.webhookConfigName,
+  });
+  if (result === 'registered') logger.info({ serviceAccounts }, 'admission policies fencing the service accounts registered');
+  else logger.warn('the API server does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes 1.30+): the service accounts are not fenced');
 }
 
 /** `host:port`, `[ipv6]:port` or `:port` (all interfaces). */

@@ -48,13 +48,19 @@ export function valuesFile(values: object): { path: string; cleanup: () => void 
 export interface RenderOptions {
   release?: string;
   namespace?: string;
+  /** Capabilities.APIVersions beyond helm's defaults, as a cluster's discovery would list them. */
+  apiVersions?: string[];
 }
+
+/** What a cluster that serves ValidatingAdmissionPolicy (Kubernetes 1.30+) adds to Capabilities.APIVersions. */
+export const VAP_API_VERSION = 'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy';
 
 /** `helm template` output with these values; the result's code tells whether it rendered. */
 export async function template(values: object = {}, options: RenderOptions = {}): Promise<CommandResult> {
   const file = valuesFile(values);
+  const apiVersions = (options.apiVersions ?? []).flatMap((version) => ['--api-versions', version]);
   try {
-    return await helm(['template', options.release ?? 'sidecar-terminator', chartDir, '--namespace', options.namespace ?? 'sidecar-terminator', '--values', file.path]);
+    return await helm(['template', options.release ?? 'sidecar-terminator', chartDir, '--namespace', options.namespace ?? 'sidecar-terminator', '--values', file.path, ...apiVersions]);
   } finally {
     file.cleanup();
   }
@@ -65,6 +71,26 @@ export async function render(values: object = {}, options: RenderOptions = {}): 
   const result = await template(values, options);
   if (result.code !== 0) throw new Error(`helm template failed: ${result.stderr}`);
   return parseManifests(result.stdout);
+}
+
+/** A Helm home of its own (config, cache, data) for the releases a test makes on the cluster of `kubeconfig`. */
+export function helmEnv(kubeconfig: string, t: { teardown(fn: () => void): void }): NodeJS.ProcessEnv {
+  const home = mkdtempSync(join(tmpdir(), 'st-helm-home-'));
+  t.teardown(() => rmSync(home, { recursive: true, force: true }));
+  return { KUBECONFIG: kubeconfig, HELM_CONFIG_HOME: join(home, 'config'), HELM_CACHE_HOME: join(home, 'cache'), HELM_DATA_HOME: join(home, 'data') };
+}
+
+/** `helm install` or `helm upgrade` of the chart with these values; the manifests of the release. */
+export async function helmRelease(env: NodeJS.ProcessEnv, command: 'install' | 'upgrade', release: string, namespace: string, values: object): Promise<Manifest[]> {
+  const file = valuesFile(values);
+  try {
+    const result = await helm([command, release, chartDir, '--namespace', namespace, '--values', file.path], { env });
+    if (result.code !== 0) throw new Error(`helm ${command} failed: ${result.stderr}`);
+    const manifest = await helm(['get', 'manifest', release, '--namespace', namespace], { env });
+    return parseManifests(manifest.stdout);
+  } finally {
+    file.cleanup();
+  }
 }
 
 export function parseManifests(text: string): Manifest[] {

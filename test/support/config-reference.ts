@@ -47,6 +47,8 @@ export const CHART_SETTINGS: Record<string, ChartSetting> = {
   certCheckInterval: { kind: 'value', path: 'webhook.tls.checkInterval', sample: '5m', arg: '5m', components: ['webhook'] },
   registerWebhooks: { kind: 'unset', note: 'the chart creates both webhook configurations; the webhook patches their caBundle' },
   webhookConfigName: { kind: 'value', path: 'webhook.configurationName', sample: 'my-webhooks', arg: 'my-webhooks', components: ['webhook'], note: 'default: the full name' },
+  watcherServiceAccount: { kind: 'unset', note: 'the chart fences `watcher.serviceAccount` itself (`fence.enabled`)' },
+  webhookServiceAccount: { kind: 'unset', note: 'the chart fences `webhook.serviceAccount` itself (`fence.enabled`)' },
   webhookUrl: { kind: 'unset', note: 'the webhook configurations call the Service' },
   excludedNamespaces: {
     kind: 'value',

@@ -34,6 +34,8 @@ export interface ControlPlaneOptions {
   reachableFromPods?: boolean;
   /** Run kube-scheduler, for real nodes (the kubelet simulator binds its pods itself). Default false. */
   scheduler?: boolean;
+  /** More kube-apiserver flags, e.g. a --runtime-config that turns an API off as an older release lacks it. */
+  apiServerArgs?: string[];
 }
 
 export interface KubectlResult {
@@ -81,7 +83,7 @@ export const KUBERNETES_SERVICE_IP = '10.0.0.1';
 export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const binDir = options.binDir ?? (await buildControlPlane());
   const dir = mkdtempSync(join(tmpdir(), 'sidecar-terminator-cp-'));
-  const cluster = new LocalCluster(binDir, dir, options.reachableFromPods ? hostAddress() : undefined, options.scheduler ?? false);
+  const cluster = new LocalCluster(binDir, dir, options.reachableFromPods ? hostAddress() : undefined, options.scheduler ?? false, options.apiServerArgs ?? []);
   try {
     await cluster.start(options.startupTimeoutMs ?? 90_000);
   } catch (err) {
@@ -131,8 +133,11 @@ class LocalCluster implements ControlPlane {
 
   private readonly withScheduler: boolean;
 
-  constructor(binDir: string, dir: string, podReachableAddress: string | undefined, withScheduler: boolean) {
+  private readonly extraApiServerArgs: string[];
+
+  constructor(binDir: string, dir: string, podReachableAddress: string | undefined, withScheduler: boolean, extraApiServerArgs: string[]) {
     this.withScheduler = withScheduler;
+    this.extraApiServerArgs = extraApiServerArgs;
     this.binDir = binDir;
     this.dir = dir;
     this.kubeconfigPath = join(dir, 'admin.kubeconfig');
@@ -313,6 +318,7 @@ class LocalCluster implements ControlPlane {
       '--service-account-issuer', 'https://kubernetes.default.svc.cluster.local',
       '--service-account-key-file', this.path('sa.pub'), '--service-account-signing-key-file', this.path('sa.key'),
       '--profiling=false',
+      ...this.extraApiServerArgs,
     ];
   }
 

@@ -51,6 +51,16 @@
 {{- .Values.watcher.serviceAccount.name | default (include "sidecar-terminator.componentName" (list . "watcher")) }}
 {{- end }}
 
+{{/* The fence's ValidatingAdmissionPolicy and binding of a component. Call with (list $ "watcher"). */}}
+{{- define "sidecar-terminator.fenceName" -}}
+{{- printf "%s-%s" (include "sidecar-terminator.configurationName" (index . 0)) (index . 1) }}
+{{- end }}
+
+{{/* The image of the signal mechanism's ephemeral container (--signal-image). */}}
+{{- define "sidecar-terminator.signalImage" -}}
+{{- .Values.watcher.signalImage | default (include "sidecar-terminator.image" .) }}
+{{- end }}
+
 {{- define "sidecar-terminator.image" -}}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
