@@ -13,6 +13,7 @@ import { LeaderElector } from '../kube/leader-election.ts';
 import { WEBHOOK_TIMEOUT_SECONDS, excludedNamespaces, registerWebhookConfigurations, syncCaBundles, type WebhookTarget } from '../kube/webhook-configurations.ts';
 import { isServingCertificateValid, servingHosts, type CertificateBundle } from '../tls/certificates.ts';
 import { createRotator, describeCertificate } from '../tls/rotator.ts';
+import { nativeSidecarsOn } from '../kube/server-version.ts';
 import { secretStore } from '../tls/secret-store.ts';
 import { secureContextOptions } from '../tls/secure-context.ts';
 import { directoryStore } from '../tls/store.ts';
@@ -136,7 +137,9 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   const drain = new Drain({ graceMs: config.shutdownGrace, logger });
   readinessChecks.push(() => (drain.draining() ? { ready: false, reason: 'shutting down' } : { ready: true }));
   const ownerEvents = new OwnerEventRecorder({ core: kubeConfig.makeApiClient(CoreV1Api), logger, metrics });
+  const nativeSidecars = await nativeSidecarsOn(config.nativeSidecars, kubeConfig, logger);
   const app = buildApp({
+    nativeSidecars,
     ownerEvents,
     draining: drain.draining,
     enforcement: config.enforcement,
@@ -159,6 +162,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     url: config.webhookUrl,
     failurePolicy: config.failurePolicy,
     excludedNamespaces: config.excludedNamespaces,
+    nativeSidecars: config.nativeSidecars,
   };
   try {
     if (config.registerWebhooks) {

@@ -1,7 +1,7 @@
 // Prometheus metrics of the admission endpoints, plus prom-client's default process metrics.
 import { Counter, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
 
-export const ADMISSION_ENDPOINTS = ['validate', 'mutate'] as const;
+export const ADMISSION_ENDPOINTS = ['validate', 'mutate', 'native-sidecars'] as const;
 export type AdmissionEndpoint = (typeof ADMISSION_ENDPOINTS)[number];
 export const ADMISSION_RESULTS = ['allowed', 'denied', 'patched', 'error'] as const;
 export type AdmissionResult = (typeof ADMISSION_RESULTS)[number];

@@ -6,6 +6,7 @@ import {
   errorsOf,
   formatFinding,
   inspectObject,
+  lostNativeSidecars,
   warningsOf,
   isRecord,
   type EnforcementMode,
@@ -19,6 +20,8 @@ export interface AdmissionSettings {
   enforcement: EnforcementMode;
   /** When non-empty, quick-exit images must match one of these patterns. */
   quickExitImageAllowlist: readonly string[];
+  /** Whether /native-sidecars migrates: --native-sidecars is on and the API server runs native sidecars. */
+  nativeSidecars?: boolean;
 }
 
 /**
@@ -59,6 +62,9 @@ export function validate(request: AdmissionRequest, settings: AdmissionSettings)
   const object = objectOf(request);
   const inspection = inspectObject(object, settings.quickExitImageAllowlist);
   if (!inspection) return allowed();
+  // Refused whoever created the pod: it could never start its main containers.
+  const lost = isPod(request) ? lostNativeSidecars(inspection.spec, inspection.annotations) : [];
+  if (lost.length > 0) return denied(`${lost.length === 1 ? '1 native sidecar' : `${lost.length} native sidecars`} lost: ${lost.join('; ')}`);
 
   let findings = inspection.findings;
   if (request.operation === 'UPDATE') {
