@@ -10,6 +10,7 @@ import {
   lostNativeSidecars,
   migratePodSpec,
   migratedAnnotation,
+  decide,
   migratedSidecars,
   nativeSidecarPlan,
   nativeSidecarSupport,
@@ -111,6 +112,14 @@ t.test('migratePodSpec: the sidecars move whole to the end of initContainers, in
   t.same(migrated.volumes, [{ name: 'certs', emptyDir: {} }], 'the rest of the spec is untouched');
   t.same(spec, before, 'the original is not changed');
   t.same(migratePodSpec({ containers: [main(), killSidecar()] }, ['proxy']).initContainers, [{ ...killSidecar(), restartPolicy: 'Always' }], 'a spec without initContainers gets them');
+});
+
+t.test("the watcher's decision on a migrated pod, labelled by hand: nothing to do, before and after the main container", async (t) => {
+  const spec = migratePodSpec(podSpec([main(), killSidecar()]), ['proxy']);
+  const running = { metadata: { name: 'p', annotations: { [MIGRATED_ANNOTATION]: 'proxy' } }, spec, status: { phase: 'Running', containerStatuses: [{ name: 'main', state: { running: {} } }] } };
+  t.match(decide(running, undefined), { outcome: 'ignore' });
+  const done = { ...running, status: { phase: 'Succeeded', containerStatuses: [{ name: 'main', state: { terminated: { exitCode: 0 } } }] } };
+  t.match(decide(done, undefined), { outcome: 'ignore' });
 });
 
 t.test('the migrated annotation: read, and merged on a reinvocation', async (t) => {
