@@ -107,9 +107,10 @@ export function buildApp(options: AppOptions): WebhookApp {
       },
       async (request, reply) => {
         const handle = options.handlers?.[endpoint] ?? HANDLERS[endpoint];
-        const { ownerNotice, ...decision } = handle((request.body as { request: AdmissionRequest }).request, settings);
+        const { ownerNotice, migration, ...decision } = handle((request.body as { request: AdmissionRequest }).request, settings);
         // Started here, finished in the background: the answer never waits for it.
         if (ownerNotice) options.ownerEvents?.record(ownerNotice);
+        if (migration) metrics.migration(migration);
         const result: AdmissionResult = !decision.allowed ? 'denied' : decision.patch ? 'patched' : 'allowed';
         return answer(request, reply, result, decision, 200);
       },

@@ -24,7 +24,7 @@ import {
 } from '../policy/index.ts';
 import { allowed, patched, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
 import { diff } from './json-patch.ts';
-import { isPod, objectOf, type AdmissionSettings } from './validate.ts';
+import { isPod, objectOf, type AdmissionSettings, type Verdict } from './validate.ts';
 
 type Pod = Record<string, unknown>;
 
@@ -37,11 +37,11 @@ export function mutate(request: AdmissionRequest, settings: AdmissionSettings): 
 }
 
 /** /native-sidecars: migrates when --native-sidecars is on and the API server runs native sidecars; else as /mutate. */
-export function mutateNativeSidecars(request: AdmissionRequest, settings: AdmissionSettings): AdmissionDecision {
+export function mutateNativeSidecars(request: AdmissionRequest, settings: AdmissionSettings): Verdict {
   return mutatePod(request, settings, settings.nativeSidecars === true);
 }
 
-function mutatePod(request: AdmissionRequest, settings: AdmissionSettings, migrate: boolean): AdmissionDecision {
+function mutatePod(request: AdmissionRequest, settings: AdmissionSettings, migrate: boolean): Verdict {
   if (!isPod(request) || request.operation !== 'CREATE' || request.subResource || !isRecord(request.object)) return allowed();
   const pod = request.object;
   const inspection = inspectObject(objectOf(request), settings.quickExitImageAllowlist);
@@ -50,10 +50,10 @@ function mutatePod(request: AdmissionRequest, settings: AdmissionSettings, migra
   if (!migrate) return patched(diff(pod, labelled(pod)));
 
   const plan = nativeSidecarPlan(inspection);
-  if (plan.outcome === 'migrate') return patched(diff(pod, migrated(pod, inspection, plan.sidecars)));
+  if (plan.outcome === 'migrate') return { ...patched(diff(pod, migrated(pod, inspection, plan.sidecars))), migration: 'migrated' };
   if (plan.outcome === 'none') return patched(diff(pod, labelled(pod)));
   const warnings = plan.findings.map((finding) => `not moved to native sidecars (the watcher stops the sidecars): ${formatFinding(finding)}`);
-  return patched(diff(pod, withAnnotations(labelled(pod), { [SKIPPED_ANNOTATION]: skippedAnnotation(plan.findings) })), { warnings });
+  return { ...patched(diff(pod, withAnnotations(labelled(pod), { [SKIPPED_ANNOTATION]: skippedAnnotation(plan.findings) })), { warnings }), migration: 'kept' };
 }
 
 /** The pod with its sidecars moved, the annotation naming them, and no managed label: nothing is left for the watcher. */

@@ -14,6 +14,7 @@ import {
   type Inspection,
 } from '../policy/index.ts';
 import { allowed, denied, type AdmissionDecision, type AdmissionRequest, type GroupVersionKind } from './admission.ts';
+import type { MigrationResult } from './metrics.ts';
 import type { OwnerNotice } from './owner-events.ts';
 
 export interface AdmissionSettings {
@@ -54,8 +55,8 @@ function isValidated(request: AdmissionRequest): boolean {
   return request.operation === 'CREATE' || request.operation === 'UPDATE';
 }
 
-/** A decision, and what to tell the owner of the object (never part of the answer). */
-export type Verdict = AdmissionDecision & { ownerNotice?: OwnerNotice };
+/** A decision, and what to tell the owner of the object or count in the metrics (never part of the answer). */
+export type Verdict = AdmissionDecision & { ownerNotice?: OwnerNotice; migration?: MigrationResult };
 
 export function validate(request: AdmissionRequest, settings: AdmissionSettings): Verdict {
   if (!isValidated(request)) return allowed();

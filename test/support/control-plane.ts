@@ -18,6 +18,7 @@ import { freePort } from './net.ts';
 
 // Its home is net.ts; re-exported for the files that import it from here.
 export { freePort };
+import { parseKubernetesVersion, type KubernetesVersion } from '../../src/policy/index.ts';
 
 const run = promisify(execFile);
 
@@ -34,6 +35,8 @@ export interface ControlPlaneOptions {
   reachableFromPods?: boolean;
   /** Run kube-scheduler, for real nodes (the kubelet simulator binds its pods itself). Default false. */
   scheduler?: boolean;
+  /** More kube-apiserver flags, e.g. a feature gate turned off. */
+  apiServerArgs?: string[];
 }
 
 export interface KubectlResult {
@@ -81,7 +84,7 @@ export const KUBERNETES_SERVICE_IP = '10.0.0.1';
 export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const binDir = options.binDir ?? (await buildControlPlane());
   const dir = mkdtempSync(join(tmpdir(), 'sidecar-terminator-cp-'));
-  const cluster = new LocalCluster(binDir, dir, options.reachableFromPods ? hostAddress() : undefined, options.scheduler ?? false);
+  const cluster = new LocalCluster(binDir, dir, options.reachableFromPods ? hostAddress() : undefined, options.scheduler ?? false, options.apiServerArgs ?? []);
   try {
     await cluster.start(options.startupTimeoutMs ?? 90_000);
   } catch (err) {
@@ -101,6 +104,14 @@ async function buildControlPlane(): Promise<string> {
   const binDir = stdout.trim().split('\n').pop();
   if (!binDir) throw new Error('scripts/build-control-plane.sh printed no bin directory');
   return binDir;
+}
+
+/** The Kubernetes release the tests run (K8S_VERSION, else scripts/versions.sh's), as its kube-apiserver reports it. */
+export async function kubernetesVersion(binDir?: string): Promise<KubernetesVersion> {
+  const { stdout } = await run(join(binDir ?? (await buildControlPlane()), 'kube-apiserver'), ['--version']);
+  const version = parseKubernetesVersion({ gitVersion: stdout.trim().split(' ').at(-1) });
+  if (!version) throw new Error(`kube-apiserver --version printed no version: ${stdout}`);
+  return version;
 }
 
 interface Ports {
@@ -128,9 +139,11 @@ class LocalCluster implements ControlPlane {
   private stopping: Promise<void> | undefined;
 
   private readonly withScheduler: boolean;
+  private readonly extraApiServerArgs: string[];
 
-  constructor(binDir: string, dir: string, podReachableAddress: string | undefined, withScheduler: boolean) {
+  constructor(binDir: string, dir: string, podReachableAddress: string | undefined, withScheduler: boolean, extraApiServerArgs: string[]) {
     this.withScheduler = withScheduler;
+    this.extraApiServerArgs = extraApiServerArgs;
     this.binDir = binDir;
     this.dir = dir;
     this.kubeconfigPath = join(dir, 'admin.kubeconfig');
@@ -312,6 +325,7 @@ class LocalCluster implements ControlPlane {
       '--service-account-issuer', 'https://kubernetes.default.svc.cluster.local',
       '--service-account-key-file', this.path('sa.pub'), '--service-account-signing-key-file', this.path('sa.key'),
       '--profiling=false',
+      ...this.extraApiServerArgs,
     ];
   }
 

@@ -129,3 +129,22 @@ t.test('/validate: a pod whose native sidecars the API server dropped is refused
     });
   }
 });
+
+t.test('/metrics: pods migrated and kept are counted; /native-sidecars has its own admission series', async (t) => {
+  const app = migrating();
+  const metric = async (prefix: string) => {
+    const line = (await app.inject('/metrics')).body.split('\n').find((l) => l.startsWith(prefix));
+    return Number(line?.split(' ')[1]);
+  };
+  const migrations = async () => ({
+    migrated: await metric('sidecar_terminator_native_sidecar_pods_total{result="migrated"}'),
+    kept: await metric('sidecar_terminator_native_sidecar_pods_total{result="kept"}'),
+  });
+  t.same(await migrations(), { migrated: 0, kept: 0 }, 'both series exist from the start');
+  await post(app, 'native-sidecars', loadReview('pod-manageable'));
+  await post(app, 'native-sidecars', loadReview('pod-from-job-errors'));
+  await post(app, 'native-sidecars', loadReview('pod-no-sidecar'));
+  await post(app, 'mutate', loadReview('pod-manageable'));
+  t.same(await migrations(), { migrated: 1, kept: 1 }, 'a pod without sidecars, and /mutate, count nothing');
+  t.equal(await metric('sidecar_terminator_admission_requests_total{endpoint="native-sidecars",result="patched"}'), 2);
+});
