@@ -62,7 +62,7 @@ export function planNativeSidecars({ spec: rawSpec, annotations, fieldPrefix, ha
     obstacle(
       `${podMetadataPrefix(fieldPrefix)}.annotations[${NATIVE_SIDECARS_OPT_OUT.key}]`,
       `the only value is "${NATIVE_SIDECARS_OPT_OUT.value}", which keeps the pod as it is; remove the annotation to let its sidecars move`,
-      { type: 'Unsupported value', value: String(optOut) },
+      { type: 'Unsupported value', value: typeof optOut === 'string' ? optOut : JSON.stringify(optOut) },
     );
   }
   if (hasErrors) {
@@ -75,7 +75,8 @@ export function planNativeSidecars({ spec: rawSpec, annotations, fieldPrefix, ha
   const containers = arrayOf(spec.containers);
   for (const sidecar of sidecars) {
     const path = `${fieldPrefix}.containers[${sidecar.index}]`;
-    const container: Container = isRecord(containers[sidecar.index]) ? (containers[sidecar.index] as Container) : {};
+    // A record: only a record can carry the markers that make a sidecar.
+    const container = containers[sidecar.index] as Container;
     if (!sidecar.markers.whenJobExit) {
       obstacle(
         `${path}.env[${ENV_WITH_IMAGE}]`,
@@ -163,8 +164,9 @@ export interface KubernetesVersion {
 export function parseKubernetesVersion(info: { gitVersion?: unknown; major?: unknown; minor?: unknown }): KubernetesVersion | undefined {
   const gitVersion = typeof info.gitVersion === 'string' ? info.gitVersion : '';
   const fromGit = /^v?(\d+)\.(\d+)/.exec(gitVersion);
-  const major = Number.parseInt(String(info.major ?? fromGit?.[1] ?? ''), 10);
-  const minor = Number.parseInt(String(info.minor ?? fromGit?.[2] ?? ''), 10);
+  const text = (value: unknown) => (typeof value === 'string' ? value : '');
+  const major = Number.parseInt(text(info.major) || fromGit?.[1] || '', 10);
+  const minor = Number.parseInt(text(info.minor) || fromGit?.[2] || '', 10);
   if (!Number.isInteger(major) || !Number.isInteger(minor)) return undefined;
   return { gitVersion: gitVersion || `v${major}.${minor}`, major, minor };
 }

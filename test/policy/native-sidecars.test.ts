@@ -82,6 +82,7 @@ t.test('pods that stay as they are, each with the field and the reason', async (
   t.same(obstacles(plan(podSpec([main(), killSidecar()]), { annotations: { 'sidecar-terminator.io/native-sidecars': 'off' }, fieldPrefix: 'spec.template.spec' })), [
     'spec.template.metadata.annotations[sidecar-terminator.io/native-sidecars]: Unsupported value: "off": the only value is "disabled", which keeps the pod as it is; remove the annotation to let its sidecars move',
   ], 'an unknown value of the opt-out annotation keeps the pod as it is: it meant something');
+  t.match(obstacles(plan(podSpec([main(), killSidecar()]), { annotations: { 'sidecar-terminator.io/native-sidecars': false } })), [/Unsupported value: "false": /], 'a YAML boolean, in a manifest lint reads');
 
   const everything = plan(podSpec([main(), imageSidecar('logs'), { ...killSidecar(), startupProbe: probe } as TestContainer], 'Never', { tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists' }] }), { hasErrors: true });
   t.equal(obstacles(everything).length, 4, 'every reason is given');
@@ -169,6 +170,7 @@ t.test('server versions: what runs native sidecars', async (t) => {
   t.same(parseKubernetesVersion({ gitVersion: 'v1.29.15-gke.1200', major: '1', minor: '29+' }), { gitVersion: 'v1.29.15-gke.1200', major: 1, minor: 29 }, 'providers write minor as 29+');
   t.same(parseKubernetesVersion({ gitVersion: 'v1.37.2' }), { gitVersion: 'v1.37.2', major: 1, minor: 37 }, 'from gitVersion alone');
   t.same(parseKubernetesVersion({ major: '1', minor: '30' }), { gitVersion: 'v1.30', major: 1, minor: 30 });
+  t.same(parseKubernetesVersion({ gitVersion: 'v1.31.2', major: '', minor: '' }), { gitVersion: 'v1.31.2', major: 1, minor: 31 }, 'empty fields: from gitVersion');
   t.equal(parseKubernetesVersion({ gitVersion: 'unknown' }), undefined);
   t.equal(parseKubernetesVersion({}), undefined);
 
