@@ -40,7 +40,7 @@ if (canRunRealNode(t)) {
   });
   const { cp } = stack;
   // The scenarios run side by side, each in its own namespace: most of their time is waiting.
-  t.jobs = 5;
+  t.jobs = 7;
 
   /** Runs the Job to completion and checks that the sidecar itself got SIGTERM and exited 0. */
   async function stoppedBySigterm(t: Test, namespace: string, name: string, uid: number): Promise<void> {
@@ -131,5 +131,47 @@ if (canRunRealNode(t)) {
     t.ok(sidecar.state?.running, 'kubelet reports the sidecar still running');
     const job = await stack.batch.readNamespacedJob({ name: 'ignores-sigterm', namespace });
     t.notOk(job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True'), 'the Job is not complete');
+  });
+
+  t.test('containers proxy and stop-proxy, both marked: both stopped by SIGTERM, no name collides', { buffered: true }, async (t) => {
+    const namespace = await cp.createNamespace();
+    const marked = (name: string) => `        - name: ${name}
+          image: ${TEST_IMAGE}
+          args: ["sidecar"]
+          env:
+            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
+              value: "true"
+`;
+    await apply(cp, namespace, jobYaml('collide', { containers: `        - name: main
+          image: ${TEST_IMAGE}
+          args: ["main", "--sleep", "2s"]
+${marked('proxy')}${marked('stop-proxy')}` }));
+    await waitForJob(stack, namespace, 'collide', 'Complete', 180_000);
+    const pod = await podOfJob(stack, namespace, 'collide');
+    for (const name of ['proxy', 'stop-proxy']) {
+      const sidecar = await containerStatus(stack, namespace, pod.metadata!.name!, name, (s) => s.state?.terminated !== undefined);
+      t.equal(sidecar.state?.terminated?.exitCode, 0, `${name} exited 0`);
+      t.match(await containerLog(cp, namespace, pod.metadata!.name!, name), /received SIGTERM/, `${name} got SIGTERM`);
+    }
+    const names = [...pod.spec!.containers, ...(pod.spec!.ephemeralContainers ?? [])].map((c) => c.name);
+    t.equal(new Set(names).size, names.length, `every container name is unique (${names.join(', ')})`);
+  });
+
+  t.test('a marker listed twice, "true" then "false": stopped as OpenKruise would, with a warning at kubectl apply', { buffered: true }, async (t) => {
+    const namespace = await cp.createNamespace();
+    const warnings = await apply(cp, namespace, jobYaml('twice', { containers: `        - name: main
+          image: ${TEST_IMAGE}
+          args: ["main", "--sleep", "2s"]
+        - name: sidecar
+          image: ${TEST_IMAGE}
+          args: ["sidecar"]
+          env:
+            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
+              value: "true"
+            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
+              value: "false"
+` }));
+    t.match(warnings, /Warning: .*KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT/, 'kubectl shows a warning about the duplicate');
+    await stoppedBySigterm(t, namespace, 'twice', 0);
   });
 }

@@ -4,9 +4,9 @@
 // No process can outlive the test process: each binary is started through
 // `setpriv --pdeathsig KILL`, so the kernel kills it when Node dies, even on SIGKILL. On a
 // normal exit or a SIGINT/SIGTERM/SIGHUP the temporary directories are removed as well.
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -14,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { runCommand } from './command.ts';
+import { ManagedProcess, killOnExit, logTails } from './managed-process.ts';
 import { freePort } from './net.ts';
 
 // Its home is net.ts; re-exported for the files that import it from here.
@@ -123,6 +124,8 @@ interface Ports {
 }
 
 class LocalCluster implements ControlPlane {
+  /** Stops the exit handler from tearing this down once stop() has. */
+  private forget: () => void = () => true;
   readonly binDir: string;
   readonly dir: string;
   readonly kubeconfigPath: string;
@@ -153,8 +156,7 @@ class LocalCluster implements ControlPlane {
   }
 
   async start(timeoutMs: number): Promise<void> {
-    liveClusters.add(this);
-    installExitHandlers();
+    this.forget = killOnExit(this);
     const deadline = Date.now() + timeoutMs;
     this.ports = {
       etcdClient: await freePort(),
@@ -227,7 +229,7 @@ class LocalCluster implements ControlPlane {
 
   /** The last lines of every process's log, to explain a failed startup. */
   logTails(lines = 30): string {
-    return [...this.processes.values()].map((p) => `--- ${p.name} (${p.logPath}) ---\n${p.logTail(lines)}`).join('\n');
+    return logTails(this.processes.values(), lines);
   }
 
   /** Synchronous last resort for process exit handlers. */
@@ -241,11 +243,11 @@ class LocalCluster implements ControlPlane {
     await Promise.all([byName('kube-scheduler'), byName('kube-controller-manager'), byName('kube-apiserver')]);
     await byName('etcd');
     rmSync(this.dir, { recursive: true, force: true, maxRetries: 3 });
-    liveClusters.delete(this);
+    this.forget();
   }
 
   private launch(name: string, args: string[]): void {
-    this.processes.set(name, new ManagedProcess(name, join(this.binDir, name), args, join(this.dir, `${name}.log`)));
+    this.processes.set(name, new ManagedProcess(name, [join(this.binDir, name), ...args], join(this.dir, `${name}.log`)));
   }
 
   private path(file: string): string {
@@ -383,54 +385,6 @@ class LocalCluster implements ControlPlane {
   }
 }
 
-/** One binary, its output appended to a log file. */
-class ManagedProcess {
-  readonly name: string;
-  readonly logPath: string;
-  exitStatus: string | undefined;
-  private readonly child: ChildProcess;
-  private readonly exited: Promise<void>;
-
-  constructor(name: string, binary: string, args: string[], logPath: string) {
-    this.name = name;
-    this.logPath = logPath;
-    const log = openSync(logPath, 'a');
-    // setpriv execs the binary with a parent-death signal: the kernel kills it if Node dies.
-    this.child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', binary, ...args], { stdio: ['ignore', log, log] });
-    closeSync(log);
-    this.exited = new Promise((resolveExit) => {
-      this.child.on('exit', (code, signal) => {
-        this.exitStatus = signal ?? `code ${code}`;
-        resolveExit();
-      });
-      this.child.on('error', (err) => {
-        this.exitStatus = err.message;
-        resolveExit();
-      });
-    });
-  }
-
-  /** SIGTERM, then SIGKILL when it has not exited after a short grace period. */
-  async stop(graceMs = 3000): Promise<void> {
-    if (this.exitStatus !== undefined) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    await this.exited;
-    clearTimeout(timer);
-  }
-
-  killNow(): void {
-    if (this.exitStatus === undefined) this.child.kill('SIGKILL');
-  }
-
-  logTail(lines: number): string {
-    try {
-      return readFileSync(this.logPath, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-    } catch {
-      return '(no log)';
-    }
-  }
-}
 
 /** This host's first non-loopback IPv4 address (the source address of its default route). */
 export function hostAddress(): string {
@@ -457,28 +411,4 @@ function withoutVersionSkewWarning(stderr: string): string {
     .split('\n')
     .filter((line) => !/version difference between client .* and server/i.test(line))
     .join('\n');
-}
-
-// Clean-up when the test process ends without calling stop().
-const liveClusters = new Set<LocalCluster>();
-const exitSignals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-let exitHandlersInstalled = false;
-
-function installExitHandlers(): void {
-  if (exitHandlersInstalled) return;
-  exitHandlersInstalled = true;
-  process.on('exit', killAllClusters);
-  for (const signal of exitSignals) process.on(signal, onSignal);
-}
-
-function killAllClusters(): void {
-  for (const cluster of liveClusters) cluster.killNow();
-  liveClusters.clear();
-}
-
-/** Cleans up, then re-raises the signal so it ends the process as it would have without us. */
-function onSignal(signal: NodeJS.Signals): void {
-  killAllClusters();
-  for (const s of exitSignals) process.removeListener(s, onSignal);
-  process.kill(process.pid, signal);
 }

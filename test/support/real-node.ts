@@ -9,14 +9,15 @@
 // /24 of 10.244.0.0/16. Processes are started through `setpriv --pdeathsig KILL`; containers outlive
 // their containerd, so stop() (or the exit handler, or the next node started after a crash) removes
 // every pod sandbox through the CRI before containerd stops.
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
 import { freePort, hostAddress, kubernetesVersion, type ControlPlane } from './control-plane.ts';
+import { ManagedProcess, killOnExit, logTails } from './managed-process.ts';
 
 const run = promisify(execFile);
 const repoRoot = resolve(import.meta.dirname, '../..');
@@ -139,6 +140,8 @@ export async function startRealNode(cp: ControlPlane, options: RealNodeOptions =
 }
 
 class LocalNode implements RealNode {
+  /** Stops the exit handler from tearing this down once stop() has. */
+  private forget: () => void = () => true;
   readonly name: string;
   readonly dir: string;
   readonly criEndpoint: string;
@@ -147,7 +150,7 @@ class LocalNode implements RealNode {
   private readonly kubeBin: string;
   private readonly nodeBin: string;
   private readonly options: RealNodeOptions;
-  private readonly processes = new Map<string, NodeProcess>();
+  private readonly processes = new Map<string, ManagedProcess>();
   private subnet: number | undefined;
   private stopping: Promise<void> | undefined;
 
@@ -167,8 +170,7 @@ class LocalNode implements RealNode {
   }
 
   async start(timeoutMs: number): Promise<void> {
-    liveNodes.add(this);
-    installExitHandlers();
+    this.forget = killOnExit(this);
     const deadline = Date.now() + timeoutMs;
     this.subnet = leaseSubnet(this.dir);
     writeFileSync(join(this.dir, 'subnet'), String(this.subnet));
@@ -203,7 +205,7 @@ class LocalNode implements RealNode {
   }
 
   logTails(lines = 30): string {
-    return [...this.processes.values()].map((p) => `--- ${p.name} (${p.logPath}) ---\n${p.logTail(lines)}`).join('\n');
+    return logTails(this.processes.values(), lines);
   }
 
   stop(): Promise<void> {
@@ -230,7 +232,7 @@ class LocalNode implements RealNode {
     await stop('containerd');
     if (this.processes.has('kube-proxy')) removeKubeProxyRules();
     cleanUpNodeDirectory(this.dir);
-    liveNodes.delete(this);
+    this.forget();
   }
 
   private async tryCrictl(args: string[]): Promise<string | undefined> {
@@ -243,7 +245,7 @@ class LocalNode implements RealNode {
 
   private launch(name: string, binary: string, args: string[], env: NodeJS.ProcessEnv = process.env): void {
     const pathEnv = `${this.nodeBin}:${env.PATH ?? '/usr/bin:/bin'}`;
-    this.processes.set(name, new NodeProcess(name, binary, args, join(this.dir, `${name}.log`), { ...env, PATH: pathEnv }));
+    this.processes.set(name, new ManagedProcess(name, [binary, ...args], join(this.dir, `${name}.log`), { env: { ...env, PATH: pathEnv } }));
   }
 
   private async writeContainerdConfig(): Promise<void> {
@@ -415,52 +417,6 @@ state = "${join(dir, 'containerd/state')}"
   }
 }
 
-/** One process of the node, its output appended to a log file. */
-class NodeProcess {
-  readonly name: string;
-  readonly logPath: string;
-  exitStatus: string | undefined;
-  private readonly child: ChildProcess;
-  private readonly exited: Promise<void>;
-
-  constructor(name: string, binary: string, args: string[], logPath: string, env: NodeJS.ProcessEnv) {
-    this.name = name;
-    this.logPath = logPath;
-    const log = openSync(logPath, 'a');
-    this.child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', binary, ...args], { stdio: ['ignore', log, log], env });
-    closeSync(log);
-    this.exited = new Promise((resolveExit) => {
-      this.child.on('exit', (code, signal) => {
-        this.exitStatus = signal ?? `code ${code}`;
-        resolveExit();
-      });
-      this.child.on('error', (err) => {
-        this.exitStatus = err.message;
-        resolveExit();
-      });
-    });
-  }
-
-  async stop(graceMs = 10_000): Promise<void> {
-    if (this.exitStatus !== undefined) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    await this.exited;
-    clearTimeout(timer);
-  }
-
-  killNow(): void {
-    if (this.exitStatus === undefined) this.child.kill('SIGKILL');
-  }
-
-  logTail(lines: number): string {
-    try {
-      return readFileSync(this.logPath, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-    } catch {
-      return '(no log)';
-    }
-  }
-}
 
 /** A /24 of 10.244.0.0/16 for one node, leased by a directory naming the node's directory. */
 function leaseSubnet(nodeDir: string): number {
@@ -564,27 +520,4 @@ function processAlive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-// Clean-up when the test process ends without calling stop().
-const liveNodes = new Set<LocalNode>();
-const exitSignals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-let exitHandlersInstalled = false;
-
-function installExitHandlers(): void {
-  if (exitHandlersInstalled) return;
-  exitHandlersInstalled = true;
-  process.on('exit', killAllNodes);
-  for (const signal of exitSignals) process.on(signal, onSignal);
-}
-
-function killAllNodes(): void {
-  for (const node of liveNodes) node.killNow();
-  liveNodes.clear();
-}
-
-function onSignal(signal: NodeJS.Signals): void {
-  killAllNodes();
-  for (const s of exitSignals) process.removeListener(s, onSignal);
-  process.kill(process.pid, signal);
 }
