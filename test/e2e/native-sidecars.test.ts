@@ -5,7 +5,7 @@
 // elsewhere, and for the pods that stay as they are, the watcher stops the sidecars as before.
 import { AdmissionregistrationV1Api, type V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
-import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL, MIGRATED_ANNOTATION, SKIPPED_ANNOTATION } from '../../src/policy/index.ts';
+import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, EVENT_REASONS, MANAGED_LABEL, MIGRATED_ANNOTATION, SKIPPED_ANNOTATION } from '../../src/policy/index.ts';
 import { findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
 import { apply, eventsOf, jobYaml, podOfJob, startStack, waitForJob, type Stack } from '../support/stack.ts';
 
@@ -110,7 +110,7 @@ t.test('the same Job in a namespace without the label: labelled and stopped by t
   const pod = await podOfJob(stack, namespace, 'watched');
   t.equal(pod.spec?.initContainers, undefined, 'nothing moved');
   t.equal(pod.metadata?.annotations?.[MIGRATED_ANNOTATION], undefined);
-  t.match(await stoppedByWatcher(namespace, pod), { events: ['SidecarTerminating'], ephemeralContainers: 1 });
+  t.match(await stoppedByWatcher(namespace, pod), { events: [EVENT_REASONS.stopping], ephemeralContainers: 1 });
 });
 
 t.test('labelled namespace, a sidecar with a startup probe: it stays, the pod is annotated why, the watcher stops it', async (t) => {
@@ -121,7 +121,7 @@ t.test('labelled namespace, a sidecar with a startup probe: it stays, the pod is
   const pod = await podOfJob(stack, namespace, 'probed');
   t.equal(pod.spec?.initContainers, undefined);
   t.equal(pod.metadata?.annotations?.[SKIPPED_ANNOTATION], 'spec.containers[1].startupProbe: as a native sidecar, proxy would hold back the main containers until this probe succeeds');
-  t.match(await stoppedByWatcher(namespace, pod), { events: ['SidecarTerminating'], ephemeralContainers: 1 });
+  t.match(await stoppedByWatcher(namespace, pod), { events: [EVENT_REASONS.stopping], ephemeralContainers: 1 });
 });
 
 t.test('labelled namespace, a pod template annotated native-sidecars: disabled stays with the watcher', async (t) => {
@@ -131,7 +131,7 @@ t.test('labelled namespace, a pod template annotated native-sidecars: disabled s
   const pod = await podOfJob(stack, namespace, 'opted-out');
   t.equal(pod.spec?.initContainers, undefined);
   t.same(Object.keys(pod.metadata?.annotations ?? {}).filter((key) => key.startsWith('sidecar-terminator.io/native-sidecars-')), [], 'no migration annotation');
-  t.match(await stoppedByWatcher(namespace, pod), { events: ['SidecarTerminating'], ephemeralContainers: 1 }, 'stopped by the watcher');
+  t.match(await stoppedByWatcher(namespace, pod), { events: [EVENT_REASONS.stopping], ephemeralContainers: 1 }, 'stopped by the watcher');
 });
 
 t.test('kubectl shows why a bare pod is not moved', async (t) => {
