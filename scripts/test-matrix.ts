@@ -7,6 +7,7 @@
 //   node scripts/test-matrix.ts v1.29.15           only these (the others keep their last result)
 //   node scripts/test-matrix.ts --readme           rewrite the README table from the results, run nothing
 //   TAP_ARGS="test/e2e/native-sidecars.test.ts" node scripts/test-matrix.ts v1.33.10   a subset, recorded as such
+//   TAP_ARGS="--jobs=1" node scripts/test-matrix.ts v1.37.2   the whole suite, one file at a time (a busy machine)
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -87,7 +88,9 @@ async function runVersion(version: string): Promise<MatrixResult> {
   }
   const images = await run('node', ['scripts/build-images.ts'], version);
   if (images.code !== 0) throw new Error('scripts/build-images.ts failed');
-  const suite = process.env.TAP_ARGS ? process.env.TAP_ARGS.split(/\s+/).filter(Boolean) : SUITE;
+  const tapArgs = (process.env.TAP_ARGS ?? '').split(/\s+/).filter(Boolean);
+  // Options alone (e.g. --jobs=1) keep the whole suite; files narrow it.
+  const suite = tapArgs.some((arg) => !arg.startsWith('-')) ? tapArgs : [...tapArgs, ...SUITE];
   process.stdout.write(`\n== Kubernetes ${version}: tap ${suite.join(' ')}\n`);
   const tap = await run('sh', ['-c', `exec tap ${suite.join(' ')}`], version);
   return { version, date: new Date().toISOString(), suite, ...parseTapOutput(tap.output), minutes: Math.round((Date.now() - started) / 60_000) };
@@ -99,7 +102,8 @@ export function matrixTable(results: Results): string {
     const result = results[version];
     if (!result) return `| ${version} | not run yet | | | |`;
     const verdict = result.fail > 0 ? `**${result.fail} failed** (${result.failedFiles.join(', ')})` : 'passed';
-    const scope = result.suite.join(' ') === SUITE.join(' ') ? 'the end-to-end suite' : result.suite.join(' ');
+    const files = result.suite.filter((arg) => !arg.startsWith('-'));
+    const scope = files.join(' ') === SUITE.join(' ') ? 'the end-to-end suite' : files.join(' ');
     const skipped = result.skippedFiles.length > 0 ? `; skipped: ${result.skippedFiles.join(', ')}` : '';
     return `| ${version} | ${verdict} | ${result.pass} passed, ${result.fail} failed, ${result.skip} skipped in ${result.files} files (${scope}${skipped}) | ${result.minutes} min | ${result.date.slice(0, 10)} |`;
   });
