@@ -38,9 +38,9 @@ export interface MatrixResult {
   skippedFiles: string[];
 }
 
-type Results = Record<string, MatrixResult>;
+export type Results = Record<string, MatrixResult>;
 
-function readResults(): Results {
+export function readResults(): Results {
   try {
     return JSON.parse(readFileSync(resultsPath, 'utf8')) as Results;
   } catch {
