@@ -130,6 +130,18 @@ t.test('/validate: a pod whose native sidecars the API server dropped is refused
   }
 });
 
+t.test('/validate: every dropped native sidecar is named', async (t) => {
+  const app = migrating();
+  const review = loadReview('pod-manageable');
+  review.request.object.spec.containers.push({ name: 'log-agent', image: 'fluent/fluent-bit:3.1', env: [{ name: W, value: 'true' }] });
+  const pod = (await mutated(review, app)).pod;
+  for (const container of pod.spec.initContainers) delete container.restartPolicy;
+  t.match((await post(app, 'validate', { ...review, request: { ...review.request, object: pod } })).review.response, {
+    allowed: false,
+    status: { code: 422, message: /^2 native sidecars lost: spec\.initContainers\[0\]\.restartPolicy: .*cloud-sql-proxy .*; spec\.initContainers\[1\]\.restartPolicy: .*log-agent / },
+  });
+});
+
 t.test('/metrics: pods migrated and kept are counted; /native-sidecars has its own admission series', async (t) => {
   const app = migrating();
   const metric = async (prefix: string) => {
