@@ -13,13 +13,13 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { parseKubernetesVersion, type KubernetesVersion } from '../../src/policy/index.ts';
 import { runCommand } from './command.ts';
 import { ManagedProcess, killOnExit, logTails } from './managed-process.ts';
 import { freePort } from './net.ts';
 
 // Its home is net.ts; re-exported for the files that import it from here.
 export { freePort };
-import { parseKubernetesVersion, type KubernetesVersion } from '../../src/policy/index.ts';
 
 const run = promisify(execFile);
 
