@@ -51,3 +51,11 @@ chart-test: node_modules
 # `make bench QUICK=1` is a short run that checks the harness. Never part of `make test`.
 bench: node_modules
 	node bench/run.ts $(if $(QUICK),--quick)
+
+.PHONY: test-matrix
+
+# The end-to-end suite (real node included) on Kubernetes 1.29, 1.33 and 1.37, each built once
+# into the cache; writes the README table "Kubernetes versions". Not part of `make test`.
+# `make test-matrix VERSIONS=v1.29.15` runs one version; the others keep their last result.
+test-matrix: node_modules
+	node scripts/test-matrix.ts $(VERSIONS)

@@ -22,6 +22,10 @@ const PROCESS_IO: CliIO = { stdin: process.stdin, stdout: process.stdout, stderr
 const LINT_FLAGS = {
   enforcement: SERVE_FLAGS.enforcement,
   quickExitImageAllowlist: SERVE_FLAGS.quickExitImageAllowlist,
+  nativeSidecars: {
+    ...SERVE_FLAGS.nativeSidecars,
+    help: 'labelled or all: also report, as info findings, which sidecars the webhook would move to native sidecars and why others stay (lint cannot see namespace labels, so labelled reports as all). One of: none, labelled, all.',
+  },
   output: { ...oneOf('output', 'text: one line per finding and a summary; json: the findings with file, document, object, container, field, rule, severity, message, fix, line and column; sarif: SARIF 2.1.0, for GitHub code scanning and other CI tools.', OUTPUT_FORMATS, 'text'), short: 'o', env: '' },
 };
 
@@ -210,7 +214,9 @@ or a JSON or SARIF report (-o) locating each finding's field by line and column.
 Exit status: 0 when there is no error (warnings alone are fine), 1 when there is an error,
 2 for a usage error or a file that cannot be read or parsed.
 
-Flags (--enforcement and --quick-exit-image-allowlist also set by their environment variables, as for serve):
+Info findings (--native-sidecars) never change the exit status.
+
+Flags (--enforcement, --quick-exit-image-allowlist and --native-sidecars also set by their environment variables, as for serve):
 ${flagsHelp(LINT_FLAGS)}`;
 }
 

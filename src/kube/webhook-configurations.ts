@@ -8,6 +8,7 @@ import type {
   V1RuleWithOperations,
   V1ValidatingWebhookConfiguration,
 } from '@kubernetes/client-node';
+import { NATIVE_SIDECARS_NAMESPACE_LABEL, type NativeSidecarsMode } from '../policy/index.ts';
 import { isApiError } from './api-errors.ts';
 
 /** Namespaces the webhook never sees (so the sweeper leaves them alone too): kube-system, the add-on's own, and any configured. */
@@ -26,6 +27,8 @@ export interface WebhookTarget {
   failurePolicy: string;
   /** Further namespaces the webhooks skip (--excluded-namespaces). */
   excludedNamespaces: readonly string[];
+  /** --native-sidecars: which namespaces the native-sidecars webhook serves; none registers no such webhook. */
+  nativeSidecars?: NativeSidecarsMode;
 }
 
 /** How long the API server waits for an answer; the webhook's HTTPS server uses the same limit (webhook/app.ts). */
@@ -51,6 +54,14 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
     },
   });
   const metadata = { name: target.name, labels: MANAGED_BY };
+  // First, so that the label webhook after it sees the pod migrated already. The API server
+  // selects the namespaces from its own cache: no namespace reads, nothing to keep in sync.
+  const nativeSidecars = target.nativeSidecars ?? 'none';
+  const nativeCommon = common('/native-sidecars');
+  const optIn = nativeSidecars === 'labelled' ? { matchLabels: { [NATIVE_SIDECARS_NAMESPACE_LABEL.key]: NATIVE_SIDECARS_NAMESPACE_LABEL.value } } : {};
+  const native = nativeSidecars === 'none'
+    ? []
+    : [{ name: 'native-sidecars.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...nativeCommon, namespaceSelector: { ...optIn, ...nativeCommon.namespaceSelector } }];
   return {
     mutating: {
       apiVersion: 'admissionregistration.k8s.io/v1',
@@ -59,7 +70,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
       // IfNeeded: called again when a later webhook changed the pod (a service mesh or log agent
       // injecting a marked sidecar), so that sidecar's pod is labelled too. Mutation is
       // idempotent: a pod labelled already gets no patch.
-      webhooks: [{ name: 'mutate.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...common('/mutate') }],
+      webhooks: [...native, { name: 'mutate.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...common('/mutate') }],
     },
     validating: {
       apiVersion: 'admissionregistration.k8s.io/v1',

@@ -12,3 +12,4 @@ export * from './inspect.ts';
 export * from './reporting.ts';
 export * from './signal-container.ts';
 export * from './stop-plan.ts';
+export * from './native-sidecars.ts';

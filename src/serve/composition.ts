@@ -15,6 +15,7 @@ import { WEBHOOK_TIMEOUT_SECONDS, excludedNamespaces, registerWebhookConfigurati
 import { SIGNAL_COMMAND } from '../policy/index.ts';
 import { isServingCertificateValid, servingHosts, type CertificateBundle } from '../tls/certificates.ts';
 import { createRotator, describeCertificate } from '../tls/rotator.ts';
+import { nativeSidecarsOn } from '../kube/server-version.ts';
 import { secretStore } from '../tls/secret-store.ts';
 import { secureContextOptions } from '../tls/secure-context.ts';
 import { directoryStore } from '../tls/store.ts';
@@ -138,7 +139,9 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   const drain = new Drain({ graceMs: config.shutdownGrace, logger });
   readinessChecks.push(() => (drain.draining() ? { ready: false, reason: 'shutting down' } : { ready: true }));
   const ownerEvents = new OwnerEventRecorder({ core: kubeConfig.makeApiClient(CoreV1Api), logger, metrics });
+  const nativeSidecars = await nativeSidecarsOn(config.nativeSidecars, kubeConfig, logger);
   const app = buildApp({
+    nativeSidecars,
     ownerEvents,
     draining: drain.draining,
     enforcement: config.enforcement,
@@ -161,6 +164,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     url: config.webhookUrl,
     failurePolicy: config.failurePolicy,
     excludedNamespaces: config.excludedNamespaces,
+    nativeSidecars: config.nativeSidecars,
   };
   try {
     if (config.registerWebhooks) {

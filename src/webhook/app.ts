@@ -12,7 +12,7 @@ import { WEBHOOK_TIMEOUT_SECONDS } from '../kube/webhook-configurations.ts';
 import { isRecord } from '../policy/index.ts';
 import { errored, review, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
 import { createAdmissionMetrics, ADMISSION_ENDPOINTS, type AdmissionEndpoint, type AdmissionMetrics, type AdmissionResult } from './metrics.ts';
-import { mutate } from './mutate.ts';
+import { mutate, mutateNativeSidecars } from './mutate.ts';
 import type { OwnerEventRecorder } from './owner-events.ts';
 import { AJV_OPTIONS, admissionReviewSchema, describeSchemaError, parseJsonBody } from './schema.ts';
 import { validate, type AdmissionSettings, type Verdict } from './validate.ts';
@@ -46,6 +46,7 @@ export type AdmissionHandler = (request: AdmissionRequest, settings: AdmissionSe
 const HANDLERS: Record<AdmissionEndpoint, AdmissionHandler> = {
   validate,
   mutate,
+  'native-sidecars': mutateNativeSidecars,
 };
 
 export function buildApp(options: AppOptions & { https: { key: string; cert: string } }): FastifyInstance<https.Server>;
@@ -73,7 +74,7 @@ export function buildApp(options: AppOptions): WebhookApp {
 
   const registry = options.metrics ?? new Registry();
   const metrics = createAdmissionMetrics(registry);
-  const settings: AdmissionSettings = { enforcement: options.enforcement, quickExitImageAllowlist: options.quickExitImageAllowlist };
+  const settings: AdmissionSettings = { enforcement: options.enforcement, quickExitImageAllowlist: options.quickExitImageAllowlist, nativeSidecars: options.nativeSidecars ?? false };
 
   void app.register(healthRoutes, { readiness: options.readiness, registry });
   app.addHook('onSend', async (_request, reply, payload) => {
@@ -106,9 +107,10 @@ export function buildApp(options: AppOptions): WebhookApp {
       },
       async (request, reply) => {
         const handle = options.handlers?.[endpoint] ?? HANDLERS[endpoint];
-        const { ownerNotice, ...decision } = handle((request.body as { request: AdmissionRequest }).request, settings);
+        const { ownerNotice, migration, ...decision } = handle((request.body as { request: AdmissionRequest }).request, settings);
         // Started here, finished in the background: the answer never waits for it.
         if (ownerNotice) options.ownerEvents?.record(ownerNotice);
+        if (migration) metrics.migration(migration);
         const result: AdmissionResult = !decision.allowed ? 'denied' : decision.patch ? 'patched' : 'allowed';
         return answer(request, reply, result, decision, 200);
       },

@@ -117,6 +117,13 @@ const CALLS: Record<string, Call> = {
   readValidatingAdmissionPolicyBinding: { sites: ['src/kube/fence.ts'], needs: [], why: 'register the fence', when: (config) => config.registerWebhooks, notGranted: FENCE_REGISTER_ONLY },
   createValidatingAdmissionPolicyBinding: { sites: ['src/kube/fence.ts'], needs: [], why: 'register the fence', when: (config) => config.registerWebhooks, notGranted: FENCE_REGISTER_ONLY },
   replaceValidatingAdmissionPolicyBinding: { sites: ['src/kube/fence.ts'], needs: [], why: 'register the fence', when: (config) => config.registerWebhooks, notGranted: FENCE_REGISTER_ONLY },
+  getCode: {
+    sites: ['src/kube/server-version.ts'],
+    needs: [],
+    why: 'does the API server run native sidecars?',
+    when: (config) => config.nativeSidecars !== 'none',
+    notGranted: '/version: the built-in system:public-info-viewer ClusterRole grants it to everyone',
+  },
   // `sidecar-terminator status`, run by users (it also lists pods and reads nodes, above).
   listNamespacedEvent: status("the add-on's events about the pods"),
   listEventForAllNamespaces: status('the same, with -A'),
@@ -130,7 +137,7 @@ const CALLS: Record<string, Call> = {
 function componentOf(file: string): Component | 'user' | undefined {
   if (file.startsWith('src/status/')) return 'user';
   if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts') return 'watcher';
-  if (file.startsWith('src/tls/') || file.startsWith('src/webhook/') || file === 'src/kube/webhook-configurations.ts' || file === 'src/kube/fence.ts') return 'webhook';
+  if (file.startsWith('src/tls/') || file.startsWith('src/webhook/') || ['src/kube/webhook-configurations.ts', 'src/kube/fence.ts', 'src/kube/server-version.ts'].includes(file)) return 'webhook';
   return undefined;
 }
 

@@ -10,7 +10,7 @@ import {
   isManageable,
   validatePodSpec,
   type Finding,
-  type RuleId,
+  type AdmissionRuleId,
   type Severity,
   type ValidationOptions,
 } from '../../src/policy/index.ts';
@@ -30,7 +30,7 @@ interface RuleCase {
 
 // One case per rule of README "Rules checked at admission". The Record type makes a rule without a case a
 // type error, and each case fails if its rule is removed from the validator.
-const cases: Record<RuleId, RuleCase> = {
+const cases: Record<AdmissionRuleId, RuleCase> = {
   'marker-value': {
     severity: 'error',
     spec: podSpec([main(), container('proxy', 'envoy:1', [{ name: ENV_WHEN_JOB_EXIT, value: 'yes' }])]),
@@ -124,7 +124,7 @@ const cases: Record<RuleId, RuleCase> = {
   },
 };
 
-for (const [rule, c] of Object.entries(cases) as Array<[RuleId, RuleCase]>) {
+for (const [rule, c] of Object.entries(cases) as Array<[AdmissionRuleId, RuleCase]>) {
   t.test(`rule ${rule}`, async (t) => {
     const findings = validatePodSpec(c.spec, { ...job, ...c.options });
     const hits = findings.filter((f) => f.rule === rule);

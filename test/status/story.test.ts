@@ -114,3 +114,13 @@ t.test('helpers: ages, label selectors, field paths', async (t) => {
   t.equal(containerOf({ spec: { initContainers: [{ name: 'init' }] } }, parseFieldPath('spec.initContainers[0].env[X]')), 'init');
   t.equal(containerOf({ spec: {} }, parseFieldPath('spec.restartPolicy')), undefined);
 });
+
+t.test('a pod whose sidecars moved to native sidecars: not managed, the kubelet stops them, nothing to do', async (t) => {
+  const migrated = pod({ labels: {}, statuses: [running('main')] });
+  migrated.metadata!.annotations = { 'sidecar-terminator.io/native-sidecars-migrated': 'proxy' };
+  migrated.spec!.initContainers = [{ ...migrated.spec!.containers[1]!, restartPolicy: 'Always' }];
+  migrated.spec!.containers = [migrated.spec!.containers[0]!];
+  const story = podStory(facts(migrated));
+  t.match(story, { state: 'not managed', advice: [] });
+  t.same(story.notManaged, ['its sidecars proxy were moved to native sidecars (init containers with restartPolicy: Always) when it was created: the kubelet stops them once the main containers are done']);
+});

@@ -37,6 +37,7 @@ export const CHART_SETTINGS: Record<string, ChartSetting> = {
     note: 'a list; the watcher needs it for the sweeper',
   },
   bodyLimit: { kind: 'value', path: 'admission.bodyLimit', sample: '16Mi', arg: '16Mi', components: ['webhook'] },
+  nativeSidecars: { kind: 'value', path: 'admission.nativeSidecars', sample: 'labelled', arg: 'labelled', components: ['webhook'], note: 'also adds the native-sidecars webhook to the MutatingWebhookConfiguration' },
   shutdownGrace: { kind: 'value', path: 'shutdownGrace', sample: '45s', arg: '45s', components: both },
   certDir: { kind: 'unset', note: 'the certificates live in a Secret' },
   tlsSecret: { kind: 'value', path: 'webhook.tls.secretName', sample: 'my-webhook-tls', arg: 'my-webhook-tls', components: ['webhook'], note: 'default `<full name>-tls`' },

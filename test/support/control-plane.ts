@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { parseKubernetesVersion, type KubernetesVersion } from '../../src/policy/index.ts';
 import { runCommand } from './command.ts';
 import { ManagedProcess, killOnExit, logTails, waitWhileRunning } from './managed-process.ts';
 import { freePort } from './net.ts';
@@ -34,7 +35,7 @@ export interface ControlPlaneOptions {
   reachableFromPods?: boolean;
   /** Run kube-scheduler, for real nodes (the kubelet simulator binds its pods itself). Default false. */
   scheduler?: boolean;
-  /** More kube-apiserver flags, e.g. a --runtime-config that turns an API off as an older release lacks it. */
+  /** More kube-apiserver flags, e.g. a --runtime-config that turns an API off as an older release lacks it, or a feature gate turned off. */
   apiServerArgs?: string[];
 }
 
@@ -105,6 +106,14 @@ async function buildControlPlane(): Promise<string> {
   return binDir;
 }
 
+/** The Kubernetes release the tests run (K8S_VERSION, else scripts/versions.sh's), as its kube-apiserver reports it. */
+export async function kubernetesVersion(binDir?: string): Promise<KubernetesVersion> {
+  const { stdout } = await run(join(binDir ?? (await buildControlPlane()), 'kube-apiserver'), ['--version']);
+  const version = parseKubernetesVersion({ gitVersion: stdout.trim().split(' ').at(-1) });
+  if (!version) throw new Error(`kube-apiserver --version printed no version: ${stdout}`);
+  return version;
+}
+
 interface Ports {
   etcdClient: number;
   etcdPeer: number;
@@ -132,7 +141,6 @@ class LocalCluster implements ControlPlane {
   private stopping: Promise<void> | undefined;
 
   private readonly withScheduler: boolean;
-
   private readonly extraApiServerArgs: string[];
 
   constructor(binDir: string, dir: string, podReachableAddress: string | undefined, withScheduler: boolean, extraApiServerArgs: string[]) {

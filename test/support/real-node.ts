@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
-import { freePort, hostAddress, type ControlPlane } from './control-plane.ts';
+import { freePort, hostAddress, kubernetesVersion, type ControlPlane } from './control-plane.ts';
 import { ManagedProcess, killOnExit, logTails, waitWhileRunning } from './managed-process.ts';
 
 const run = promisify(execFile);
@@ -381,9 +381,12 @@ state = "${join(dir, 'containerd/state')}"
 
   private async startKubeProxy(): Promise<void> {
     const kubeconfig = await this.cp.clientKubeconfig('system:kube-proxy', []);
+    // The nftables mode is alpha before Kubernetes 1.31, behind a feature gate removed later.
+    const { minor } = await kubernetesVersion(this.kubeBin);
     this.launch('kube-proxy', join(this.kubeBin, 'kube-proxy'), [
       '--kubeconfig', kubeconfig,
       '--proxy-mode', 'nftables',
+      ...(minor < 31 ? ['--feature-gates', 'NFTablesProxyMode=true'] : []),
       '--cluster-cidr', CLUSTER_CIDR,
       '--hostname-override', this.name,
       '--metrics-bind-address', `127.0.0.1:${await freePort()}`,

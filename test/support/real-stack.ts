@@ -41,8 +41,13 @@ export async function startRealCluster(t: Teardown, options: RealClusterOptions 
 }
 
 /** A real cluster and serve (webhook and watcher) registered with it, failurePolicy Fail. */
-export async function startRealStack(t: Teardown, options: RealClusterOptions & { serveArgs?: string[] } = {}): Promise<RealStack> {
+export async function startRealStack(
+  t: Teardown,
+  options: RealClusterOptions & { serveArgs?: string[]; beforeServe?: (cluster: RealCluster) => Promise<void> } = {},
+): Promise<RealStack> {
   const cluster = await startRealCluster(t, options);
+  // What serve must find when it starts (a CRD that decides --kill-mechanism auto).
+  await options.beforeServe?.(cluster);
   const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
   t.teardown(() => rm(certDir, { recursive: true, force: true }));
   const serve = await startServe((port) => [

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiextensionsV1Api, BatchV1Api, CoreV1Api, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE } from '../../src/policy/index.ts';
-import { startControlPlane, type ControlPlane } from './control-plane.ts';
+import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from './control-plane.ts';
 import { CRR, KubeletSimulator, waitFor, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 
@@ -37,11 +37,12 @@ interface Teardown {
 interface ClusterOptions {
   sim?: KubeletSimulatorOptions;
   installCrrCrd?: boolean;
+  controlPlane?: ControlPlaneOptions;
 }
 
 /** Starts a cluster; both parts stop at `t`'s teardown. */
 export async function startCluster(t: Teardown, options: ClusterOptions = {}): Promise<Cluster> {
-  const cp = await startControlPlane();
+  const cp = await startControlPlane(options.controlPlane);
   t.teardown(() => cp.stop());
   if (options.installCrrCrd) await installCrrCrd(cp);
   const sim = new KubeletSimulator(cp.kubeConfig, options.sim);
