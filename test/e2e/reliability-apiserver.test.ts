@@ -117,7 +117,8 @@ t.test('the API server restarted (etcd kept) while 200 Jobs are finishing', asyn
 t.test('the watcher killed (SIGKILL) mid-burst and started again', async (t) => {
   const namespace = await cp.createNamespace();
   const count = 100;
-  await burst(namespace, count, 10);
+  // Finishing from 20 s to 50 s after starting, so that most of the burst is still to come at the kill.
+  await burst(namespace, count, 30, 20);
   await waitFor('the first pods of the burst to be signalled', async () => (await signalledPods(namespace)) >= 10, { timeoutMs: 120_000, intervalMs: 500 });
 
   const killed = stack.serve;
