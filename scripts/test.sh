@@ -2,7 +2,7 @@
 # The project's test command, closing with one "N passed, N failed" line.
 #   scripts/test.sh           (make test) everything: type-check, lint, build or reuse the cached
 #                             control plane, every test (unit and end-to-end) with coverage, and
-#                             the coverage floor (scripts/coverage-floor.ts).
+#                             the coverage floors (scripts/coverage-floor.ts).
 #   scripts/test.sh --unit    (make test-unit, npm run test:unit) the inner loop: every test that
 #                             needs no control plane and no Go, i.e. all but test/e2e and test/chart.
 #   scripts/test.sh FILE...   (npm test -- FILE...) these test files, after the type-check; the
@@ -53,9 +53,11 @@ set +e
 tap "${tap_args[@]}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 if [ "$mode" = all ] && [ "$status" -eq 0 ]; then
-  echo "== coverage floor"
-  tap report json-summary >/dev/null && node scripts/coverage-floor.ts
+  echo "== coverage floor (the whole run)"
+  tap report json-summary >/dev/null && node scripts/coverage-floor.ts whole
   status=$?
+  echo "== coverage: every branch of src/policy, by its unit tests (scripts/coverage-floor.ts says why)"
+  tap --coverage-report=json-summary test/policy/*.test.ts test/watcher/*.test.ts >/dev/null && node scripts/coverage-floor.ts policy || status=1
 fi
 set -e
 

@@ -222,3 +222,13 @@ t.test('inspectObject: workloads get warnings only, Jobs get errors', async (t) 
   t.match(inspectObject({ apiVersion: 'apps/v1', kind: 'Deployment', spec: { template: { spec } } }, [])?.findings, [{ rule: 'no-main-container', severity: 'warning' }]);
   t.equal(inspectObject({ apiVersion: 'v1', kind: 'Service' }, []), undefined);
 });
+
+t.test('a marker defined twice: the finding says what the definitions mean at run time', async (t) => {
+  const twice = (name: string, values: [string, string], extra: TestContainer['env'] = []) =>
+    validatePodSpec(podSpec([main(), container('proxy', 'envoy:1', [...extra, { name, value: values[0] }, { name, value: values[1] }])]), job)
+      .map((finding) => formatFinding(finding))
+      .join('\n');
+  t.match(twice(ENV_WHEN_JOB_EXIT, ['false', 'false']), /none of them is "true", so this variable has no effect/);
+  t.match(twice(ENV_IGNORE_EXIT_CODE, ['true', 'false'], [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }]), /one of them is "true", so its exit code is ignored: any "true" counts/);
+  t.match(twice(ENV_WITH_IMAGE, ['q:1', 'q:2']), /the first definition is the quick-exit image/);
+});
