@@ -9,8 +9,16 @@ import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack
 
 const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
 
+/** The Job's pod once the Job is Complete; if it never is, the error carries what the pod and the watcher show. */
 async function finishedPod(stack: RealStack, namespace: string, job: string): Promise<V1Pod> {
-  await waitForJob(stack, namespace, job, 'Complete', 240_000);
+  try {
+    await waitForJob(stack, namespace, job, 'Complete', 240_000);
+  } catch (error) {
+    const pods = await stack.core.listNamespacedPod({ namespace, labelSelector: `job-name=${job}` }).catch(() => ({ items: [] as V1Pod[] }));
+    const states = pods.items.map((p) => `${p.metadata?.name} ${p.status?.phase}: ${JSON.stringify(p.status?.containerStatuses?.map((c) => ({ name: c.name, image: c.image, state: c.state, restarts: c.restartCount })))}`);
+    const watcher = stack.serve.logs().filter((line) => JSON.stringify(line).includes(namespace)).slice(-20).map((line) => JSON.stringify(line));
+    throw new Error(`${(error as Error).message}\npods: ${states.join('\n')}\nwatcher: ${watcher.join('\n')}`, { cause: error });
+  }
   const pod = await podOfJob(stack, namespace, job);
   return stack.core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
 }
@@ -111,8 +119,9 @@ if (canRunRealNode(t)) {
               value: ${missing}
 `,
         });
-      // Never: kubelet stops the old container for the new image and, the container having
-      // exited, does not start it again: no pull is needed, the Job completes.
+      // Never: kubelet restarts a container whose definition changed whatever the restart
+      // policy, so it tries to pull the image here too; the watcher ends the pod from its main
+      // containers.
       await apply(cp, namespace, job('unpullable-never', 'Never', 0));
       // OnFailure, a sidecar that exits 143: kubelet restarts it with the image it cannot pull,
       // ImagePullBackOff for ever, unless the watcher ends the pod from its main containers.
