@@ -13,23 +13,14 @@ import { containerRecreateRequest } from '../../src/watcher/crr.ts';
 import { startKruise } from '../support/kruise.ts';
 import { waitFor } from '../support/kubelet-simulator.ts';
 import { canRunRealNode } from '../support/real-node.ts';
-import { containerLog, containerStatus, startRealCluster } from '../support/real-stack.ts';
+import { TEST_IMAGE, containerLog, containerStatus, startRealCluster, testContainer } from '../support/real-stack.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
 import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
 
-const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
 const CRR = { group: 'apps.kruise.io', version: 'v1alpha1', plural: 'containerrecreaterequests' };
 /** A main container that exits 0 after `sleep`, and a sidecar marked for the kill. */
-const mainAndProxy = (sleep: string) => `        - name: main
-          image: ${TEST_IMAGE}
-          args: ["main", "--sleep", "${sleep}"]
-        - name: proxy
-          image: ${TEST_IMAGE}
-          args: ["sidecar"]
-          env:
-            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
-              value: "true"
-`;
+const mainAndProxy = (sleep: string) =>
+  [testContainer('main', ['main', '--sleep', sleep]), testContainer('proxy', ['sidecar'], [['KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', '"true"']])].join('\n');
 /** The watcher's ServiceAccount as serve --register-webhooks fences it by default (its namespace, its name). */
 const WATCHER_ACCOUNT = { namespace: 'sidecar-terminator', name: 'sidecar-terminator-watcher' };
 

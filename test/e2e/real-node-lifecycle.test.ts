@@ -4,10 +4,9 @@
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { canRunRealNode } from '../support/real-node.ts';
-import { containerLog, containerStatus, startRealStack, type RealStack } from '../support/real-stack.ts';
+import { TEST_IMAGE, containerLog, containerStatus, startRealStack, type RealStack } from '../support/real-stack.ts';
 import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
 
-const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
 
 /** The Job's pod once the Job is Complete; if it never is, the error carries what the pod and the watcher show. */
 async function finishedPod(stack: RealStack, namespace: string, job: string): Promise<V1Pod> {

@@ -8,30 +8,16 @@ import t from 'tap';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, MANAGED_LABEL, MIGRATED_ANNOTATION } from '../../src/policy/index.ts';
 import { findContainerStatus, waitFor } from '../support/kubelet-simulator.ts';
 import { canRunRealNode } from '../support/real-node.ts';
-import { containerLog, startRealStack } from '../support/real-stack.ts';
+import { TEST_IMAGE, containerLog, startRealStack, testContainer } from '../support/real-stack.ts';
 import { apply, eventsOf, installCrrCrd, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
 
-const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
 
 /** A main container that works two seconds; a sidecar that exits 0 on SIGTERM, and one that exits 143 but whose exit code is ignored. */
-const containers = `        - name: main
-          image: ${TEST_IMAGE}
-          args: ["main", "--sleep", "2s"]
-        - name: sidecar
-          image: ${TEST_IMAGE}
-          args: ["sidecar"]
-          env:
-            - name: ${ENV_WHEN_JOB_EXIT}
-              value: "true"
-        - name: sql-proxy
-          image: ${TEST_IMAGE}
-          args: ["sidecar", "--on-term", "143"]
-          env:
-            - name: ${ENV_WHEN_JOB_EXIT}
-              value: "true"
-            - name: ${ENV_IGNORE_EXIT_CODE}
-              value: "true"
-`;
+const containers = [
+  testContainer('main', ['main', '--sleep', '2s']),
+  testContainer('sidecar', ['sidecar'], [[ENV_WHEN_JOB_EXIT, '"true"']]),
+  testContainer('sql-proxy', ['sidecar', '--on-term', '143'], [[ENV_WHEN_JOB_EXIT, '"true"'], [ENV_IGNORE_EXIT_CODE, '"true"']]),
+].join('\n');
 
 if (canRunRealNode(t)) {
   const stack = await startRealStack(t, {

@@ -7,11 +7,10 @@
 // namespace that enforces the restricted Pod Security level. And a sidecar that ignores SIGTERM.
 import t, { type Test } from 'tap';
 import { canRunRealNode } from '../support/real-node.ts';
-import { containerLog, containerStatus, startRealStack } from '../support/real-stack.ts';
+import { TEST_IMAGE, containerLog, containerStatus, startRealStack, testContainer } from '../support/real-stack.ts';
 import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
 import { waitFor } from '../support/kubelet-simulator.ts';
 
-const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
 const NONROOT_IMAGE = 'sidecar-terminator.local/test-container-nonroot:1';
 
 /** A main container that works two seconds and exits 0, and a sidecar that logs the signal it gets. */
@@ -159,18 +158,9 @@ ${marked('proxy')}${marked('stop-proxy')}` }));
 
   t.test('a marker listed twice, "true" then "false": stopped as OpenKruise would, with a warning at kubectl apply', { buffered: true }, async (t) => {
     const namespace = await cp.createNamespace();
-    const warnings = await apply(cp, namespace, jobYaml('twice', { containers: `        - name: main
-          image: ${TEST_IMAGE}
-          args: ["main", "--sleep", "2s"]
-        - name: sidecar
-          image: ${TEST_IMAGE}
-          args: ["sidecar"]
-          env:
-            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
-              value: "true"
-            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
-              value: "false"
-` }));
+    const marker = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT';
+    const containers = [testContainer('main', ['main', '--sleep', '2s']), testContainer('sidecar', ['sidecar'], [[marker, '"true"'], [marker, '"false"']])].join('\n');
+    const warnings = await apply(cp, namespace, jobYaml('twice', { containers }));
     t.match(warnings, /Warning: .*KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT/, 'kubectl shows a warning about the duplicate');
     await stoppedBySigterm(t, namespace, 'twice', 0);
   });

@@ -9,7 +9,13 @@ import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { startRealNode, type RealNode, type RealNodeOptions } from './real-node.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 import { waitFor } from './kubelet-simulator.ts';
-import type { Clients } from './stack.ts';
+import { containerYaml, type Clients, type EnvVars } from './stack.ts';
+
+/** The image of images/test-container, which every real node imports. */
+export const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
+
+/** A container of the test image, indented for jobYaml's `containers`: its arguments (main or sidecar, then flags), then its env. */
+export const testContainer = (name: string, args: readonly string[], env: EnvVars = []): string => containerYaml(name, TEST_IMAGE, env, args);
 
 export interface RealCluster extends Clients {
   cp: ControlPlane;

@@ -167,11 +167,12 @@ spec:
 ${options.containers}`;
 }
 
-type EnvVars = ReadonlyArray<readonly [name: string, yamlValue: string]>;
+export type EnvVars = ReadonlyArray<readonly [name: string, yamlValue: string]>;
 
 /** One container, indented for jobYaml's `containers`; each env value is written as the YAML given (quote it when it needs quotes). */
-export function containerYaml(name: string, image: string, env: EnvVars = []): string {
+export function containerYaml(name: string, image: string, env: EnvVars = [], args: readonly string[] = []): string {
   const lines = [`        - name: ${name}`, `          image: ${image}`];
+  if (args.length > 0) lines.push(`          args: ${JSON.stringify(args)}`);
   if (env.length > 0) lines.push('          env:', ...env.flatMap(([key, value]) => [`            - name: ${key}`, `              value: ${value}`]));
   return lines.join('\n');
 }
