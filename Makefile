@@ -1,5 +1,5 @@
 # Small entry points; npm scripts hold the details.
-.PHONY: test control-plane build
+.PHONY: test test-unit control-plane build
 
 # Node 24 comes from the `node` devDependency.
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
@@ -17,9 +17,14 @@ control-plane:
 build: node_modules
 	npm run build
 
-# The test command: installs what is missing, type-checks, runs unit and end-to-end tests.
+# The test command: installs what is missing, type-checks, lints, runs unit and end-to-end
+# tests with coverage, and fails below the coverage floor.
 test: node_modules
 	npm test
+
+# The inner loop: every test that needs no control plane and no Go (under a minute), no lint.
+test-unit: node_modules
+	npm run test:unit
 
 .PHONY: dev helm chart-test
 
@@ -46,3 +51,11 @@ chart-test: node_modules
 # `make bench QUICK=1` is a short run that checks the harness. Never part of `make test`.
 bench: node_modules
 	node bench/run.ts $(if $(QUICK),--quick)
+
+.PHONY: test-matrix
+
+# The end-to-end suite (real node included) on Kubernetes 1.29, 1.33 and 1.37, each built once
+# into the cache; writes the README table "Kubernetes versions". Not part of `make test`.
+# `make test-matrix VERSIONS=v1.29.15` runs one version; the others keep their last result.
+test-matrix: node_modules
+	node scripts/test-matrix.ts $(VERSIONS)

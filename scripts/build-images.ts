@@ -15,7 +15,7 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 const cacheRoot = process.env.SIDECAR_TERMINATOR_CACHE ?? join(process.env.HOME ?? '/root', '.cache/sidecar-terminator');
@@ -196,11 +196,14 @@ function filesUnder(dir: string): string[] {
     .sort();
 }
 
-/** A hash of the inputs: file paths hash their content, other strings themselves. */
+/**
+ * A hash of the inputs: file paths hash their content, other strings themselves. Paths inside the
+ * repository count relative to it, so two checkouts of the same tree share their archives.
+ */
 function inputsHash(spec: ImageSpec): string {
   const hash = createHash('sha256').update(spec.reference).update(JSON.stringify(spec.config));
   for (const input of spec.inputs()) {
-    hash.update(input);
+    hash.update(input.startsWith(`${repoRoot}/`) ? relative(repoRoot, input) : input);
     if (input.startsWith('/') && existsSync(input) && statSync(input).isFile()) hash.update(readFileSync(input));
   }
   return hash.digest('hex').slice(0, 16);

@@ -6,56 +6,66 @@
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { SERVE_FLAGS, defaultText, oneOf, type FlagSpec, type FlagValue } from './config.ts';
-import { MAX_FILE_BYTES, OUTPUT_FORMATS, runLint } from './lint.ts';
+import { MAX_FILE_BYTES, OUTPUT_FORMATS, runLint, type LintIO } from './lint.ts';
 import { STATUS_EXIT_CODES, STATUS_FLAGS } from './status/flags.ts';
+import { UsageError } from './usage-error.ts';
 
 const PROGRAM = 'sidecar-terminator';
-
-/** A mistake in the command line or its environment: the message says what and how to fix it. */
-export class UsageError extends Error {}
 
 type FlagTable = Record<string, FlagSpec>;
 export type FlagValues<T extends FlagTable> = { [K in keyof T]: T[K]['default'] };
 type Env = Readonly<Record<string, string | undefined>>;
+/** Where a command reads and writes: the process's own streams, or a test's. */
+export type CliIO = LintIO;
+const PROCESS_IO: CliIO = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr };
 
 const LINT_FLAGS = {
   enforcement: SERVE_FLAGS.enforcement,
   quickExitImageAllowlist: SERVE_FLAGS.quickExitImageAllowlist,
+  nativeSidecars: {
+    ...SERVE_FLAGS.nativeSidecars,
+    help: 'labelled or all: also report, as info findings, which sidecars the webhook would move to native sidecars and why others stay (lint cannot see namespace labels, so labelled reports as all). One of: none, labelled, all.',
+  },
   output: { ...oneOf('output', 'text: one line per finding and a summary; json: the findings with file, document, object, container, field, rule, severity, message, fix, line and column; sarif: SARIF 2.1.0, for GitHub code scanning and other CI tools.', OUTPUT_FORMATS, 'text'), short: 'o', env: '' },
 };
 
-export async function main(args: readonly string[], env: Env = process.env): Promise<number> {
+export async function main(args: readonly string[], env: Env = process.env, io: CliIO = PROCESS_IO): Promise<number> {
   const [command, ...rest] = args;
+  const print = (text: string) => {
+    io.stdout.write(text);
+    return 0;
+  };
   try {
     switch (command) {
       case 'serve':
-        return await serve(rest, env);
+        return await serve(rest, env, print);
       case 'lint':
-        return await lint(rest, env);
+        return await lint(rest, env, io, print);
       case 'status':
       case 'explain':
-        return await status(command, rest, env);
+        return await status(command, rest, env, io, print);
       case 'help':
       case '--help':
       case '-h':
-        return help(command === 'help' ? rest[0] : undefined);
+        return print(help(command === 'help' ? rest[0] : undefined));
       case '--version':
-        process.stdout.write(`${PROGRAM} ${packageVersion()}\n`);
-        return 0;
+        return print(`${PROGRAM} ${packageVersion()}\n`);
       case undefined:
-        process.stderr.write(usage());
+        io.stderr.write(usage());
         return 2;
       default:
         throw new UsageError(`unknown command "${command}": the commands are serve, lint, status and help; run "${PROGRAM} --help"`);
     }
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    process.stderr.write(`${PROGRAM}: ${error.message}\n`);
+    io.stderr.write(`${PROGRAM}: ${error.message}\n`);
     return 2;
   }
 }
 
-async function serve(args: readonly string[], env: Env): Promise<number> {
+type Print = (text: string) => number;
+
+async function serve(args: readonly string[], env: Env, print: Print): Promise<number> {
   const { values, positionals, help } = parseFlags('serve', SERVE_FLAGS, args, env);
   if (help) return print(serveHelp());
   if (positionals.length > 0) throw new UsageError(`serve takes no arguments, got "${positionals[0]}"; run "${PROGRAM} serve --help"`);
@@ -65,35 +75,30 @@ async function serve(args: readonly string[], env: Env): Promise<number> {
   return 0;
 }
 
-async function lint(args: readonly string[], env: Env): Promise<number> {
+async function lint(args: readonly string[], env: Env, io: CliIO, print: Print): Promise<number> {
   const { values, positionals, help } = parseFlags('lint', LINT_FLAGS, args, env);
   if (help) return print(lintHelp());
   if (positionals.length === 0) throw new UsageError(`lint needs at least one FILE ("-" reads stdin); run "${PROGRAM} lint --help"`);
-  return runLint(positionals, { ...values, toolVersion: packageVersion() }, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
+  return runLint(positionals, { ...values, toolVersion: packageVersion() }, io);
 }
 
 /** `status` lists the managed pods; `status pod/NAME` (or `explain pod/NAME`) tells one pod's story. */
-async function status(command: 'status' | 'explain', args: readonly string[], env: Env): Promise<number> {
+async function status(command: 'status' | 'explain', args: readonly string[], env: Env, io: CliIO, print: Print): Promise<number> {
   const { values, positionals, help } = parseFlags(command, STATUS_FLAGS, args, env);
   if (help) return print(statusHelp());
   if (positionals.length > 1) throw new UsageError(`${command} takes at most one pod (pod/NAME), got ${positionals.length} arguments; run "${PROGRAM} status --help"`);
   if (command === 'explain' && positionals.length === 0) throw new UsageError(`explain needs a pod: ${PROGRAM} explain pod/NAME`);
   // Loaded on demand: lint should not pay for the Kubernetes client.
   const { runStatus } = await import('./status/command.ts');
-  return runStatus(values, positionals[0], { stdout: process.stdout, stderr: process.stderr });
+  return runStatus(values, positionals[0], io);
 }
 
-function help(topic: string | undefined): number {
-  if (topic === undefined) return print(usage());
-  if (topic === 'serve') return print(serveHelp());
-  if (topic === 'lint') return print(lintHelp());
-  if (topic === 'status' || topic === 'explain') return print(statusHelp());
+function help(topic: string | undefined): string {
+  if (topic === undefined) return usage();
+  if (topic === 'serve') return serveHelp();
+  if (topic === 'lint') return lintHelp();
+  if (topic === 'status' || topic === 'explain') return statusHelp();
   throw new UsageError(`no help for "${topic}": the commands are serve, lint and status`);
-}
-
-function print(text: string): number {
-  process.stdout.write(text);
-  return 0;
 }
 
 /**
@@ -209,7 +214,9 @@ or a JSON or SARIF report (-o) locating each finding's field by line and column.
 Exit status: 0 when there is no error (warnings alone are fine), 1 when there is an error,
 2 for a usage error or a file that cannot be read or parsed.
 
-Flags (--enforcement and --quick-exit-image-allowlist also set by their environment variables, as for serve):
+Info findings (--native-sidecars) never change the exit status.
+
+Flags (--enforcement, --quick-exit-image-allowlist and --native-sidecars also set by their environment variables, as for serve):
 ${flagsHelp(LINT_FLAGS)}`;
 }
 

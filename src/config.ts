@@ -1,6 +1,7 @@
 // Every flag of `sidecar-terminator serve`, with its environment variable, default and help
 // text. --help and the README are generated from this table, so nothing goes undocumented.
 import { parseDuration } from './duration.ts';
+import { NATIVE_SIDECARS_MODES, NATIVE_SIDECARS_NAMESPACE_LABEL, NATIVE_SIDECARS_OPT_OUT } from './policy/native-sidecars.ts';
 
 export type FlagValue = string | number | boolean | string[];
 
@@ -92,6 +93,12 @@ export const SERVE_FLAGS = {
   probeAddress: text('probe-address', 'host:port of a plain-HTTP listener for /healthz, /readyz and /metrics (for probes and scrapes of a watcher-only process); empty disables it.', ''),
   enforcement: oneOf('enforcement', 'deny rejects misconfigured pods, Jobs and CronJobs, except those a controller creates (admitted with warnings and an event on their owner); warn admits them all and returns every error as a warning (audit mode).', ['deny', 'warn'] as const, 'deny'),
   quickExitImageAllowlist: list('quick-exit-image-allowlist', 'When set, quick-exit images must match one of these patterns (* matches anything, e.g. registry.example.com/quick-exit:*).'),
+  nativeSidecars: oneOf(
+    'native-sidecars',
+    `Move the containers marked KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT=true to native sidecars (init containers with restartPolicy: Always, which the kubelet stops once the main containers are done) when their pod is created: none does not; labelled in namespaces labelled ${NATIVE_SIDECARS_NAMESPACE_LABEL.key}=${NATIVE_SIDECARS_NAMESPACE_LABEL.value}; all in every namespace the webhooks serve. Pods that could behave differently stay as they are, annotated with why; a pod annotated ${NATIVE_SIDECARS_OPT_OUT.key}: ${NATIVE_SIDECARS_OPT_OUT.value} opts out. Needs Kubernetes 1.29 or later (otherwise no pod is moved). With --register-webhooks it decides which namespaces the mutating webhook configuration sends.`,
+    NATIVE_SIDECARS_MODES,
+    'none',
+  ),
   bodyLimit: bytes('body-limit', 'Largest AdmissionReview body accepted; larger requests get a 413.', 8 * 1024 * 1024),
   shutdownGrace: duration('shutdown-grace', 'On SIGTERM, how long in-flight requests and reconciles may take to finish.', '20s'),
   certDir: text('cert-dir', 'Keep the CA and serving certificate in this directory (local runs, e.g. certs/) instead of a Secret.', ''),
@@ -101,8 +108,10 @@ export const SERVE_FLAGS = {
   certValidity: duration('cert-validity', 'Lifetime of a newly issued serving certificate (the CA lives ten times longer).', '365d'),
   certRenewBefore: duration('cert-renew-before', 'Renew the serving certificate when it expires within this window.', '30d'),
   certCheckInterval: duration('cert-check-interval', 'How often to re-read the stored certificates (picking up a renewal by another replica), renew them when due and re-check the caBundle of the webhook configurations.', '1m'),
-  registerWebhooks: bool('register-webhooks', 'Create or update the Mutating and Validating webhook configurations (otherwise only their caBundle is patched, when they exist).'),
+  registerWebhooks: bool('register-webhooks', 'Create or update the Mutating and Validating webhook configurations (otherwise only their caBundle is patched, when they exist), and the ValidatingAdmissionPolicies that fence the ServiceAccounts of --watcher-service-account and --webhook-service-account (Kubernetes 1.30+).'),
   webhookConfigName: text('webhook-config-name', 'Name of the MutatingWebhookConfiguration and ValidatingWebhookConfiguration.', 'sidecar-terminator'),
+  watcherServiceAccount: text('watcher-service-account', "The watcher's ServiceAccount, in --namespace; with --register-webhooks, the admission policy that fences its writes is registered for it.", 'sidecar-terminator-watcher'),
+  webhookServiceAccount: text('webhook-service-account', "The webhook's ServiceAccount, in --namespace; with --register-webhooks, the admission policy that fences its writes is registered for it.", 'sidecar-terminator-webhook'),
   webhookUrl: text('webhook-url', 'Register the webhooks with this base URL (e.g. https://127.0.0.1:9443) instead of the Service; for local runs.', ''),
   excludedNamespaces: list('excluded-namespaces', 'Namespaces the webhooks skip besides kube-system and --namespace (written into the registered configurations) and that the sweeper leaves alone.'),
   failurePolicy: oneOf('failure-policy', 'failurePolicy of registered webhooks.', ['Ignore', 'Fail'] as const, 'Ignore'),

@@ -6,7 +6,7 @@
 import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { Composer, isMap, isNode, isSeq, Lexer, LineCounter, Parser, type Document, type Node } from 'yaml';
-import { enforcedFindings, formatFinding, inspectObject, isRecord, type EnforcementMode } from './policy/index.ts';
+import { enforcedFindings, formatFinding, inspectObject, isRecord, nativeSidecarPlan, type EnforcementMode, type Finding, type NativeSidecarsMode } from './policy/index.ts';
 import { RULES } from './policy/rules.ts';
 import { containerOf, parseFieldPath } from './lint/field-path.ts';
 import { toSarif } from './lint/sarif.ts';
@@ -30,6 +30,8 @@ export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 export interface LintOptions {
   enforcement: EnforcementMode;
   quickExitImageAllowlist: readonly string[];
+  /** Other than `none`: say which pods the webhook would move to native sidecars (info findings). */
+  nativeSidecars: NativeSidecarsMode;
   output: OutputFormat;
   /** Named in the SARIF report. */
   toolVersion: string;
@@ -46,7 +48,7 @@ export interface LintIO {
 
 /** Lints every file (`-` is stdin), prints the report and returns the exit code: 2 if a file failed, else 1 on errors, else 0. */
 export async function runLint(files: readonly string[], options: LintOptions, io: LintIO): Promise<number> {
-  const report: LintReport = { files: [...files].map(labelOf), findings: [], failures: [], errors: 0, warnings: 0, checked: 0, skipped: 0 };
+  const report: LintReport = { files: [...files].map(labelOf), findings: [], failures: [], errors: 0, warnings: 0, info: 0, checked: 0, skipped: 0 };
   for (const file of files) {
     const label = labelOf(file);
     try {
@@ -54,6 +56,7 @@ export async function runLint(files: readonly string[], options: LintOptions, io
       report.findings.push(...linted.findings);
       report.errors += linted.errors;
       report.warnings += linted.warnings;
+      report.info += linted.info;
       report.checked += linted.checked;
       report.skipped += linted.skipped;
     } catch (error) {
@@ -73,8 +76,8 @@ function labelOf(file: string): string {
 function formatReport(report: LintReport, { output, toolVersion }: LintOptions): string {
   if (output === 'sarif') return `${JSON.stringify(toSarif(report, toolVersion), null, 2)}\n`;
   if (output === 'json') {
-    const { files, findings, failures, errors, warnings, checked, skipped } = report;
-    return `${JSON.stringify({ findings, failures, summary: { files: files.length, checked, skipped, errors, warnings } }, null, 2)}\n`;
+    const { files, findings, failures, errors, warnings, info, checked, skipped } = report;
+    return `${JSON.stringify({ findings, failures, summary: { files: files.length, checked, skipped, errors, warnings, info } }, null, 2)}\n`;
   }
   const lines = report.findings.map((finding) => `${finding.file}: ${finding.object}: ${finding.severity}: ${finding.message}\n`);
   const failed = report.failures.length;
@@ -82,7 +85,7 @@ function formatReport(report: LintReport, { output, toolVersion }: LintOptions):
     report.skipped > 0 ? `${plural(report.skipped, 'object')} without a pod spec skipped` : '',
     failed > 0 ? `${plural(failed, 'file')} could not be read or parsed` : '',
   ].filter(Boolean);
-  const summary = `${plural(report.checked, 'object')} checked in ${plural(report.files.length - failed, 'file')}: ${plural(report.errors, 'error')}, ${plural(report.warnings, 'warning')}${notes.length ? ` (${notes.join('; ')})` : ''}\n`;
+  const summary = `${plural(report.checked, 'object')} checked in ${plural(report.files.length - failed, 'file')}: ${plural(report.errors, 'error')}, ${plural(report.warnings, 'warning')}${report.info > 0 ? `, ${report.info} info` : ''}${notes.length ? ` (${notes.join('; ')})` : ''}\n`;
   return lines.join('') + summary;
 }
 
@@ -107,8 +110,8 @@ async function readInput(source: Readable, label: string, limit = MAX_FILE_BYTES
 }
 
 /** Lints the objects of a multi-document YAML text; throws InputError, naming the line, when it is not valid YAML. */
-export function lintText(text: string, file: string, options: Pick<LintOptions, 'enforcement' | 'quickExitImageAllowlist'>): FileReport {
-  const report: FileReport = { findings: [], errors: 0, warnings: 0, checked: 0, skipped: 0 };
+export function lintText(text: string, file: string, options: Pick<LintOptions, 'enforcement' | 'quickExitImageAllowlist' | 'nativeSidecars'>): FileReport {
+  const report: FileReport = { findings: [], errors: 0, warnings: 0, info: 0, checked: 0, skipped: 0 };
   const lines = new LineCounter();
   for (const found of objectsIn(text, file, lines)) {
     const inspection = inspectObject(found.object, options.quickExitImageAllowlist);
@@ -117,7 +120,12 @@ export function lintText(text: string, file: string, options: Pick<LintOptions, 
       continue;
     }
     report.checked++;
-    for (const finding of enforcedFindings(inspection, options.enforcement)) {
+    const findings: Finding[] = enforcedFindings(inspection, options.enforcement);
+    if (options.nativeSidecars !== 'none') {
+      const plan = nativeSidecarPlan(inspection);
+      if (plan.outcome !== 'none') findings.push(...plan.findings);
+    }
+    for (const finding of findings) {
       const steps = parseFieldPath(finding.field);
       const container = containerOf(found.object, steps);
       report.findings.push({
@@ -135,7 +143,8 @@ export function lintText(text: string, file: string, options: Pick<LintOptions, 
         ...(found.helmTemplate !== undefined ? { helmTemplate: found.helmTemplate } : {}),
       });
       if (finding.severity === 'error') report.errors++;
-      else report.warnings++;
+      else if (finding.severity === 'warning') report.warnings++;
+      else report.info++;
     }
   }
   return report;

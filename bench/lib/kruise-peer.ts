@@ -6,8 +6,7 @@ import { closeSync, openSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { freePort } from '../../test/support/control-plane.ts';
-import { httpStatus } from './http.ts';
+import { freePort, httpStatus } from '../../test/support/net.ts';
 
 const repoRoot = resolve(import.meta.dirname, '../..');
 

@@ -25,13 +25,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { EventEmitter } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:https';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon, { type Options } from 'autocannon';
 import { startControlPlane } from '../../test/support/control-plane.ts';
+import { freePort, httpStatus } from '../../test/support/net.ts';
 import { startTcpBalancer, type Backend } from '../../test/support/tcp-balancer.ts';
+import { admissionLoad } from '../lib/load.ts';
 import { machineLoad } from '../lib/proc.ts';
 import { parseArgs, table } from '../lib/stats.ts';
 import { bodies } from '../webhook/reviews.ts';
@@ -80,13 +81,13 @@ async function startReplica(kubeconfig: string, certDir: string): Promise<Replic
     partial = lines.pop() ?? '';
     for (const line of lines) if (/"level":(40|50|60)/.test(line) || !line.startsWith('{')) warnings.push(line.slice(0, 300));
   };
-  child.stdout!.setEncoding('utf8').on('data', onData);
-  child.stderr!.setEncoding('utf8').on('data', onData);
+  child.stdout.setEncoding('utf8').on('data', onData);
+  child.stderr.setEncoding('utf8').on('data', onData);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolveExit) =>
     child.on('close', (code, signal) => resolveExit({ code, signal, at: performance.now() })),
   );
   const deadline = Date.now() + 30_000;
-  while ((await readyz(port)) !== 200) {
+  while ((await httpStatus(`https://127.0.0.1:${port}/readyz`)) !== 200) {
     if (Date.now() > deadline || child.exitCode !== null) throw new Error(`${name} did not get ready: ${warnings.join('\n')}`);
     await sleep(100);
   }
@@ -133,20 +134,7 @@ try {
       connection.on('connError', (error: NodeJS.ErrnoException) => count(errors, `connection ${error.code ?? error.message}`));
     };
     // setupClient is not in bench/types/autocannon.d.ts: the options are typed here with it.
-    const options: Options & { setupClient: typeof setupClient } = {
-      setupClient,
-      url: `https://127.0.0.1:${balancer.port}${path}`,
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body,
-      connections,
-      pipelining: 1,
-      duration: durationS,
-      timeout: 10,
-      renderProgressBar: false,
-      renderResultsTable: false,
-      renderLatencyTable: false,
-    };
+    const options: Options & { setupClient: typeof setupClient } = { ...admissionLoad(`https://127.0.0.1:${balancer.port}${path}`, body, connections, durationS), setupClient, timeout: 10 };
     const instance = autocannon(options);
     instance.on('response', (_client: object, statusCode: number) => statuses.set(statusCode, (statuses.get(statusCode) ?? 0) + 1));
     instance.on('reqError', (error: NodeJS.ErrnoException) => count(errors, error.code ?? error.message));
@@ -289,25 +277,4 @@ try {
   for (const replica of replicas) replica.child.kill('SIGKILL');
   await cp.stop();
   rmSync(certDir, { recursive: true, force: true });
-}
-
-function readyz(port: number): Promise<number | undefined> {
-  return new Promise((resolveStatus) => {
-    const req = request({ host: '127.0.0.1', port, path: '/readyz', rejectUnauthorized: false, agent: false, timeout: 2000 }, (res) => {
-      res.resume();
-      resolveStatus(res.statusCode);
-    });
-    req.on('error', () => resolveStatus(undefined));
-    req.on('timeout', () => req.destroy());
-    req.end();
-  });
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolveListen) => server.listen(0, '127.0.0.1', resolveListen));
-  const address = server.address();
-  await new Promise((resolveClose) => server.close(resolveClose));
-  if (address === null || typeof address === 'string') throw new Error('no TCP port allocated');
-  return address.port;
 }

@@ -34,7 +34,6 @@
 // Kruise's Go heap). Writes bench/results/watcher[-LABEL].json and .md, prints the markdown.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
@@ -42,6 +41,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, CustomObjectsApi, PatchStrategy, Watch, setHeaderOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from '../../test/support/control-plane.ts';
 import { CRR } from '../../test/support/kubelet-simulator.ts';
+import { freePort, httpStatus } from '../../test/support/net.ts';
 import { installCrrCrd } from '../../test/support/stack.ts';
 import { profileTables, summarise as summariseProfile, type CpuProfile } from '../lib/cpuprofile.ts';
 import { AuditLog, MEASURED_GROUP, auditFlags, total } from '../lib/audit.ts';
@@ -51,7 +51,6 @@ import { pooledKubeConfig } from '../lib/kube.ts';
 import { cpuSeconds, cpuSecondsOf, findPids, machineLoad, memory } from '../lib/proc.ts';
 import { fmt, max, median, numberList, parseArgs, quantile, table } from '../lib/stats.ts';
 import { managedPod, runningStatus, unmanagedPod } from './pods.ts';
-import { httpStatus } from '../lib/http.ts';
 
 const repoRoot = resolve(import.meta.dirname, '../..');
 const MANAGED_NS = 'bench-managed';
@@ -240,15 +239,6 @@ function spawnProcess(name: string, args: string[], logFile: string, pipeStdout 
       clearTimeout(timer);
     },
   };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolveListen) => server.listen(0, '127.0.0.1', resolveListen));
-  const address = server.address();
-  await new Promise((resolveClose) => server.close(resolveClose));
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
 }
 
 /** `serve --no-webhook`: the slim watcher as an operator runs it (info logs, default concurrency, sweeper on). */

@@ -27,6 +27,7 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
+import { admissionLoad } from '../lib/load.ts';
 import { cpuSeconds, machineLoad } from '../lib/proc.ts';
 import { Samples, fmt, median, numberList, parseArgs, pct, sortedQuantile, table } from '../lib/stats.ts';
 import { bodies, scenarios, type Scenario } from './reviews.ts';
@@ -72,13 +73,13 @@ export async function startServer(name: string, args: string[], nodeArgs: string
   const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', process.execPath, ...nodeArgs, serverScript, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const lines = createInterface({ input: child.stdout! });
+  const lines = createInterface({ input: child.stdout });
   const first = await new Promise<string>((resolve, reject) => {
     lines.once('line', resolve);
     child.once('exit', (code) => reject(new Error(`server ${name} exited (${code}) before listening`)));
   });
   lines.close();
-  child.stdout!.resume();
+  child.stdout.resume();
   const { port, pid } = JSON.parse(first) as { port: number; pid: number };
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return {
@@ -120,18 +121,7 @@ export async function load(server: Server, path: string, body: string, connectio
   const cpu0 = cpuSeconds(server.pid);
   const own0 = process.cpuUsage();
   const t0 = performance.now();
-  const instance = autocannon({
-    url: `https://127.0.0.1:${server.port}${path}`,
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body,
-    connections,
-    pipelining: 1,
-    duration: durationS,
-    renderProgressBar: false,
-    renderResultsTable: false,
-    renderLatencyTable: false,
-  });
+  const instance = autocannon(admissionLoad(`https://127.0.0.1:${server.port}${path}`, body, connections, durationS));
   instance.on('response', (client: object, statusCode: number, _bytes: number, responseTime: number) => {
     responses++;
     if (statusCode !== 200) non2xx++;

@@ -44,11 +44,14 @@ if (mode === 'app') {
     logger,
     https: tls,
     readiness: () => ({ ready: true }),
-  }) as unknown as FastifyInstance;
+  });
 } else if (mode === 'empty') {
-  app = Fastify({ https: { ...tls, minVersion: 'TLSv1.2' }, bodyLimit: BODY_LIMIT, logger: false }) as unknown as FastifyInstance;
+  app = Fastify({ https: { ...tls, minVersion: 'TLSv1.2' }, bodyLimit: BODY_LIMIT, logger: false });
   const answer = { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'c7a9e2d4-0000-4000-8000-000000000000', allowed: true } };
+  // Async like the webhook's own routes, so that the baseline pays for the same promise per request.
+  // eslint-disable-next-line @typescript-eslint/require-await
   app.post('/validate', async () => answer);
+  // eslint-disable-next-line @typescript-eslint/require-await
   app.post('/mutate', async () => answer);
 } else {
   throw new Error(`--mode: app or empty, got ${JSON.stringify(mode)}`);

@@ -3,7 +3,7 @@
 // when it could not renew within the renew deadline; a replica that stops gracefully gives
 // the lease up so another takes over at once instead of after the lease duration.
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from '../logger.ts';
 import { isApiError } from './api-errors.ts';
 
 export interface LeaderElectionOptions {
@@ -14,7 +14,7 @@ export interface LeaderElectionOptions {
   leaseDurationMs: number;
   renewDeadlineMs: number;
   retryPeriodMs: number;
-  logger: FastifyBaseLogger;
+  logger: Logger;
 }
 
 /** The API server wants MicroTime with exactly six fractional digits. */

@@ -8,8 +8,8 @@ import type {
   V1RuleWithOperations,
   V1ValidatingWebhookConfiguration,
 } from '@kubernetes/client-node';
+import { NATIVE_SIDECARS_NAMESPACE_LABEL, type NativeSidecarsMode } from '../policy/index.ts';
 import { isApiError } from './api-errors.ts';
-
 
 /** Namespaces the webhook never sees (so the sweeper leaves them alone too): kube-system, the add-on's own, and any configured. */
 export function excludedNamespaces(ownNamespace: string, configured: readonly string[] = []): string[] {
@@ -27,7 +27,12 @@ export interface WebhookTarget {
   failurePolicy: string;
   /** Further namespaces the webhooks skip (--excluded-namespaces). */
   excludedNamespaces: readonly string[];
+  /** --native-sidecars: which namespaces the native-sidecars webhook serves; none registers no such webhook. */
+  nativeSidecars?: NativeSidecarsMode;
 }
+
+/** How long the API server waits for an answer; the webhook's HTTPS server uses the same limit (webhook/app.ts). */
+export const WEBHOOK_TIMEOUT_SECONDS = 10;
 
 type WebhookConfiguration = V1MutatingWebhookConfiguration | V1ValidatingWebhookConfiguration;
 
@@ -43,12 +48,20 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
     clientConfig: clientConfig(target, path, caBundle),
     admissionReviewVersions: ['v1'],
     failurePolicy: target.failurePolicy,
-    timeoutSeconds: 10,
+    timeoutSeconds: WEBHOOK_TIMEOUT_SECONDS,
     namespaceSelector: {
       matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excludedNamespaces(target.namespace, target.excludedNamespaces) }],
     },
   });
   const metadata = { name: target.name, labels: MANAGED_BY };
+  // First, so that the label webhook after it sees the pod migrated already. The API server
+  // selects the namespaces from its own cache: no namespace reads, nothing to keep in sync.
+  const nativeSidecars = target.nativeSidecars ?? 'none';
+  const nativeCommon = common('/native-sidecars');
+  const optIn = nativeSidecars === 'labelled' ? { matchLabels: { [NATIVE_SIDECARS_NAMESPACE_LABEL.key]: NATIVE_SIDECARS_NAMESPACE_LABEL.value } } : {};
+  const native = nativeSidecars === 'none'
+    ? []
+    : [{ name: 'native-sidecars.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...nativeCommon, namespaceSelector: { ...optIn, ...nativeCommon.namespaceSelector } }];
   return {
     mutating: {
       apiVersion: 'admissionregistration.k8s.io/v1',
@@ -57,7 +70,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
       // IfNeeded: called again when a later webhook changed the pod (a service mesh or log agent
       // injecting a marked sidecar), so that sidecar's pod is labelled too. Mutation is
       // idempotent: a pod labelled already gets no patch.
-      webhooks: [{ name: 'mutate.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...common('/mutate') }],
+      webhooks: [...native, { name: 'mutate.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...common('/mutate') }],
     },
     validating: {
       apiVersion: 'admissionregistration.k8s.io/v1',
@@ -84,7 +97,15 @@ export async function registerWebhookConfigurations(api: AdmissionregistrationV1
   await createOrReplace(kinds.validating, desired.validating);
 }
 
-async function createOrReplace(kind: ConfigurationApi, body: WebhookConfiguration): Promise<void> {
+/** Reads, creates and replaces one cluster-scoped kind: what createOrReplace needs. */
+export interface ClusterObjectApi<T extends { metadata?: { name?: string; resourceVersion?: string } }> {
+  read(name: string): Promise<T>;
+  create(body: T): Promise<unknown>;
+  replace(name: string, body: T): Promise<unknown>;
+}
+
+/** Creates the object, or replaces it with the desired content. */
+export async function createOrReplace<T extends { metadata?: { name?: string; resourceVersion?: string } }>(kind: ClusterObjectApi<T>, body: T): Promise<void> {
   const name = body.metadata!.name!;
   // 409 means another replica created or updated it in between: read again and retry.
   for (let attempt = 1; ; attempt++) {
@@ -125,7 +146,7 @@ export async function syncCaBundles(api: AdmissionregistrationV1Api, name: strin
   return patched;
 }
 
-async function readIfExists(kind: ConfigurationApi, name: string): Promise<WebhookConfiguration | undefined> {
+async function readIfExists<T>(kind: Pick<ClusterObjectApi<T & object>, 'read'>, name: string): Promise<T | undefined> {
   try {
     return await kind.read(name);
   } catch (err) {
@@ -135,11 +156,8 @@ async function readIfExists(kind: ConfigurationApi, name: string): Promise<Webho
 }
 
 /** The same four calls for both kinds, so the logic above is written once. */
-interface ConfigurationApi {
+interface ConfigurationApi extends ClusterObjectApi<WebhookConfiguration> {
   kind: string;
-  read(name: string): Promise<WebhookConfiguration>;
-  create(body: WebhookConfiguration): Promise<unknown>;
-  replace(name: string, body: WebhookConfiguration): Promise<unknown>;
   /** A JSON Patch (client-node 2 sends application/json-patch+json unless told otherwise). */
   patch(name: string, ops: object[]): Promise<unknown>;
 }
@@ -149,15 +167,15 @@ function configurationApis(api: AdmissionregistrationV1Api): { mutating: Configu
     mutating: {
       kind: 'MutatingWebhookConfiguration',
       read: (name) => api.readMutatingWebhookConfiguration({ name }),
-      create: (body) => api.createMutatingWebhookConfiguration({ body: body as V1MutatingWebhookConfiguration }),
-      replace: (name, body) => api.replaceMutatingWebhookConfiguration({ name, body: body as V1MutatingWebhookConfiguration }),
+      create: (body) => api.createMutatingWebhookConfiguration({ body }),
+      replace: (name, body) => api.replaceMutatingWebhookConfiguration({ name, body }),
       patch: (name, body) => api.patchMutatingWebhookConfiguration({ name, body }),
     },
     validating: {
       kind: 'ValidatingWebhookConfiguration',
       read: (name) => api.readValidatingWebhookConfiguration({ name }),
-      create: (body) => api.createValidatingWebhookConfiguration({ body: body as V1ValidatingWebhookConfiguration }),
-      replace: (name, body) => api.replaceValidatingWebhookConfiguration({ name, body: body as V1ValidatingWebhookConfiguration }),
+      create: (body) => api.createValidatingWebhookConfiguration({ body }),
+      replace: (name, body) => api.replaceValidatingWebhookConfiguration({ name, body }),
       patch: (name, body) => api.patchValidatingWebhookConfiguration({ name, body }),
     },
   };

@@ -5,6 +5,8 @@ import type { SourceRange } from './source-range.ts';
 export interface Counts {
   errors: number;
   warnings: number;
+  /** What --native-sidecars would do; never fails a run. */
+  info: number;
   /** Objects with a pod spec, which were validated. */
   checked: number;
   /** Other objects (Services, ConfigMaps, ...). */

@@ -3,6 +3,7 @@
 import { isAbsolute } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { RULE_IDS, RULES } from '../policy/rules.ts';
+import type { Severity } from '../policy/index.ts';
 import type { LintReport } from './report.ts';
 
 const SARIF_SCHEMA = 'https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json';
@@ -27,7 +28,7 @@ export function toSarif(report: LintReport, toolVersion: string): object {
                 id,
                 shortDescription: { text: rule.summary },
                 help: { text: `${rule.summary} Fix: ${rule.fix}`, markdown: `${rule.summary}\n\n**Fix:** ${rule.fix}` },
-                defaultConfiguration: { level: rule.severity },
+                defaultConfiguration: { level: sarifLevel(rule.severity) },
                 properties: { tags: ['kubernetes', 'sidecar'] },
               };
             }),
@@ -47,7 +48,7 @@ export function toSarif(report: LintReport, toolVersion: string): object {
         results: report.findings.map((finding) => ({
           ruleId: finding.rule,
           ruleIndex: RULE_IDS.indexOf(finding.rule),
-          level: finding.severity,
+          level: sarifLevel(finding.severity),
           message: { text: `${finding.object}: ${finding.message}` },
           locations: [
             {
@@ -75,4 +76,9 @@ export function toSarif(report: LintReport, toolVersion: string): object {
 function artifactUri(file: string): string {
   if (isAbsolute(file)) return pathToFileURL(file).href;
   return file.split(/[\\/]/).map(encodeURIComponent).join('/');
+}
+
+/** SARIF's levels are error, warning and note. */
+function sarifLevel(severity: Severity): 'error' | 'warning' | 'note' {
+  return severity === 'info' ? 'note' : severity;
 }

@@ -1,12 +1,13 @@
 // Findings: what validation reports, in the words of Kubernetes field errors.
 
-export type Severity = 'error' | 'warning';
+/** `info` is never part of an admission answer: lint reports it, for what --native-sidecars would do. */
+export type Severity = 'error' | 'warning' | 'info';
 
 /** The Kubernetes field error types used here; a finding without one is a plain remark. */
 export type FindingType = 'Invalid value' | 'Required value' | 'Forbidden' | 'Duplicate value' | 'Unsupported value';
 
-/** Stable identifiers of the rules, one per row of the README table "Rules checked at admission". */
-export type RuleId =
+/** Stable identifiers of the rules checked at admission, one per row of the README table "Rules checked at admission". */
+export type AdmissionRuleId =
   | 'marker-value'
   | 'marker-value-from'
   | 'quick-exit-image-empty'
@@ -22,6 +23,12 @@ export type RuleId =
   | 'virtual-node-without-image'
   | 'marker-on-init-container'
   | 'duplicate-marker';
+
+/** What lint says, as info, about --native-sidecars: which sidecars would move, and why others stay. */
+export type MigrationRuleId = 'native-sidecar-migration' | 'native-sidecar-migration-skipped';
+
+/** Every rule id lint and SARIF know. */
+export type RuleId = AdmissionRuleId | MigrationRuleId;
 
 export interface Finding {
   rule: RuleId;

@@ -13,3 +13,4 @@ export * from './reporting.ts';
 export * from './signal-container.ts';
 export * from './stop-plan.ts';
 export * from './retained-pod.ts';
+export * from './native-sidecars.ts';

@@ -1,12 +1,17 @@
 // Judging a whole object: find its pod spec, validate it, and say what admission makes of the
 // findings. The webhook, the lint command and the watcher's sweeper all judge objects through these.
-import { applyEnforcement, type EnforcementMode, type Finding } from './findings.ts';
-import { controllerOf, podSpecOf, type ControllerReference } from './templates.ts';
+import { applyEnforcement, errorsOf, type EnforcementMode, type Finding } from './findings.ts';
+import { migratedSidecars, planNativeSidecars, type MigrationPlan } from './native-sidecars.ts';
+import { controllerOf, podAnnotationsOf, podSpecOf, type ControllerReference } from './templates.ts';
 import { isManageable, validatePodSpec } from './validate.ts';
 
 export interface Inspection {
   /** The object's pod spec, as found (possibly malformed). */
   spec: unknown;
+  /** Path of the spec inside the object. */
+  fieldPrefix: string;
+  /** The annotations of the pod, or of its template. */
+  annotations: Record<string, unknown>;
   /** Every finding with the severity its rule gives it (workloads' findings are warnings already). */
   findings: Finding[];
   /**
@@ -23,8 +28,15 @@ export function inspectObject(object: unknown, quickExitImageAllowlist: readonly
   const location = podSpecOf(object);
   if (!location) return undefined;
   const { spec, fieldPrefix, strictRestartPolicy, advisory } = location;
-  const findings = validatePodSpec(spec, { fieldPrefix, strictRestartPolicy, quickExitImageAllowlist });
-  return { spec, findings: advisory ? applyEnforcement(findings, 'warn') : findings, controller: controllerOf(object) };
+  const annotations = podAnnotationsOf(object, location);
+  const findings = validatePodSpec(spec, { fieldPrefix, strictRestartPolicy, quickExitImageAllowlist, migratedSidecars: migratedSidecars(annotations) });
+  return { spec, fieldPrefix, annotations, findings: advisory ? applyEnforcement(findings, 'warn') : findings, controller: controllerOf(object) };
+}
+
+/** Whether the object's pods move to native sidecars under --native-sidecars, and why (not). */
+export function nativeSidecarPlan(inspection: Inspection): MigrationPlan {
+  const { spec, annotations, fieldPrefix, findings } = inspection;
+  return planNativeSidecars({ spec, annotations, fieldPrefix, hasErrors: errorsOf(findings).length > 0 });
 }
 
 /** The findings as admission and lint report them: errors become warnings in warn mode, and for an object a controller created. */
@@ -39,5 +51,10 @@ export function enforcedFindings(inspection: Inspection, mode: EnforcementMode):
  */
 export function shouldManage(pod: unknown, quickExitImageAllowlist: readonly string[]): boolean {
   const inspection = inspectObject(pod, quickExitImageAllowlist);
-  return inspection !== undefined && isManageable(inspection.spec, inspection.controller ? [] : inspection.findings);
+  return inspection !== undefined && isManaged(inspection);
+}
+
+/** shouldManage, for a pod inspected already. */
+export function isManaged(inspection: Inspection): boolean {
+  return isManageable(inspection.spec, inspection.controller ? [] : inspection.findings);
 }

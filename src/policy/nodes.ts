@@ -16,10 +16,15 @@ export function nodeKindOf(node: NodeLike | undefined): NodeKind {
 
 /** Whether a pod spec asks for, prefers or tolerates virtual-kubelet nodes. */
 export function targetsVirtualNodes(spec: PodSpec): boolean {
+  return virtualNodeField(spec) !== undefined;
+}
+
+/** The field by which a pod spec asks for, prefers or tolerates virtual-kubelet nodes, if any. */
+export function virtualNodeField(spec: PodSpec): 'nodeSelector' | 'tolerations' | 'affinity' | undefined {
   const selector = spec.nodeSelector;
-  if (isRecord(selector) && selector[VIRTUAL_NODE_LABEL.key] === VIRTUAL_NODE_LABEL.value) return true;
-  if (arrayOf(spec.tolerations).some((t) => isRecord(t) && t.key === VIRTUAL_NODE_TAINT_KEY)) return true;
-  return nodeAffinityTerms(spec.affinity).some((term) =>
+  if (isRecord(selector) && selector[VIRTUAL_NODE_LABEL.key] === VIRTUAL_NODE_LABEL.value) return 'nodeSelector';
+  if (arrayOf(spec.tolerations).some((t) => isRecord(t) && t.key === VIRTUAL_NODE_TAINT_KEY)) return 'tolerations';
+  const inAffinity = nodeAffinityTerms(spec.affinity).some((term) =>
     arrayOf(isRecord(term) ? term.matchExpressions : undefined).some(
       (expression) =>
         isRecord(expression) &&
@@ -28,6 +33,7 @@ export function targetsVirtualNodes(spec: PodSpec): boolean {
         arrayOf(expression.values).includes(VIRTUAL_NODE_LABEL.value),
     ),
   );
+  return inAffinity ? 'affinity' : undefined;
 }
 
 /** Node selector terms of both required and preferred node affinity. */

@@ -4,7 +4,7 @@
 import type { RuleId, Severity } from './findings.ts';
 
 export interface RuleDescription {
-  /** The severity the rule reports with; `restart-policy-always` is an error on Jobs, CronJobs and strict pods only. */
+  /** The severity the rule reports with; `restart-policy-always` is an error on Jobs, CronJobs and strict pods only; `info` only in lint with --native-sidecars. */
   severity: Severity;
   /** What the rule catches, in one line. */
   summary: string;
@@ -87,6 +87,16 @@ export const RULES: Readonly<Record<RuleId, RuleDescription>> = {
     severity: 'warning',
     summary: 'A sidecar marker defined more than once in one container.',
     fix: 'Keep one definition of each marker.',
+  },
+  'native-sidecar-migration': {
+    severity: 'info',
+    summary: 'With --native-sidecars, this sidecar becomes a native sidecar (an init container with restartPolicy: Always) when the pod is created, and the kubelet stops it.',
+    fix: 'Nothing to do. To keep a pod as it is, annotate its template sidecar-terminator.io/native-sidecars: disabled.',
+  },
+  'native-sidecar-migration-skipped': {
+    severity: 'info',
+    summary: 'With --native-sidecars, this pod keeps its sidecars where they are, for the reason given: moving them could change what the pod does. The watcher stops them as before.',
+    fix: 'Nothing to do; or change what the message names, if the pod should run native sidecars.',
   },
 };
 

@@ -4,6 +4,9 @@
 import { createHash } from 'node:crypto';
 import type { V1Container, V1EphemeralContainer, V1Pod, V1SecurityContext } from '@kubernetes/client-node';
 
+/** What the signal container runs: SIGTERM to PID 1 of the sidecar's PID namespace (the add-on's image has node). */
+export const SIGNAL_COMMAND: readonly string[] = ['node', '-e', "process.kill(1, 'SIGTERM')"];
+
 export interface SignalSettings {
   image: string;
   command: string[];
@@ -42,10 +45,9 @@ export function existingSignalContainer(pod: V1Pod, sidecar: string): V1Ephemera
 /** The first candidate name that no container of the pod, and nothing in `taken`, uses. */
 export function signalContainerName(pod: V1Pod, sidecar: string, taken: ReadonlySet<string> = new Set()): string {
   const used = new Set([...containerNames(pod), ...taken]);
-  for (let n = 1; ; n++) {
-    const name = candidateName(sidecar, n);
-    if (!used.has(name)) return name;
-  }
+  let n = 1;
+  while (used.has(candidateName(sidecar, n))) n++;
+  return candidateName(sidecar, n);
 }
 
 export type SignalUser =

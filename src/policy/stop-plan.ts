@@ -190,7 +190,7 @@ class Planner {
   private checkSignal(sidecar: string, name: string): void {
     const state = this.pod.status?.ephemeralContainerStatuses?.find((s) => s.name === name)?.state;
     const exit = state?.terminated;
-    if (exit && exit.exitCode !== 0) {
+    if (exit && !signalDelivered(exit)) {
       const output = exit.message?.trim();
       this.warn(
         `the signal container ${name} did not signal sidecar ${sidecar}: it exited with code ${exit.exitCode}${output ? ` (${output})` : ''}${/EPERM/.test(output ?? '') ? '; it runs as another user than the sidecar: set runAsUser on the sidecar to the uid it runs as' : ''}`,
@@ -260,4 +260,14 @@ function byImage(container: string, image: string): string {
 
 function byKill(container: string, mechanism: KillMechanism): string {
   return `${container} (${mechanism === 'crr' ? 'ContainerRecreateRequest' : 'SIGTERM'})`;
+}
+
+/**
+ * Whether a terminated signal container did its job: it exited 0, or it was killed with SIGKILL
+ * (137, not for memory) because the sidecar it signalled was PID 1 of the PID namespace they share:
+ * when that process exits, the kernel kills everything else in the namespace, the signal container
+ * included, often before it has exited on its own.
+ */
+function signalDelivered(exit: { exitCode: number; reason?: string }): boolean {
+  return exit.exitCode === 0 || (exit.exitCode === 137 && exit.reason !== 'OOMKilled');
 }

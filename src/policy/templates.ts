@@ -55,6 +55,18 @@ export function podSpecOf(object: unknown): PodSpecLocation | undefined {
   return undefined;
 }
 
+/** Path of the metadata next to a pod spec: `spec` -> `metadata`, `spec.template.spec` -> `spec.template.metadata`. */
+export function podMetadataPrefix(fieldPrefix: string): string {
+  return [...fieldPrefix.split('.').slice(0, -1), 'metadata'].join('.');
+}
+
+/** The annotations of the pod, or of the template its pods are made from, next to the spec podSpecOf found. */
+export function podAnnotationsOf(object: unknown, location: PodSpecLocation): Record<string, unknown> {
+  const path = [...podMetadataPrefix(location.fieldPrefix).split('.'), 'annotations'];
+  const annotations = path.reduce<unknown>((node, key) => (isRecord(node) ? node[key] : undefined), object);
+  return isRecord(annotations) ? annotations : {};
+}
+
 /** The object whose controller created this one: an ownerReference with `controller: true`. */
 export interface ControllerReference {
   apiVersion: string;

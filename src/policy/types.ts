@@ -14,6 +14,9 @@ export interface Container {
   command?: unknown;
   env?: unknown;
   restartPolicy?: unknown;
+  restartPolicyRules?: unknown;
+  startupProbe?: unknown;
+  lifecycle?: unknown;
 }
 
 export interface Toleration {

@@ -23,6 +23,8 @@ export interface ValidationOptions {
   strictRestartPolicy: boolean;
   /** When non-empty, quick-exit images must match one of these patterns (`*` is a wildcard). */
   quickExitImageAllowlist?: readonly string[];
+  /** Init containers the webhook made native sidecars (MIGRATED_ANNOTATION): their markers come from the template, and stay. */
+  migratedSidecars?: readonly string[];
 }
 
 type NewFinding = Omit<Finding, 'severity'>;
@@ -45,6 +47,7 @@ export function validatePodSpec(rawSpec: unknown, options: ValidationOptions): F
   arrayOf(spec.initContainers).forEach((raw, index) => {
     if (!isRecord(raw)) return;
     const native = raw.restartPolicy === 'Always';
+    if (native && options.migratedSidecars?.includes(String(raw.name))) return;
     for (const entry of markerEntries(raw)) {
       report('warning', {
         rule: 'marker-on-init-container',

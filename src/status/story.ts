@@ -14,6 +14,7 @@ import {
   formatFinding,
   inspectObject,
   markerEntries,
+  migratedSidecars,
   nodeKindOf,
   restartPolicyOf,
   stopMechanism,
@@ -187,6 +188,11 @@ function withoutLabel(story: PodStory, facts: PodFacts): PodStory {
   const spec = pod.spec ?? { containers: [] };
   const reasons: string[] = [];
   const advice: string[] = [];
+  const moved = migratedSidecars(pod.metadata?.annotations ?? {});
+  if (moved.length > 0) {
+    // Nothing for the watcher: the kubelet stops native sidecars itself.
+    return { ...story, state: 'not managed', notManaged: [`its sidecars ${moved.join(', ')} were moved to native sidecars (init containers with restartPolicy: Always) when it was created: the kubelet stops them once the main containers are done`], advice: [] };
+  }
   const policy = restartPolicyOf(spec);
   const sidecars = story.containers.filter((c) => c.role === 'sidecar');
   if (sidecars.length === 0) {

@@ -3,7 +3,7 @@
 // the result to `apply`, which makes the world match it (idempotent, so a failed apply is
 // simply retried at the next check).
 import { X509Certificate } from 'node:crypto';
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from '../logger.ts';
 import { issueServing, issueWithNewCa, planRenewal, type CertificateBundle } from './certificates.ts';
 import type { CertificateStore } from './store.ts';
 
@@ -14,7 +14,7 @@ export interface RotatorOptions {
   validityMs: number;
   renewBeforeMs: number;
   checkIntervalMs: number;
-  logger: Pick<FastifyBaseLogger, 'info' | 'warn'>;
+  logger: Pick<Logger, 'info' | 'warn'>;
   now?: () => Date;
 }
 

@@ -1,7 +1,7 @@
 // Executes a stop plan (src/policy/stop-plan.ts) on one pod: the requests, in order, and the
 // events and metrics they come with. The one place where the watcher acts.
 import type { CoreV1Api, CustomObjectsApi, V1Pod } from '@kubernetes/client-node';
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from '../logger.ts';
 import { EVENT_REASONS, TERMINATED_CONDITION, mainsFinishedAt, type Mechanism, type Plan, type Step } from '../policy/index.ts';
 import { apiErrorMessage } from '../kube/api-errors.ts';
 import { createCrr } from './crr.ts';
@@ -40,7 +40,7 @@ export class Executor {
     this.events = new EventRecorder(options.core);
   }
 
-  async execute(pod: V1Pod, plan: Plan, log: FastifyBaseLogger): Promise<Result> {
+  async execute(pod: V1Pod, plan: Plan, log: Logger): Promise<Result> {
     // Announced before the requests, once per pod: a watcher that dies between a request and its
     // event cannot leave the pod without one (its successor may find nothing left to do).
     if (plan.steps.some((step) => STOP_REQUESTS.has(step.type) && !this.made(pod, step)) && plan.stopping.length > 0) {
@@ -57,7 +57,7 @@ export class Executor {
   }
 
   /** The steps in order; `requested` hears whether each stop request was made just now. */
-  private async run(pod: V1Pod, plan: Plan, log: FastifyBaseLogger, requested: (made: boolean) => void): Promise<Result> {
+  private async run(pod: V1Pod, plan: Plan, log: Logger, requested: (made: boolean) => void): Promise<Result> {
     const { metrics } = this.options;
     // Each write carries the resourceVersion the previous one left.
     let current = pod;

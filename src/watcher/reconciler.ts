@@ -3,7 +3,7 @@
 // look again later; an error (thrown) makes it retry with backoff.
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { isApiError } from '../kube/api-errors.ts';
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from '../logger.ts';
 import { planStop, type StopSettings } from '../policy/index.ts';
 import type { Executor } from './executor.ts';
 import type { NodeLookup } from './nodes.ts';
@@ -11,12 +11,12 @@ import type { Result } from './queue.ts';
 
 export interface ReconcilerOptions {
   /** The pod under this key (namespace/name) as the watch last saw it; undefined once it is gone. */
-  findPod(key: string): V1Pod | undefined;
+  findPod: (key: string) => V1Pod | undefined;
   nodes: NodeLookup;
   core: Pick<CoreV1Api, 'readNamespacedPod'>;
   settings: StopSettings;
   executor: Pick<Executor, 'execute'>;
-  logger: FastifyBaseLogger;
+  logger: Logger;
 }
 
 export class Reconciler {

@@ -110,7 +110,7 @@ export class PodReflector {
           gone ||= object.code === 410;
           return;
         }
-        this.handle(type, object as V1Pod);
+        this.handle(type, object);
       },
       (error: unknown) => {
         ended = true;

@@ -3,7 +3,7 @@
 // execute). Its cache keeps only what the plan reads of each pod (retainedPod). Besides the watch,
 // a periodic resync queues every managed pod again, and the sweeper labels pods the webhook missed.
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import type { FastifyBaseLogger } from 'fastify';
+import type { Logger } from '../logger.ts';
 import { IN_FLIGHT_FIELD_SELECTOR, MANAGED, MANAGED_LABEL, retainedPod, sidecarsPendingSince, type KillMechanism, type SignalSettings } from '../policy/index.ts';
 import { resolveKillMechanism } from './discovery.ts';
 import { Executor } from './executor.ts';
@@ -21,7 +21,7 @@ export interface WatcherOptions {
   killMechanism: 'auto' | KillMechanism;
   signal: SignalSettings;
   concurrency: number;
-  logger: FastifyBaseLogger;
+  logger: Logger;
   metrics: WatcherMetrics;
   /** How often every managed pod is queued again, whatever the watch says; 0 turns it off. */
   resyncIntervalMs: number;
@@ -121,9 +121,10 @@ export class Watcher {
   private every(intervalMs: number, job: () => Promise<void>, now = false): void {
     const index = this.timers.length;
     const schedule = (delayMs: number) => {
-      this.timers[index] = setTimeout(async () => {
-        await job();
-        if (!this.stopped) schedule(intervalMs);
+      this.timers[index] = setTimeout(() => {
+        void job().then(() => {
+          if (!this.stopped) schedule(intervalMs);
+        });
       }, delayMs);
     };
     schedule(now ? 0 : intervalMs);
@@ -133,7 +134,7 @@ export class Watcher {
    * Every managed pod queued again: a pod whose reconcile keeps failing is retried anyway, but a
    * pod that was waiting (for a node, a grace period) when something was missed is looked at too.
    */
-  private async resync(): Promise<void> {
+  private resync(): Promise<void> {
     let count = 0;
     for (const reflector of this.reflectors) {
       for (const key of reflector.cache.keys()) {
@@ -142,6 +143,7 @@ export class Watcher {
       }
     }
     this.options.logger.debug({ pods: count }, 'resync: managed pods queued again');
+    return Promise.resolve();
   }
 
   private async sweep(): Promise<void> {

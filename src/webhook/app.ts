@@ -4,13 +4,15 @@
 // is a well-formed AdmissionReview carrying the request's uid when the body had a readable one.
 import type * as http from 'node:http';
 import type * as https from 'node:https';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import type { Logger as PinoLogger } from 'pino';
 import { Registry } from 'prom-client';
 import { healthRoutes, type Readiness } from '../health.ts';
+import { WEBHOOK_TIMEOUT_SECONDS } from '../kube/webhook-configurations.ts';
 import { isRecord } from '../policy/index.ts';
 import { errored, review, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
 import { createAdmissionMetrics, ADMISSION_ENDPOINTS, type AdmissionEndpoint, type AdmissionMetrics, type AdmissionResult } from './metrics.ts';
-import { mutate } from './mutate.ts';
+import { mutate, mutateNativeSidecars } from './mutate.ts';
 import type { OwnerEventRecorder } from './owner-events.ts';
 import { AJV_OPTIONS, admissionReviewSchema, describeSchemaError, parseJsonBody } from './schema.ts';
 import { validate, type AdmissionSettings, type Verdict } from './validate.ts';
@@ -18,8 +20,10 @@ import { validate, type AdmissionSettings, type Verdict } from './validate.ts';
 export interface AppOptions extends AdmissionSettings {
   /** Largest request body in bytes; larger ones get a 413. */
   bodyLimit: number;
-  /** pino options (false in tests), or a logger to use as it is. */
-  logger: FastifyServerOptions['logger'] | FastifyBaseLogger;
+  /** pino options (false in tests), or a pino logger to use as it is (fastify needs pino's API, not only the project's Logger). */
+  logger: FastifyServerOptions['logger'] | PinoLogger;
+  /** The webhooks' registered timeoutSeconds: the API server abandons a call after it, so the server does too. */
+  timeoutSeconds?: number;
   /** PEM key and certificate: serve HTTPS (TLS 1.2 at least). Swap them later with app.server.setSecureContext. */
   https?: { key: string; cert: string };
   /** /readyz answers 503 with the reason until this says ready (certificate loaded, ...). */
@@ -42,14 +46,21 @@ export type AdmissionHandler = (request: AdmissionRequest, settings: AdmissionSe
 const HANDLERS: Record<AdmissionEndpoint, AdmissionHandler> = {
   validate,
   mutate,
+  'native-sidecars': mutateNativeSidecars,
 };
 
 export function buildApp(options: AppOptions & { https: { key: string; cert: string } }): FastifyInstance<https.Server>;
 export function buildApp(options: AppOptions): WebhookApp;
 export function buildApp(options: AppOptions): WebhookApp {
+  const timeouts = serverTimeouts(options.timeoutSeconds ?? WEBHOOK_TIMEOUT_SECONDS);
+  const logging: Pick<FastifyServerOptions, 'logger' | 'loggerInstance'> = isLogger(options.logger) ? { loggerInstance: options.logger } : { logger: options.logger };
   const serverOptions = {
-    ...(isLogger(options.logger) ? { loggerInstance: options.logger } : { logger: options.logger }),
+    ...logging,
     bodyLimit: options.bodyLimit,
+    connectionTimeout: timeouts.connectionTimeout,
+    keepAliveTimeout: timeouts.keepAliveTimeout,
+    requestTimeout: timeouts.requestTimeout,
+    http: timeouts,
     // One log line per admission decision instead (below); probes and scrapes stay quiet.
     logController: new LogController({ disableRequestLogging: true }),
     ajv: { customOptions: AJV_OPTIONS },
@@ -58,12 +69,12 @@ export function buildApp(options: AppOptions): WebhookApp {
     return503OnClosing: false,
   };
   const app: WebhookApp = options.https
-    ? Fastify({ ...serverOptions, https: { ...options.https, minVersion: 'TLSv1.2' } })
+    ? Fastify({ ...serverOptions, https: { ...options.https, ...timeouts, minVersion: 'TLSv1.2' } })
     : Fastify(serverOptions);
 
   const registry = options.metrics ?? new Registry();
   const metrics = createAdmissionMetrics(registry);
-  const settings: AdmissionSettings = { enforcement: options.enforcement, quickExitImageAllowlist: options.quickExitImageAllowlist };
+  const settings: AdmissionSettings = { enforcement: options.enforcement, quickExitImageAllowlist: options.quickExitImageAllowlist, nativeSidecars: options.nativeSidecars ?? false };
 
   void app.register(healthRoutes, { readiness: options.readiness, registry });
   app.addHook('onSend', async (_request, reply, payload) => {
@@ -91,20 +102,44 @@ export function buildApp(options: AppOptions): WebhookApp {
           const status = error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? 413 : (error.statusCode ?? 500) < 500 ? 400 : 500;
           if (status === 500) request.log.error({ err: error }, 'admission handler failed');
           const message = protocolErrorMessage(error, status, options.bodyLimit, request.headers['content-type']);
-          return answer(request, reply, 'error', errored(status, message), status);
+          void answer(request, reply, 'error', errored(status, message), status);
         },
       },
       async (request, reply) => {
         const handle = options.handlers?.[endpoint] ?? HANDLERS[endpoint];
-        const { ownerNotice, ...decision } = handle((request.body as { request: AdmissionRequest }).request, settings);
+        const { ownerNotice, migration, ...decision } = handle((request.body as { request: AdmissionRequest }).request, settings);
         // Started here, finished in the background: the answer never waits for it.
         if (ownerNotice) options.ownerEvents?.record(ownerNotice);
+        if (migration) metrics.migration(migration);
         const result: AdmissionResult = !decision.allowed ? 'denied' : decision.patch ? 'patched' : 'allowed';
         return answer(request, reply, result, decision, 200);
       },
     );
   }
   return app;
+}
+
+/** Go's default HTTP transport, which the API server's webhook client uses, drops a connection idle for 90 s. */
+const CLIENT_IDLE_TIMEOUT_MS = 90_000;
+
+/**
+ * The HTTP server's limits, from the webhooks' timeoutSeconds: a request (headers and body) must
+ * arrive within it, and a connection silent that long before its first request is closed, since
+ * the API server has given up by then; a slow or stalled sender (a client other than the API
+ * server) cannot hold a connection longer. An idle kept-alive connection stays open longer than
+ * the API server's client keeps it, so the client, never the server, closes it: a server that
+ * closes first races the client's next request on it.
+ */
+export function serverTimeouts(timeoutSeconds: number) {
+  const ms = timeoutSeconds * 1000;
+  return {
+    requestTimeout: ms,
+    headersTimeout: ms,
+    connectionTimeout: ms,
+    keepAliveTimeout: CLIENT_IDLE_TIMEOUT_MS + 5000,
+    // Node checks requestTimeout and headersTimeout every connectionsCheckingInterval (30 s by default).
+    connectionsCheckingInterval: Math.min(1000, ms),
+  };
 }
 
 type Answer = (request: FastifyRequest, reply: FastifyReply, result: AdmissionResult, decision: AdmissionDecision, status: number) => FastifyReply;
@@ -151,6 +186,6 @@ function protocolErrorMessage(error: FastifyError, status: number, bodyLimit: nu
   return error.message;
 }
 
-function isLogger(logger: AppOptions['logger']): logger is FastifyBaseLogger {
-  return typeof logger === 'object' && logger !== null && typeof (logger as Partial<FastifyBaseLogger>).child === 'function';
+function isLogger(logger: AppOptions['logger']): logger is PinoLogger {
+  return typeof logger === 'object' && logger !== null && typeof (logger as Partial<PinoLogger>).child === 'function';
 }

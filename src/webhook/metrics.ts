@@ -1,13 +1,18 @@
 // Prometheus metrics of the admission endpoints, plus prom-client's default process metrics.
 import { Counter, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
 
-export const ADMISSION_ENDPOINTS = ['validate', 'mutate'] as const;
+export const ADMISSION_ENDPOINTS = ['validate', 'mutate', 'native-sidecars'] as const;
 export type AdmissionEndpoint = (typeof ADMISSION_ENDPOINTS)[number];
 export const ADMISSION_RESULTS = ['allowed', 'denied', 'patched', 'error'] as const;
 export type AdmissionResult = (typeof ADMISSION_RESULTS)[number];
 
+/** What /native-sidecars did with a pod that has sidecars: moved them, or kept them where they are. */
+export const MIGRATION_RESULTS = ['migrated', 'kept'] as const;
+export type MigrationResult = (typeof MIGRATION_RESULTS)[number];
+
 export interface AdmissionMetrics {
   observe(endpoint: AdmissionEndpoint, result: AdmissionResult, seconds: number): void;
+  migration(result: MigrationResult): void;
 }
 
 /** Registers the admission metrics in `registry`, and the default process metrics unless it has them already. */
@@ -26,14 +31,24 @@ export function createAdmissionMetrics(registry: Registry): AdmissionMetrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [registry],
   });
+  const migrations = new Counter({
+    name: 'sidecar_terminator_native_sidecar_pods_total',
+    help: 'Pods with sidecars the native-sidecars webhook answered (dry runs included): migrated (their sidecars became native sidecars) or kept (left to the watcher, the pod annotated with why).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
   // Every series exists from the start, so rate() and alerts see a zero rather than nothing.
   for (const endpoint of ADMISSION_ENDPOINTS) {
     for (const result of ADMISSION_RESULTS) requests.inc({ endpoint, result }, 0);
   }
+  for (const result of MIGRATION_RESULTS) migrations.inc({ result }, 0);
   return {
     observe(endpoint, result, seconds) {
       requests.inc({ endpoint, result });
       duration.observe({ endpoint }, seconds);
+    },
+    migration(result) {
+      migrations.inc({ result });
     },
   };
 }

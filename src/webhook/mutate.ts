@@ -1,30 +1,93 @@
-// The mutating handler: a pod the watcher should manage gets the managed label
-// (src/policy/labels.ts): the watcher watches those pods only. The patch is the difference
-// between the pod and a labelled copy of it, so a pod that has the label already gets no patch:
-// the webhook registers with reinvocationPolicy IfNeeded, and is called again after a later
-// webhook injected a sidecar, without changing what it already labelled.
-import { MANAGED, MANAGED_LABEL, isRecord, shouldManage } from '../policy/index.ts';
+// The mutating handlers. /mutate: a pod the watcher should manage gets the managed label
+// (src/policy/labels.ts): the watcher watches those pods only. /native-sidecars (registered
+// with --native-sidecars, for the namespaces it selects): the same, and first the pod's marked
+// sidecars move to native sidecars where the policy allows (src/policy/native-sidecars.ts); a
+// migrated pod is not labelled, as the kubelet stops its sidecars.
+//
+// The patch is the difference between the pod and a mutated copy of it, so a pod mutated already
+// gets no patch: the webhooks register with reinvocationPolicy IfNeeded, and are called again
+// after a later webhook injected a sidecar, without changing what they already did.
+import {
+  MANAGED,
+  MANAGED_LABEL,
+  MIGRATED_ANNOTATION,
+  SKIPPED_ANNOTATION,
+  formatFinding,
+  inspectObject,
+  isManaged,
+  isRecord,
+  migratePodSpec,
+  migratedAnnotation,
+  nativeSidecarPlan,
+  skippedAnnotation,
+  type Inspection,
+} from '../policy/index.ts';
 import { allowed, patched, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
 import { diff } from './json-patch.ts';
-import { isPod, objectOf, type AdmissionSettings } from './validate.ts';
+import { isPod, objectOf, type AdmissionSettings, type Verdict } from './validate.ts';
+
+type Pod = Record<string, unknown>;
 
 /**
  * The decision depends on the request alone and has no side effect, so a dryRun request is
- * answered exactly like a real one (the webhook registers with sideEffects: None).
+ * answered exactly like a real one (the webhooks register with sideEffects: None).
  */
 export function mutate(request: AdmissionRequest, settings: AdmissionSettings): AdmissionDecision {
+  return mutatePod(request, settings, false);
+}
+
+/** /native-sidecars: migrates when --native-sidecars is on and the API server runs native sidecars; else as /mutate. */
+export function mutateNativeSidecars(request: AdmissionRequest, settings: AdmissionSettings): Verdict {
+  return mutatePod(request, settings, settings.nativeSidecars === true);
+}
+
+function mutatePod(request: AdmissionRequest, settings: AdmissionSettings, migrate: boolean): Verdict {
   if (!isPod(request) || request.operation !== 'CREATE' || request.subResource || !isRecord(request.object)) return allowed();
-  if (!shouldManage(objectOf(request), settings.quickExitImageAllowlist)) return allowed();
-  return patched(diff(request.object, withManagedLabel(request.object)));
+  const pod = request.object;
+  const inspection = inspectObject(objectOf(request), settings.quickExitImageAllowlist);
+  if (!inspection) return allowed();
+  const labelled = (pod: Pod) => (isManaged(inspection) ? withLabel(pod, MANAGED) : pod);
+  if (!migrate) return patched(diff(pod, labelled(pod)));
+
+  const plan = nativeSidecarPlan(inspection);
+  if (plan.outcome === 'migrate') return { ...patched(diff(pod, migrated(pod, inspection, plan.sidecars))), migration: 'migrated' };
+  if (plan.outcome === 'none') return patched(diff(pod, labelled(pod)));
+  const warnings = plan.findings.map((finding) => `not moved to native sidecars (the watcher stops the sidecars): ${formatFinding(finding)}`);
+  return { ...patched(diff(pod, withAnnotations(labelled(pod), { [SKIPPED_ANNOTATION]: skippedAnnotation(plan.findings) })), { warnings }), migration: 'kept' };
+}
+
+/** The pod with its sidecars moved, the annotation naming them, and no managed label: nothing is left for the watcher. */
+function migrated(pod: Pod, inspection: Inspection, sidecars: readonly string[]): Pod {
+  const spec = isRecord(pod.spec) ? pod.spec : {};
+  return withAnnotations({ ...withLabel(pod, undefined), spec: migratePodSpec(spec, sidecars) }, {
+    [MIGRATED_ANNOTATION]: migratedAnnotation(inspection.annotations, sidecars),
+    [SKIPPED_ANNOTATION]: undefined,
+  });
 }
 
 /**
- * A copy of the pod with the label set. Only the objects on the path to the label are copied
- * (pod, metadata, labels); everything else is shared with the original, so diff() skips it by
- * identity instead of comparing the whole pod, and nothing of the original is changed.
+ * Copies of the pod with the label set (or removed: undefined) or annotations changed. Only the
+ * objects on the path are copied (pod, metadata, labels or annotations); everything else is
+ * shared with the original, so diff() skips it by identity instead of comparing the whole pod,
+ * and nothing of the original is changed.
  */
-function withManagedLabel(pod: Record<string, unknown>): Record<string, unknown> {
+function withLabel(pod: Pod, value: string | undefined): Pod {
+  return withMetadataMap(pod, 'labels', { [MANAGED_LABEL]: value });
+}
+
+function withAnnotations(pod: Pod, changes: Record<string, string | undefined>): Pod {
+  return withMetadataMap(pod, 'annotations', changes);
+}
+
+function withMetadataMap(pod: Pod, field: 'labels' | 'annotations', changes: Record<string, string | undefined>): Pod {
   const metadata = isRecord(pod.metadata) ? pod.metadata : {};
-  const labels = isRecord(metadata.labels) ? metadata.labels : {};
-  return { ...pod, metadata: { ...metadata, labels: { ...labels, [MANAGED_LABEL]: MANAGED } } };
+  const current = isRecord(metadata[field]) ? metadata[field] : undefined;
+  const entries = { ...current };
+  for (const [key, value] of Object.entries(changes)) {
+    if (value === undefined) delete entries[key];
+    else entries[key] = value;
+  }
+  // Nothing to write into a map that does not exist: the pod stays as it is.
+  if (current === undefined && Object.keys(entries).length === 0) return pod;
+  return { ...pod, metadata: { ...metadata, [field]: entries } };
 }

@@ -6,6 +6,7 @@ import {
   errorsOf,
   formatFinding,
   inspectObject,
+  lostNativeSidecars,
   warningsOf,
   isRecord,
   type EnforcementMode,
@@ -13,12 +14,15 @@ import {
   type Inspection,
 } from '../policy/index.ts';
 import { allowed, denied, type AdmissionDecision, type AdmissionRequest, type GroupVersionKind } from './admission.ts';
+import type { MigrationResult } from './metrics.ts';
 import type { OwnerNotice } from './owner-events.ts';
 
 export interface AdmissionSettings {
   enforcement: EnforcementMode;
   /** When non-empty, quick-exit images must match one of these patterns. */
   quickExitImageAllowlist: readonly string[];
+  /** Whether /native-sidecars migrates: --native-sidecars is on and the API server runs native sidecars. */
+  nativeSidecars?: boolean;
 }
 
 /**
@@ -51,14 +55,17 @@ function isValidated(request: AdmissionRequest): boolean {
   return request.operation === 'CREATE' || request.operation === 'UPDATE';
 }
 
-/** A decision, and what to tell the owner of the object (never part of the answer). */
-export type Verdict = AdmissionDecision & { ownerNotice?: OwnerNotice };
+/** A decision, and what to tell the owner of the object or count in the metrics (never part of the answer). */
+export type Verdict = AdmissionDecision & { ownerNotice?: OwnerNotice; migration?: MigrationResult };
 
 export function validate(request: AdmissionRequest, settings: AdmissionSettings): Verdict {
   if (!isValidated(request)) return allowed();
   const object = objectOf(request);
   const inspection = inspectObject(object, settings.quickExitImageAllowlist);
   if (!inspection) return allowed();
+  // Refused whoever created the pod: it could never start its main containers.
+  const lost = isPod(request) ? lostNativeSidecars(inspection.spec, inspection.annotations) : [];
+  if (lost.length > 0) return denied(`${lost.length === 1 ? '1 native sidecar' : `${lost.length} native sidecars`} lost: ${lost.join('; ')}`);
 
   let findings = inspection.findings;
   if (request.operation === 'UPDATE') {

@@ -3,20 +3,20 @@
 // run with exactly the chart's permissions (a token of each ServiceAccount) doing their work:
 // the webhook creates its Secret and patches the caBundle (which `helm upgrade` keeps), the
 // watcher stops sidecars by signal (namespaced RBAC) and by ContainerRecreateRequest
-// (cluster-wide), with leader election and the sweeper.
+// (cluster-wide), with leader election and the sweeper, every write of theirs passing the
+// fence (the ValidatingAdmissionPolicies `helm install` adds on this Kubernetes).
 import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { get as httpGet } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
-import { freePort, startControlPlane } from '../support/control-plane.ts';
+import { startControlPlane } from '../support/control-plane.ts';
+import { freePort, httpStatus } from '../support/net.ts';
 import { KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
 import { servedCertificate, startServe } from '../support/serve-process.ts';
 import { finishedByWatcher, installCrrCrd } from '../support/stack.ts';
-import { argsOf, chartDir, helm, parseManifests, repoRoot, template, valuesFile, type Manifest } from './helm.ts';
+import { argsOf, helm, helmEnv, helmRelease as helmReleaseOf, parseManifests, repoRoot, template, VAP_API_VERSION, type Manifest } from './helm.ts';
+import { serviceAccountKubeconfig } from './service-account.ts';
 
 const RELEASE = 'sidecar-terminator';
 const NS = 'sidecar-terminator';
@@ -30,9 +30,7 @@ t.teardown(() => sim.stop());
 const core = cp.kubeConfig.makeApiClient(CoreV1Api);
 const admission = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
 
-const helmHome = mkdtempSync(join(tmpdir(), 'st-helm-home-'));
-t.teardown(() => rmSync(helmHome, { recursive: true, force: true }));
-const helmEnv = { KUBECONFIG: cp.kubeconfigPath, HELM_CONFIG_HOME: join(helmHome, 'config'), HELM_CACHE_HOME: join(helmHome, 'cache'), HELM_DATA_HOME: join(helmHome, 'data') };
+const env = helmEnv(cp.kubeconfigPath, t);
 
 /** The values of every install here: the webhook configurations select only namespaces labelled
  * for it, and none is: the API server cannot reach the Service of pods nobody runs. */
@@ -44,38 +42,10 @@ async function kubectl(args: string[], input?: string): Promise<string> {
   return result.stdout;
 }
 
-async function helmRelease(command: 'install' | 'upgrade', values: object): Promise<Manifest[]> {
-  const file = valuesFile(values);
-  try {
-    const result = await helm([command, RELEASE, chartDir, '--namespace', NS, '--values', file.path], { env: helmEnv });
-    if (result.code !== 0) throw new Error(`helm ${command} failed: ${result.stderr}`);
-    const manifest = await helm(['get', 'manifest', RELEASE, '--namespace', NS], { env: helmEnv });
-    return parseManifests(manifest.stdout);
-  } finally {
-    file.cleanup();
-  }
-}
+const helmRelease = (command: 'install' | 'upgrade', values: object) => helmReleaseOf(env, command, RELEASE, NS, values);
 
 /** A kubeconfig holding a token of the ServiceAccount: the chart's permissions and nothing else. */
-async function kubeconfigOf(serviceAccount: string): Promise<string> {
-  const token = (await kubectl(['create', 'token', serviceAccount, '--namespace', NS, '--duration', '1h'])).trim();
-  const cluster = cp.kubeConfig.getCurrentCluster()!;
-  const dir = mkdtempSync(join(tmpdir(), 'st-sa-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const path = join(dir, 'kubeconfig');
-  writeFileSync(
-    path,
-    JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      clusters: [{ name: 'local', cluster: { server: cluster.server, 'certificate-authority': cluster.caFile } }],
-      users: [{ name: serviceAccount, user: { token } }],
-      contexts: [{ name: 'local', context: { cluster: 'local', user: serviceAccount } }],
-      'current-context': 'local',
-    }),
-  );
-  return path;
-}
+const kubeconfigOf = (serviceAccount: string) => serviceAccountKubeconfig(cp, NS, serviceAccount, t);
 
 /** The Deployment's args without `serve` and the listen addresses, which the test chooses. */
 function processArgs(manifests: Manifest[], component: 'webhook' | 'watcher'): string[] {
@@ -126,17 +96,6 @@ async function startWatcher(manifests: Manifest[], kubeconfig: string): Promise<
   return watcher;
 }
 
-function httpStatus(url: string): Promise<number | undefined> {
-  return new Promise((resolveStatus) => {
-    const request = httpGet(url, { timeout: 2000 }, (response) => {
-      response.resume();
-      resolveStatus(response.statusCode);
-    });
-    request.on('error', () => resolveStatus(undefined));
-    request.on('timeout', () => request.destroy());
-  });
-}
-
 /** A bare pod with a main container that finishes after a second and a sidecar marked for the kill mechanism. */
 function jobLikePod(name: string, labelled: boolean): V1Pod {
   return {
@@ -175,7 +134,7 @@ t.test('server-side dry run: the API server accepts what the chart renders, opti
     { rbac: { create: false }, image: { digest: `sha256:${'b'.repeat(64)}` } },
   ];
   for (const values of variants) {
-    const rendered = await template({ ...base, ...values });
+    const rendered = await template({ ...base, ...values }, { apiVersions: [VAP_API_VERSION] });
     t.equal(rendered.code, 0, rendered.stderr);
     const result = await cp.kubectl(['apply', '--dry-run=server', '-f', '-'], { input: rendered.stdout });
     const label = JSON.stringify(values);
@@ -199,6 +158,13 @@ t.test('helm install: both Deployments run in a namespace enforcing the restrict
   t.same(refused.map((event) => event.message), [], 'no pod refused by Pod Security admission');
   const secrets = (await core.listNamespacedSecret({ namespace: NS })).items.filter((secret) => !secret.metadata?.name?.startsWith('sh.helm.release'));
   t.same(secrets.map((secret) => secret.metadata?.name), [], 'the chart creates no Secret of its own');
+  const policies = installed.filter((m) => m.kind === 'ValidatingAdmissionPolicy' || m.kind === 'ValidatingAdmissionPolicyBinding').map((m) => `${m.kind}/${m.metadata.name}`);
+  t.same(policies.sort(), [
+    'ValidatingAdmissionPolicy/sidecar-terminator-watcher',
+    'ValidatingAdmissionPolicy/sidecar-terminator-webhook',
+    'ValidatingAdmissionPolicyBinding/sidecar-terminator-watcher',
+    'ValidatingAdmissionPolicyBinding/sidecar-terminator-webhook',
+  ], 'this Kubernetes serves ValidatingAdmissionPolicy: the fence is installed');
 });
 
 t.test('the webhook with the chart permissions: creates its Secret, patches both caBundles; helm upgrade keeps them', async (t) => {
@@ -251,7 +217,7 @@ t.test('the watcher with the chart permissions, namespaced, signal mechanism: th
   }
   const lease = await cp.kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ namespace: NS, name: 'sidecar-terminator-watcher' });
   t.ok(lease.spec?.holderIdentity, 'it leads through the Lease in the release namespace');
-  t.notMatch(watcher.output(), /forbidden/i, 'no call was refused');
+  t.notMatch(watcher.output(), /forbidden|denied request/i, 'no call was refused, by RBAC or by the fence');
   t.equal(await canI('sidecar-terminator-watcher', 'patch', 'pods', '-n', 'team-b'), 'no', 'nothing outside --namespaces');
   t.equal(await canI('sidecar-terminator-watcher', 'create', 'containerrecreaterequests.apps.kruise.io', '-n', 'team-a'), 'no', 'no CRRs with the signal mechanism');
   await watcher.stop();
@@ -265,20 +231,20 @@ t.test('the watcher with the chart permissions, cluster-wide, auto picks crr onc
   await core.createNamespacedPod({ namespace: 'team-b', body: jobLikePod('crr', true) });
   const pod = await waitUntilDone('team-b', 'crr');
   t.notOk(pod.spec?.ephemeralContainers, 'no signal: kruise-daemon (the simulator) stopped the sidecar');
-  const crr = await cp.kubeConfig.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
+  const crr = (await cp.kubeConfig.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
     group: 'apps.kruise.io',
     version: 'v1alpha1',
     namespace: 'team-b',
     plural: 'containerrecreaterequests',
     name: `sidecar-termination-${pod.metadata!.uid}`,
-  });
-  t.ok(crr, 'through a ContainerRecreateRequest');
-  t.notMatch(watcher.output(), /forbidden/i, 'no call was refused');
+  })) as { spec?: { containers?: Array<{ name?: string }> } };
+  t.same(crr.spec?.containers?.map((container) => container.name), ['proxy'], 'through a ContainerRecreateRequest for the sidecar');
+  t.notMatch(watcher.output(), /forbidden|denied request/i, 'no call was refused, by RBAC or by the fence');
   await watcher.stop();
 });
 
 t.test('helm uninstall removes the release and leaves the Secret the webhook created', async (t) => {
-  const result = await helm(['uninstall', RELEASE, '--namespace', NS], { env: helmEnv });
+  const result = await helm(['uninstall', RELEASE, '--namespace', NS], { env });
   t.equal(result.code, 0, result.stderr);
   await t.rejects(admission.readValidatingWebhookConfiguration({ name: 'sidecar-terminator' }), 'the webhook configurations are gone');
   t.ok(await core.readNamespacedSecret({ namespace: NS, name: 'sidecar-terminator-tls' }), 'the TLS Secret stays, as the README says');

@@ -1,6 +1,7 @@
 // The README's reference sections against their sources: the flag table against src/config.ts
 // and `serve --help`, the metric names against src/, the RBAC tables against the chart, and
-// every chart value the README names against values.yaml.
+// every chart value the README names against values.yaml, the Kubernetes versions table against
+// the matrix runs recorded in scripts/test-matrix-results.json.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -9,6 +10,7 @@ import t from 'tap';
 import { parse } from 'yaml';
 import { SERVE_FLAGS, defaultText } from '../../src/config.ts';
 import { CHART_SETTINGS, withServeFlagsTable } from '../support/config-reference.ts';
+import { readResults, withMatrixTable } from '../../scripts/test-matrix.ts';
 import { chartDir, registeredMetrics, render, repoRoot } from './helm.ts';
 
 const run = promisify(execFile);
@@ -35,6 +37,10 @@ function hasValue(path: string): boolean {
 t.test('the README table of serve flags is what src/config.ts generates', async (t) => {
   t.equal(withServeFlagsTable(readme), readme, 'up to date (node scripts/config-reference.ts --write regenerates it)');
   for (const spec of Object.values(SERVE_FLAGS)) t.match(section('Configuration'), `\`${spec.env}\``, `--${spec.name} is in the table`);
+});
+
+t.test('the README table of Kubernetes versions is what the matrix runs recorded', async (t) => {
+  t.equal(withMatrixTable(readme, readResults()), readme, 'no result typed by hand (node scripts/test-matrix.ts --readme regenerates it)');
 });
 
 t.test('the defaults in the table are the ones serve --help prints', async (t) => {

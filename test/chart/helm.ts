@@ -1,11 +1,12 @@
 // Helm for the chart tests: the binary scripts/build-helm.sh builds (or finds cached), `helm
 // template` with values, and small readers of the rendered manifests.
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
+import { runCommand, type CommandResult } from '../support/command.ts';
 
 const run = promisify(execFile);
 
@@ -17,12 +18,6 @@ export interface Manifest {
   kind: string;
   metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
   [key: string]: unknown;
-}
-
-export interface CommandResult {
-  code: number;
-  stdout: string;
-  stderr: string;
 }
 
 let helmPath: Promise<string> | undefined;
@@ -39,19 +34,7 @@ export function helmBinary(): Promise<string> {
 
 /** Runs helm; never throws for a non-zero exit. */
 export async function helm(args: string[], options: { input?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CommandResult> {
-  const child = spawn(await helmBinary(), args, { cwd: repoRoot, env: { ...process.env, ...options.env }, stdio: ['pipe', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  // EPIPE when helm exits without reading stdin (most commands never do) is expected.
-  child.stdin.on('error', () => {});
-  child.stdin.end(options.input ?? '');
-  const code = await new Promise<number>((resolveCode, reject) => {
-    child.on('error', reject);
-    child.on('close', (exitCode) => resolveCode(exitCode ?? 1));
-  });
-  return { code, stdout, stderr };
+  return runCommand(await helmBinary(), args, { cwd: repoRoot, env: { ...process.env, ...options.env }, input: options.input });
 }
 
 /** A values file (JSON is YAML) in a fresh temporary directory; `cleanup` removes it. */
@@ -65,13 +48,19 @@ export function valuesFile(values: object): { path: string; cleanup: () => void 
 export interface RenderOptions {
   release?: string;
   namespace?: string;
+  /** Capabilities.APIVersions beyond helm's defaults, as a cluster's discovery would list them. */
+  apiVersions?: string[];
 }
+
+/** What a cluster that serves ValidatingAdmissionPolicy (Kubernetes 1.30+) adds to Capabilities.APIVersions. */
+export const VAP_API_VERSION = 'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy';
 
 /** `helm template` output with these values; the result's code tells whether it rendered. */
 export async function template(values: object = {}, options: RenderOptions = {}): Promise<CommandResult> {
   const file = valuesFile(values);
+  const apiVersions = (options.apiVersions ?? []).flatMap((version) => ['--api-versions', version]);
   try {
-    return await helm(['template', options.release ?? 'sidecar-terminator', chartDir, '--namespace', options.namespace ?? 'sidecar-terminator', '--values', file.path]);
+    return await helm(['template', options.release ?? 'sidecar-terminator', chartDir, '--namespace', options.namespace ?? 'sidecar-terminator', '--values', file.path, ...apiVersions]);
   } finally {
     file.cleanup();
   }
@@ -82,6 +71,26 @@ export async function render(values: object = {}, options: RenderOptions = {}): 
   const result = await template(values, options);
   if (result.code !== 0) throw new Error(`helm template failed: ${result.stderr}`);
   return parseManifests(result.stdout);
+}
+
+/** A Helm home of its own (config, cache, data) for the releases a test makes on the cluster of `kubeconfig`. */
+export function helmEnv(kubeconfig: string, t: { teardown(fn: () => void): void }): NodeJS.ProcessEnv {
+  const home = mkdtempSync(join(tmpdir(), 'st-helm-home-'));
+  t.teardown(() => rmSync(home, { recursive: true, force: true }));
+  return { KUBECONFIG: kubeconfig, HELM_CONFIG_HOME: join(home, 'config'), HELM_CACHE_HOME: join(home, 'cache'), HELM_DATA_HOME: join(home, 'data') };
+}
+
+/** `helm install` or `helm upgrade` of the chart with these values; the manifests of the release. */
+export async function helmRelease(env: NodeJS.ProcessEnv, command: 'install' | 'upgrade', release: string, namespace: string, values: object): Promise<Manifest[]> {
+  const file = valuesFile(values);
+  try {
+    const result = await helm([command, release, chartDir, '--namespace', namespace, '--values', file.path], { env });
+    if (result.code !== 0) throw new Error(`helm ${command} failed: ${result.stderr}`);
+    const manifest = await helm(['get', 'manifest', release, '--namespace', namespace], { env });
+    return parseManifests(manifest.stdout);
+  } finally {
+    file.cleanup();
+  }
 }
 
 export function parseManifests(text: string): Manifest[] {

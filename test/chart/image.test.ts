@@ -2,12 +2,12 @@
 // temporary directories. Its build stage (`npm run build` on package.json, tsconfig.json and
 // src/ only), its deps stage (`npm ci --omit=dev --ignore-scripts`), then the runtime layout
 // (node_modules, dist/src, package.json) started as the ENTRYPOINT starts it.
-import { execFile } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import t from 'tap';
+import { runCommand } from '../support/command.ts';
 import { repoRoot } from './helm.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'st-image-'));
@@ -16,20 +16,7 @@ const build = join(root, 'build');
 const app = join(root, 'app');
 const PATH = `${join(repoRoot, 'node_modules/.bin')}:${process.env.PATH}`;
 
-interface Result {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function run(command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = {}): Promise<Result> {
-  return new Promise((resolveRun) => {
-    execFile(command, args, { cwd, env: { ...process.env, PATH, ...env }, maxBuffer: 32 * 1024 * 1024 }, (error, stdout, stderr) => {
-      const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
-      resolveRun({ code, stdout, stderr });
-    });
-  });
-}
+const run = (command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = {}) => runCommand(command, args, { cwd, env: { ...process.env, PATH, ...env } });
 
 const dockerfile = readFileSync(join(repoRoot, 'Dockerfile'), 'utf8');
 const dockerignore = readFileSync(join(repoRoot, '.dockerignore'), 'utf8');

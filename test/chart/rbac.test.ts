@@ -50,6 +50,7 @@ const webhookConfigurations = (verb: string, kind: 'mutating' | 'validating'): N
 const usesSignal = (config: ServeConfig) => config.killMechanism !== 'crr';
 const usesCrr = (config: ServeConfig) => config.killMechanism !== 'signal';
 const REGISTER_ONLY = 'only `serve --register-webhooks` (local runs) writes the configurations; the chart creates them itself';
+const FENCE_REGISTER_ONLY = 'only `serve --register-webhooks` (local runs) writes the fence; the chart installs it itself';
 const DISCOVERY = 'discovery documents: the built-in system:discovery ClusterRole grants them to every authenticated user';
 const USERS_OWN = 'sidecar-terminator status (the kubectl plugin) reads with the user\'s kubeconfig and permissions, not the chart\'s';
 const status = (why: string): Call => ({ sites: ['src/status/cluster.ts'], needs: [], why, notGranted: USERS_OWN });
@@ -110,6 +111,19 @@ const CALLS: Record<string, Call> = {
   createValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
   replaceMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
   replaceValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
+  readValidatingAdmissionPolicy: { sites: ['src/kube/fence.ts'], needs: [], why: 'register the fence', when: (config) => config.registerWebhooks, notGranted: FENCE_REGISTER_ONLY },
+  createValidatingAdmissionPolicy: { sites: ['src/kube/fence.ts'], needs: [], why: 'register the fence', when: (config) => config.registerWebhooks, notGranted: FENCE_REGISTER_ONLY },
+  replaceValidatingAdmissionPolicy: { sites: ['src/kube/fence.ts'], needs: [], why: 'register the fence', when: (config) => config.registerWebhooks, notGranted: FENCE_REGISTER_ONLY },
+  readValidatingAdmissionPolicyBinding: { sites: ['src/kube/fence.ts'], needs: [], why: 'register the fence', when: (config) => config.registerWebhooks, notGranted: FENCE_REGISTER_ONLY },
+  createValidatingAdmissionPolicyBinding: { sites: ['src/kube/fence.ts'], needs: [], why: 'register the fence', when: (config) => config.registerWebhooks, notGranted: FENCE_REGISTER_ONLY },
+  replaceValidatingAdmissionPolicyBinding: { sites: ['src/kube/fence.ts'], needs: [], why: 'register the fence', when: (config) => config.registerWebhooks, notGranted: FENCE_REGISTER_ONLY },
+  getCode: {
+    sites: ['src/kube/server-version.ts'],
+    needs: [],
+    why: 'does the API server run native sidecars?',
+    when: (config) => config.nativeSidecars !== 'none',
+    notGranted: '/version: the built-in system:public-info-viewer ClusterRole grants it to everyone',
+  },
   // `sidecar-terminator status`, run by users (it also lists pods and reads nodes, above).
   listNamespacedEvent: status("the add-on's events about the pods"),
   listEventForAllNamespaces: status('the same, with -A'),
@@ -123,7 +137,7 @@ const CALLS: Record<string, Call> = {
 function componentOf(file: string): Component | 'user' | undefined {
   if (file.startsWith('src/status/')) return 'user';
   if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts') return 'watcher';
-  if (file.startsWith('src/tls/') || file.startsWith('src/webhook/') || file === 'src/kube/webhook-configurations.ts') return 'webhook';
+  if (file.startsWith('src/tls/') || file.startsWith('src/webhook/') || ['src/kube/webhook-configurations.ts', 'src/kube/fence.ts', 'src/kube/server-version.ts'].includes(file)) return 'webhook';
   return undefined;
 }
 

@@ -124,6 +124,8 @@ t.test('the webhook configurations are the ones serve --register-webhooks writes
     { values: { webhook: { failurePolicy: 'Fail' } }, release: 'st', namespace: 'platform', target: { name: 'st-sidecar-terminator', serviceName: 'st-sidecar-terminator', failurePolicy: 'Fail' } },
     { values: { webhook: { configurationName: 'sidecars' } }, release: 'sidecar-terminator', namespace: 'kube-system', target: { name: 'sidecars', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore' } },
     { values: { webhook: { excludedNamespaces: ['kube-system', 'batch-legacy'] } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', excludedNamespaces: ['batch-legacy'] } },
+    { values: { admission: { nativeSidecars: 'labelled' } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', nativeSidecars: 'labelled' as const } },
+    { values: { admission: { nativeSidecars: 'all' }, webhook: { failurePolicy: 'Fail' } }, release: 'st', namespace: 'platform', target: { name: 'st-sidecar-terminator', serviceName: 'st-sidecar-terminator', failurePolicy: 'Fail', nativeSidecars: 'all' as const } },
   ];
   for (const { values, release, namespace, target } of cases) {
     const manifests = await render(values, { release, namespace });
@@ -146,6 +148,13 @@ t.test('the webhook configurations are the ones serve --register-webhooks writes
     matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'istio-system', 'sidecar-terminator'] }],
   }, 'more exclusions, opt-in labels; the release namespace stays excluded');
   t.equal(webhook?.timeoutSeconds, 5);
+
+  const native = await render({ admission: { nativeSidecars: 'labelled' }, webhook: { namespaceLabels: { team: 'batch' } } });
+  const [migrating, labelling] = (get(native, 'MutatingWebhookConfiguration') as Manifest & { webhooks: Array<Record<string, unknown>> }).webhooks;
+  t.equal(migrating?.name, 'native-sidecars.sidecar-terminator.io', 'the native-sidecars webhook comes first');
+  const exclusions = [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'sidecar-terminator'] }];
+  t.same(migrating?.namespaceSelector, { matchLabels: { team: 'batch', 'sidecar-terminator.io/native-sidecars': 'enabled' }, matchExpressions: exclusions }, 'labelled: the opt-in labels and the native-sidecars label');
+  t.same(labelling?.namespaceSelector, { matchLabels: { team: 'batch' }, matchExpressions: exclusions }, 'the label webhook keeps its selector');
 });
 
 t.test('the rendered args are valid serve flags: the CLI parses them, and names match the flag defaults', async (t) => {

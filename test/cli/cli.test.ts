@@ -36,11 +36,12 @@ t.test('top-level help, version, unknown commands', async (t) => {
   }
   const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
   t.same(await runCli(['--version']), { code: 0, stdout: `sidecar-terminator ${version}\n`, stderr: '' });
+  t.same(await runCli(['--version'], { asProcess: true }), { code: 0, stdout: `sidecar-terminator ${version}\n`, stderr: '' }, 'the same from node src/cli.ts');
   const none = await runCli([]);
   t.equal(none.code, 2, 'no command is a usage error');
   t.match(none.stderr, /Usage:/);
-  const unknown = await runCli(['server']);
-  t.equal(unknown.code, 2);
+  const unknown = await runCli(['server'], { asProcess: true });
+  t.equal(unknown.code, 2, 'the exit code of the process');
   t.match(unknown.stderr, /unknown command "server": the commands are serve, lint, status and help/);
 });
 

@@ -1,21 +1,28 @@
 // The crr mechanism on a real node with OpenKruise's own components: the watcher creates a
 // ContainerRecreateRequest, kruise-manager's webhook completes it (node, pod UID, container ID),
 // and kruise-daemon stops the sidecar through containerd. What the test reads is what kubelet
-// reports, the sidecar's own log, and the CRR's status as kruise-daemon wrote it.
+// reports, the sidecar's own log, and the CRR's status as kruise-daemon wrote it. The watcher's
+// CRR, as Kruise's webhook completes it, passes the fence that serve registers for the watcher's
+// ServiceAccount.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { CustomObjectsApi } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { containerRecreateRequest } from '../../src/watcher/crr.ts';
 import { startKruise } from '../support/kruise.ts';
 import { waitFor } from '../support/kubelet-simulator.ts';
 import { canRunRealNode } from '../support/real-node.ts';
-import { containerLog, containerStatus, startRealCluster } from '../support/real-stack.ts';
+import { TEST_IMAGE, containerLog, containerStatus, startRealCluster, testContainer } from '../support/real-stack.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
 import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
 
-const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
 const CRR = { group: 'apps.kruise.io', version: 'v1alpha1', plural: 'containerrecreaterequests' };
+/** A main container that exits 0 after `sleep`, and a sidecar marked for the kill. */
+const mainAndProxy = (sleep: string) =>
+  [testContainer('main', ['main', '--sleep', sleep]), testContainer('proxy', ['sidecar'], [['KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', '"true"']])].join('\n');
+/** The watcher's ServiceAccount as serve --register-webhooks fences it by default (its namespace, its name). */
+const WATCHER_ACCOUNT = { namespace: 'sidecar-terminator', name: 'sidecar-terminator-watcher' };
 
 interface ContainerRecreateRequest {
   metadata: { name: string; labels?: Record<string, string>; ownerReferences?: { kind: string; name: string; uid: string; controller?: boolean }[] };
@@ -43,16 +50,7 @@ if (canRunRealNode(t)) {
       cp,
       namespace,
       jobYaml('crr', {
-        containers: `        - name: main
-          image: ${TEST_IMAGE}
-          args: ["main", "--sleep", "2s"]
-        - name: proxy
-          image: ${TEST_IMAGE}
-          args: ["sidecar"]
-          env:
-            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
-              value: "true"
-`,
+        containers: mainAndProxy('2s'),
       }),
     );
     try {
@@ -126,5 +124,41 @@ if (canRunRealNode(t)) {
     await waitForJob(cluster, namespace, 'ignores-sigterm-exit-code-ignored', 'Complete', 180_000);
     const complete = await podOfJob(cluster, namespace, 'ignores-sigterm-exit-code-ignored');
     t.equal(complete.status?.phase, 'Succeeded', 'with KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE the pod is Succeeded and the Job completes');
+  });
+
+  t.test("the watcher's ContainerRecreateRequest, as Kruise's webhook completes it, passes the fence of the watcher's ServiceAccount", async (t) => {
+    const namespace = await cp.createNamespace();
+    const user = `system:serviceaccount:${WATCHER_ACCOUNT.namespace}:${WATCHER_ACCOUNT.name}`;
+    // The chart's grant on ContainerRecreateRequests, for this namespace; kubectl acts as the account.
+    for (const args of [
+      ['create', 'role', 'crr-writer', '--verb=create', '--resource=containerrecreaterequests.apps.kruise.io'],
+      ['create', 'rolebinding', 'crr-writer', '--role=crr-writer', `--serviceaccount=${WATCHER_ACCOUNT.namespace}:${WATCHER_ACCOUNT.name}`],
+    ]) {
+      const result = await cp.kubectl(args, { namespace });
+      t.equal(result.code, 0, `kubectl ${args.slice(0, 2).join(' ')}: ${result.stderr}`);
+    }
+    // The main container runs on: the watcher leaves the pod alone, and the test writes the CRR itself.
+    await apply(
+      cp,
+      namespace,
+      jobYaml('fenced', {
+        containers: mainAndProxy('1h'),
+      }),
+    );
+    const name = (await podOfJob(cluster, namespace, 'fenced')).metadata!.name!;
+    await containerStatus(cluster, namespace, name, 'proxy', (s) => s.state?.running !== undefined);
+    const pod = await cp.kubeConfig.makeApiClient(CoreV1Api).readNamespacedPod({ namespace, name });
+    const crr = containerRecreateRequest(pod, CRR.version, ['proxy']);
+    const create = (body: object) => cp.kubectl(['create', '-f', '-', '--as', user], { namespace, input: JSON.stringify(body) });
+
+    const renamed = await create({ ...crr, metadata: { ...crr.metadata, name: 'restart-proxy' } });
+    t.not(renamed.code, 0, 'the fence is in force for the account: a CRR of another name is refused');
+    t.match(renamed.stderr, /denied request: sidecar-terminator fence: the watcher may create a ContainerRecreateRequest only named sidecar-termination-<pod uid>/, renamed.stderr);
+
+    const created = await create(crr);
+    t.equal(created.code, 0, `the watcher's own CRR is created through Kruise's webhook and the fence: ${created.stderr}`);
+    const completed = await readCrr(namespace, crr.metadata.name);
+    t.equal(completed.metadata.labels?.['crr.apps.kruise.io/pod-uid'], pod.metadata?.uid, "Kruise's webhook completed it before the fence saw it");
+    t.equal(completed.spec.containers[0]?.statusContext?.containerID, pod.status?.containerStatuses?.find((s) => s.name === 'proxy')?.containerID, 'with the container ID');
   });
 }

@@ -3,7 +3,8 @@
 // The API server reaches the webhook through its Service (kube-proxy), so the serving certificate's
 // names and the CA bundle the webhook writes are what a real cluster checks; the watcher runs with
 // leader election and the chart's RBAC; the signal mechanism's ephemeral container runs the same
-// image. Then the examples, a denial, an upgrade under load, and an uninstall.
+// image. The fence is on, as by default: every write of the add-on on these real containers passes
+// its ValidatingAdmissionPolicies. Then the examples, a denial, an upgrade under load, and an uninstall.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +19,9 @@ import { finishedByWatcher, podOfJob, waitForJob } from '../support/stack.ts';
 const RELEASE = 'sidecar-terminator';
 const NS = 'sidecar-terminator';
 const MANAGED = 'sidecar-terminator.io/managed';
+const WATCHER_ACCOUNT = `system:serviceaccount:${NS}:${RELEASE}-watcher`;
+/** How the API server words a write refused by RBAC or by an admission policy. */
+const REFUSED = /forbidden|denied request/i;
 
 if (canRunRealNode(t)) {
   const cluster = await startRealCluster(t, {
@@ -54,6 +58,17 @@ if (canRunRealNode(t)) {
       return current.spec?.holderIdentity ? current : undefined;
     });
     t.match(lease.spec?.holderIdentity, new RegExp(`^${RELEASE}-watcher-`), 'the watcher pod leads');
+    const bindings = (await admission.listValidatingAdmissionPolicyBinding()).items.filter((binding) => binding.metadata?.name?.startsWith(`${RELEASE}-`));
+    t.same(bindings.map((binding) => [binding.spec?.policyName, binding.spec?.validationActions]).sort(), [[`${RELEASE}-watcher`, ['Deny']], [`${RELEASE}-webhook`, ['Deny']]], 'the fence is on by default, for both ServiceAccounts');
+  });
+
+  t.test("the fence refuses the watcher's ServiceAccount a write the add-on never makes", async (t) => {
+    const namespace = await cp.createNamespace();
+    const created = await kubectl(['run', 'bystander', '--image', 'busybox:1.35', '--restart', 'Never', '--command', '--', 'sleep', '3600'], namespace);
+    t.equal(created.code, 0, `kubectl run bystander: ${created.stderr}`);
+    const labelled = await kubectl(['label', 'pod', 'bystander', 'team=attacker', '--as', WATCHER_ACCOUNT], namespace);
+    t.not(labelled.code, 0, 'kubectl label as the watcher fails');
+    t.match(labelled.stderr, new RegExp(`ValidatingAdmissionPolicy '${RELEASE}-watcher' .*denied request: sidecar-terminator fence: the watcher may change only the ${MANAGED.replaceAll('.', '\\.')} label`), labelled.stderr);
   });
 
   t.test('the examples complete through the installed add-on, on real containers', async (t) => {
@@ -73,6 +88,9 @@ if (canRunRealNode(t)) {
     t.equal(signal?.image, 'ghcr.io/sidecar-terminator/sidecar-terminator:0.1.0', "the signal container ran the chart's own image");
     const proxy = await podOfJob(cluster, namespace, 'ignore-exit-code');
     t.equal(proxy.status?.phase, 'Succeeded', 'the pod whose sidecar exits 143 is Succeeded');
+    const logs = await kubectl(['logs', '--selector', 'app.kubernetes.io/component=watcher', '--tail', '-1', '--prefix'], NS);
+    t.equal(logs.code, 0, `kubectl logs of the watcher: ${logs.stderr}`);
+    t.notMatch(logs.stdout, REFUSED, 'no write of the watcher was refused, by RBAC or by the fence');
   });
 
   t.test('kubectl apply of a misconfigured Job shows the denial', async (t) => {
@@ -131,6 +149,8 @@ if (canRunRealNode(t)) {
     const validating = (await admission.listValidatingWebhookConfiguration()).items.map((c) => c.metadata?.name);
     t.notOk(mutating.includes(RELEASE), `no MutatingWebhookConfiguration ${RELEASE} (${mutating.join(', ') || 'none'})`);
     t.notOk(validating.includes(RELEASE), `no ValidatingWebhookConfiguration ${RELEASE} (${validating.join(', ') || 'none'})`);
+    const policies = (await admission.listValidatingAdmissionPolicy()).items.map((policy) => policy.metadata?.name);
+    t.notOk(policies.some((name) => name?.startsWith(`${RELEASE}-`)), `no ValidatingAdmissionPolicy of the fence (${policies.join(', ') || 'none'})`);
     const namespace = await cp.createNamespace();
     const job = readFileSync(join(repoRoot, 'examples/misconfigured.yaml'), 'utf8');
     const applied = await kubectl(['apply', '-f', '-'], namespace, job);

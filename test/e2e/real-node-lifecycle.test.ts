@@ -4,13 +4,20 @@
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { canRunRealNode } from '../support/real-node.ts';
-import { containerLog, containerStatus, startRealStack, type RealStack } from '../support/real-stack.ts';
-import { apply, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
+import { TEST_IMAGE, containerLog, containerStatus, startRealStack, type RealStack } from '../support/real-stack.ts';
+import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
 
-const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
 
+/** The Job's pod once the Job is Complete; if it never is, the error carries what the pod and the watcher show. */
 async function finishedPod(stack: RealStack, namespace: string, job: string): Promise<V1Pod> {
-  await waitForJob(stack, namespace, job, 'Complete', 240_000);
+  try {
+    await waitForJob(stack, namespace, job, 'Complete', 240_000);
+  } catch (error) {
+    const pods = await stack.core.listNamespacedPod({ namespace, labelSelector: `job-name=${job}` }).catch(() => ({ items: [] as V1Pod[] }));
+    const states = pods.items.map((p) => `${p.metadata?.name} ${p.status?.phase}: ${JSON.stringify(p.status?.containerStatuses?.map((c) => ({ name: c.name, image: c.image, state: c.state, restarts: c.restartCount })))}`);
+    const watcher = stack.serve.logs().filter((line) => JSON.stringify(line).includes(namespace)).slice(-20).map((line) => JSON.stringify(line));
+    throw new Error(`${(error as Error).message}\npods: ${states.join('\n')}\nwatcher: ${watcher.join('\n')}`, { cause: error });
+  }
   const pod = await podOfJob(stack, namespace, job);
   return stack.core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
 }
@@ -25,7 +32,7 @@ if (canRunRealNode(t)) {
       serveArgs: ['--kill-mechanism', 'signal'],
     });
     const { cp } = stack;
-    t.jobs = 2;
+    t.jobs = 3;
 
     t.test('KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE: a sidecar that exits 143 leaves the Job Complete', { buffered: true }, async (t) => {
       const namespace = await cp.createNamespace();
@@ -93,6 +100,42 @@ if (canRunRealNode(t)) {
       t.ok(signalledAt >= mainSucceededAt - 1000, `the signal container started after main succeeded (${new Date(signalledAt).toISOString()} vs ${new Date(mainSucceededAt).toISOString()})`);
       const log = await containerLog(cp, namespace, podName, 'proxy');
       t.equal(log.match(/received SIGTERM/g)?.length, 1, 'the sidecar got SIGTERM once');
+    });
+    t.test('a sidecar with only a quick-exit image that cannot be pulled is still stopped', { buffered: true }, async (t) => {
+      const namespace = await cp.createNamespace();
+      const missing = 'sidecar-terminator.local/does-not-exist:1';
+      const job = (name: string, restartPolicy: 'Never' | 'OnFailure', onTerm: number) =>
+        jobYaml(name, {
+          restartPolicy,
+          containers: `        - name: main
+          image: ${TEST_IMAGE}
+          args: ["main", "--sleep", "2s"]
+        - name: proxy
+          image: ${TEST_IMAGE}
+          args: ["sidecar", "--on-term", "${onTerm}"]
+          env:
+            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE
+              value: ${missing}
+`,
+        });
+      // Never: kubelet restarts a container whose definition changed whatever the restart
+      // policy, so it tries to pull the image here too; the watcher ends the pod from its main
+      // containers.
+      await apply(cp, namespace, job('unpullable-never', 'Never', 0));
+      // OnFailure, a sidecar that exits 143: kubelet restarts it with the image it cannot pull,
+      // ImagePullBackOff for ever, unless the watcher ends the pod from its main containers.
+      await apply(cp, namespace, job('unpullable-on-failure', 'OnFailure', 143));
+
+      const never = await finishedPod(stack, namespace, 'unpullable-never');
+      t.equal(never.status?.phase, 'Succeeded', 'Never: the pod ends Succeeded');
+      t.notOk(never.status?.containerStatuses?.find((s) => s.name === 'proxy')?.state?.running, 'and its sidecar no longer runs');
+
+      const onFailure = await finishedPod(stack, namespace, 'unpullable-on-failure');
+      t.equal(onFailure.status?.phase, 'Succeeded', 'OnFailure: the pod ends Succeeded, as its main container did');
+      const proxy = onFailure.status?.containerStatuses?.find((s) => s.name === 'proxy');
+      t.notOk(proxy?.state?.running, `its sidecar no longer runs (${JSON.stringify(proxy?.state)})`);
+      const warnings = (await eventsOf(stack, namespace, onFailure.metadata!.name!)).filter((e) => e.type === 'Warning').map((e) => e.message ?? '');
+      t.match(warnings.join('\n'), new RegExp(missing.replace(/[.:/]/g, '\\$&')), `a Warning event names the image that could not be pulled (${warnings.join(' | ')})`);
     });
   });
 

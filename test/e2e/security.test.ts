@@ -13,10 +13,10 @@ import tls from 'node:tls';
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
-import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { ENV_WHEN_JOB_EXIT, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { render, type Manifest } from '../chart/helm.ts';
 import { findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, eventsOf, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { apply, eventsOf, imageSidecar, jobYaml, killSidecar, mainContainer, podOfJob, startStack, waitForJob } from '../support/stack.ts';
 
 // Let this process offer TLS 1.0 and 1.1 at all, so that a refusal is the server's doing.
 tls.DEFAULT_MIN_VERSION = 'TLSv1';
@@ -34,24 +34,10 @@ const stack = await startStack(t, { serveArgs: ['--kill-mechanism', 'signal', '-
 const { cp, core } = stack;
 const addonNamespace = await cp.createNamespace('sidecar-terminator'); // excluded from the webhook: pods there are not admitted by it
 
-const main = (extraEnv = '') => `        - name: main
-          image: busybox:1.36
-          env:
-            - name: DB_PASSWORD
-              value: "${SECRETS.password}"${extraEnv}`;
-const imageSidecar = (images: string[]) => `        - name: logs
-          image: fluent/fluent-bit:3.1
-          env:
-            - name: AWS_SECRET_ACCESS_KEY
-              value: "${SECRETS.awsKey}"
-${images.map((image) => `            - name: ${ENV_WITH_IMAGE}\n              value: "${image}"`).join('\n')}`;
-const killSidecar = (value = '"true"') => `        - name: proxy
-          image: envoyproxy/envoy:v1.31.0
-          env:
-            - name: GITHUB_TOKEN
-              value: "${SECRETS.token}"
-            - name: ${ENV_WHEN_JOB_EXIT}
-              value: ${value}`;
+// Every container carries a secret in its env, which no log may show.
+const main = () => mainContainer([['DB_PASSWORD', `"${SECRETS.password}"`]]);
+const imageSidecarWithSecret = (images: string[]) => imageSidecar(images, [['AWS_SECRET_ACCESS_KEY', `"${SECRETS.awsKey}"`]]);
+const killSidecarWithSecret = (value = '"true"') => killSidecar(value, [['GITHUB_TOKEN', `"${SECRETS.token}"`]]);
 
 function handshake(port: number, options: tls.ConnectionOptions): Promise<{ protocol: string | null } | { error: string }> {
   return new Promise((resolveHandshake) => {
@@ -59,7 +45,7 @@ function handshake(port: number, options: tls.ConnectionOptions): Promise<{ prot
       resolveHandshake({ protocol: socket.getProtocol() });
       socket.end();
     });
-    socket.on('error', (error) => resolveHandshake({ error: error.message }));
+    socket.on('error', (error: Error) => resolveHandshake({ error: error.message }));
   });
 }
 
@@ -87,7 +73,7 @@ t.test('the watcher writes exactly the quick-exit image the pod declares, and no
   // The marker defined twice: the first definition is the quick-exit image, as OpenKruise picks it
   // (although the container's environment has the last value).
   const images = ['registry.example.com/quick-exit:0.9', 'registry.example.com/quick-exit:2.0'];
-  const warned = await apply(cp, namespace, jobYaml('image', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: `${main()}\n${imageSidecar(images)}` }));
+  const warned = await apply(cp, namespace, jobYaml('image', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: `${main()}\n${imageSidecarWithSecret(images)}` }));
   t.match(warned, /defined 2 times in this container/, 'the webhook warned about the duplicate');
   const before = await podOfJob(stack, namespace, 'image');
   await waitForJob(stack, namespace, 'image', 'Complete');
@@ -110,7 +96,7 @@ metadata:
 spec:
   restartPolicy: Never
   containers:
-${`${main()}\n${imageSidecar([outside])}`.replaceAll(/^ {4}/gm, '')}`;
+${`${main()}\n${imageSidecarWithSecret([outside])}`.replaceAll(/^ {4}/gm, '')}`;
   await apply(cp, addonNamespace, pod);
   const warning = await waitFor('a SidecarTerminationFailed event', async () => (await eventsOf(stack, addonNamespace, 'outside-allowlist')).find((e) => e.type === 'Warning'), { timeoutMs: 30_000 }).catch(() => undefined);
   const current = await core.readNamespacedPod({ namespace: addonNamespace, name: 'outside-allowlist' });
@@ -139,9 +125,9 @@ ${containers.replaceAll(/^ {4}/gm, '')}`;
               valueFrom: {configMapKeyRef: {name: settings, key: stop}}`;
   await apply(cp, namespace, pod('no-markers', `${main()}\n${other}`));
   await apply(cp, namespace, pod('marker-from-configmap', `${main()}\n${fromConfigMap}`));
-  await apply(cp, namespace, pod('marker-false', `${main()}\n${killSidecar('"false"')}`));
+  await apply(cp, namespace, pod('marker-false', `${main()}\n${killSidecarWithSecret('"false"')}`));
   // A control pod, created last, that the watcher does act on: once it is done, the others were seen.
-  await apply(cp, namespace, pod('control', `${main()}\n${killSidecar()}`));
+  await apply(cp, namespace, pod('control', `${main()}\n${killSidecarWithSecret()}`));
   await waitFor('the control pod to succeed', async () => (await core.readNamespacedPod({ namespace, name: 'control' })).status?.phase === 'Succeeded');
   for (const name of ['no-markers', 'marker-from-configmap', 'marker-false']) {
     const current = await core.readNamespacedPod({ namespace, name });
@@ -157,8 +143,8 @@ ${containers.replaceAll(/^ {4}/gm, '')}`;
 t.test('no token, key or env value in the logs, errors included', async (t) => {
   const namespace = await cp.createNamespace();
   // Admitted, denied (the wrong marker value is an error), and stopped by signal.
-  await apply(cp, namespace, jobYaml('secret-env', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: `${main()}\n${killSidecar()}` }));
-  const denied = await cp.kubectl(['apply', '-f', '-'], { namespace, input: jobYaml('denied', { containers: `${main()}\n${killSidecar('"yes"')}` }) });
+  await apply(cp, namespace, jobYaml('secret-env', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: `${main()}\n${killSidecarWithSecret()}` }));
+  const denied = await cp.kubectl(['apply', '-f', '-'], { namespace, input: jobYaml('denied', { containers: `${main()}\n${killSidecarWithSecret('"yes"')}` }) });
   t.match(denied.stderr, /denied the request/, 'the Job with an invalid marker is denied');
   // Bodies that fail on the way in, each carrying the secrets.
   const review = JSON.stringify({
@@ -179,7 +165,7 @@ t.test('no token, key or env value in the logs, errors included', async (t) => {
   await waitForJob(stack, namespace, 'secret-env', 'Complete');
   // The API server going away and coming back: watch and client errors, logged with their details.
   await cp.restartApiServer();
-  await apply(cp, namespace, jobYaml('after-restart', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: `${main()}\n${killSidecar()}` }));
+  await apply(cp, namespace, jobYaml('after-restart', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: `${main()}\n${killSidecarWithSecret()}` }));
   await waitForJob(stack, namespace, 'after-restart', 'Complete');
   t.ok(stack.serve.logs().some((line) => Number(line.level) >= 40), 'errors were logged');
 

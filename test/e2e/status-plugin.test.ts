@@ -4,12 +4,12 @@
 // the watcher stops sidecars by ContainerRecreateRequest. The README's "Why is my Job still
 // running?" commands are run as written and their output compared with the README's (times,
 // ages and generated names aside); README_WRITE=1 writes the output into the README instead.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import t from 'tap';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
+import { runCommand, type CommandResult } from '../support/command.ts';
 import { repoRoot } from '../support/demo.ts';
 import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
 import { apply, eventsOf, finishedByWatcher, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
@@ -22,16 +22,8 @@ t.teardown(() => rmSync(work, { recursive: true, force: true }));
 // Node 24 first: npm, the package's scripts and the installed commands run on it.
 const basePath = `${dirname(process.execPath)}:${process.env.PATH}`;
 
-function sh(command: string, env: NodeJS.ProcessEnv = {}, cwd = repoRoot): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolveRun, reject) => {
-    const child = spawn('bash', ['-c', command], { cwd, env: { ...process.env, PATH: basePath, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolveRun({ code: code ?? 1, stdout, stderr }));
-  });
+function sh(command: string, env: NodeJS.ProcessEnv = {}, cwd = repoRoot): Promise<CommandResult> {
+  return runCommand('bash', ['-c', command], { cwd, env: { ...process.env, PATH: basePath, ...env } });
 }
 
 /** `npm pack`, then `npm install -g` of the tarball into a prefix of its own: the README's install, minus the global directory. */
@@ -100,8 +92,8 @@ function sectionBlocks(readme: string): Block[] {
   return fences.flatMap((fence, index) => {
     if (fence[1] !== 'sh') return [];
     const next = fences[index + 1];
-    const between = next ? readme.slice(start + fence.index! + fence[0].length, start + next.index!) : '';
-    const output = next && next[1] === 'text' && between.trim() === '' ? { start: start + next.index! + '```text\n'.length, end: start + next.index! + next[0].length - 3, text: next[2]! } : undefined;
+    const between = next ? readme.slice(start + fence.index + fence[0].length, start + next.index) : '';
+    const output = next && next[1] === 'text' && between.trim() === '' ? { start: start + next.index + '```text\n'.length, end: start + next.index + next[0].length - 3, text: next[2]! } : undefined;
     return [{ command: fence[2]!.trim(), ...(output ? { output } : {}) }];
   });
 }

@@ -31,7 +31,7 @@ function value(text: string, name: string, labels: Record<string, string> = {}):
   const samples = text.split('\n').flatMap((line) => {
     const match = /^([a-z_:]+)(?:\{([^}]*)\})? (\S+)$/.exec(line);
     if (!match || match[1] !== name) return [];
-    const sampleLabels = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map(([, key, val]) => [key, val]));
+    const sampleLabels: Record<string, string | undefined> = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map(([, key = '', val = '']) => [key, val]));
     return Object.entries(labels).every(([key, val]) => sampleLabels[key] === val) ? [Number(match[3])] : [];
   });
   return samples.length > 0 ? samples.reduce((a, b) => a + b, 0) : undefined;

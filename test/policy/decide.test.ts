@@ -1,5 +1,5 @@
 import t from 'tap';
-import { decide, stopMechanism, type Action, type Decision } from '../../src/policy/index.ts';
+import { decide, mainsFinishedAt, sidecarsPendingSince, stopMechanism, type Action, type Decision } from '../../src/policy/index.ts';
 import {
   ignoreExitCodeSidecar,
   imageSidecar,
@@ -13,7 +13,7 @@ import {
 
 const actionsOf = (decision: Decision): Action[] => (decision.outcome === 'act' ? decision.actions : []);
 
-t.test('stop mechanism table (DESIGN.md 2)', async (t) => {
+t.test('stop mechanism table (Kruise priority: the kill mechanism wins on a normal node)', async (t) => {
   const markers = (whenJobExit: boolean, quickExitImage?: string) => ({ whenJobExit, quickExitImage, ignoreExitCode: false });
   t.equal(stopMechanism(markers(true), 'normal'), 'kill', 'normal node, WHEN_JOB_EXIT: kill');
   t.equal(stopMechanism(markers(true, 'q:1'), 'normal'), 'kill', 'normal node, both: kill wins (Kruise priority)');
@@ -148,4 +148,34 @@ t.test('ignore exit code: other sidecars first, then terminal phase, then the si
     ['cannotStop'],
     'virtual node: ignore-exit-code does not apply, the sidecar cannot be stopped',
   );
+});
+
+t.test('since when the main containers are done, and since when the pod waits on its sidecars', async (t) => {
+  const finished = Date.parse('2026-01-01T00:01:00Z');
+  const done = pod([main(), killSidecar()], { main: 0, proxy: 'running' });
+  t.equal(mainsFinishedAt(done), finished, 'from the RFC 3339 string of the JSON');
+  const deserialized = pod([main(), killSidecar()], { main: 0, proxy: 'running' });
+  (deserialized.status.containerStatuses[0]!.state as { terminated: { finishedAt: unknown } }).terminated.finishedAt = new Date(finished);
+  t.equal(mainsFinishedAt(deserialized), finished, "from the Date of @kubernetes/client-node's pods");
+  t.equal(mainsFinishedAt(pod([main(), main('second'), killSidecar()], { main: 0, second: 'running', proxy: 'running' })), undefined, 'not while a main container runs');
+  const noTime = pod([main(), killSidecar()], { main: 0, proxy: 'running' });
+  delete (noTime.status.containerStatuses[0]!.state as { terminated: { finishedAt?: unknown } }).terminated.finishedAt;
+  t.equal(mainsFinishedAt(noTime), undefined, 'not without a finish time');
+  t.equal(mainsFinishedAt(pod([killSidecar()], { proxy: 'running' })), undefined, 'not without a main container');
+  t.equal(mainsFinishedAt({ metadata: { name: 'no-spec' } }), undefined, 'not without a spec');
+  const malformed = pod([main(), killSidecar()], { main: 0, proxy: 'running' });
+  (malformed.status.containerStatuses as unknown[]).unshift('not a status');
+  t.equal(mainsFinishedAt(malformed), finished, 'a malformed status entry is skipped');
+
+  t.equal(sidecarsPendingSince(done), finished, 'a sidecar to stop: waiting since the mains finished');
+  t.equal(sidecarsPendingSince(pod([main(), killSidecar()], { main: 'running', proxy: 'running' })), undefined, 'main still at work');
+  t.equal(sidecarsPendingSince(pod([main(), killSidecar()], { main: 0, proxy: 0 })), undefined, 'nothing left to stop');
+});
+
+t.test('in a terminal phase, a sidecar without a state, or without a status, is settled: nothing starts again', async (t) => {
+  const stateless = pod([main(), killSidecar()], { main: 0, proxy: 'running' }, { phase: 'Succeeded' });
+  delete (stateless.status.containerStatuses[1] as { state?: unknown }).state;
+  t.match(decide(stateless, normalNode), { outcome: 'finished' }, 'no state');
+  t.match(decide(pod([main(), killSidecar()], { main: 0 }, { phase: 'Succeeded' }), normalNode), { outcome: 'finished' }, 'no status');
+  t.match(decide(pod([main(), killSidecar()], { main: 0, proxy: 'running' }, { phase: 'Succeeded' }), normalNode), { outcome: 'act' }, 'still running: stopped');
 });

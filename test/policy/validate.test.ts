@@ -10,7 +10,7 @@ import {
   isManageable,
   validatePodSpec,
   type Finding,
-  type RuleId,
+  type AdmissionRuleId,
   type Severity,
   type ValidationOptions,
 } from '../../src/policy/index.ts';
@@ -30,7 +30,7 @@ interface RuleCase {
 
 // One case per rule of README "Rules checked at admission". The Record type makes a rule without a case a
 // type error, and each case fails if its rule is removed from the validator.
-const cases: Record<RuleId, RuleCase> = {
+const cases: Record<AdmissionRuleId, RuleCase> = {
   'marker-value': {
     severity: 'error',
     spec: podSpec([main(), container('proxy', 'envoy:1', [{ name: ENV_WHEN_JOB_EXIT, value: 'yes' }])]),
@@ -124,7 +124,7 @@ const cases: Record<RuleId, RuleCase> = {
   },
 };
 
-for (const [rule, c] of Object.entries(cases) as Array<[RuleId, RuleCase]>) {
+for (const [rule, c] of Object.entries(cases) as Array<[AdmissionRuleId, RuleCase]>) {
   t.test(`rule ${rule}`, async (t) => {
     const findings = validatePodSpec(c.spec, { ...job, ...c.options });
     const hits = findings.filter((f) => f.rule === rule);
@@ -221,4 +221,14 @@ t.test('inspectObject: workloads get warnings only, Jobs get errors', async (t) 
   t.match(inspectObject({ apiVersion: 'batch/v1', kind: 'Job', spec: { template: { spec } } }, [])?.findings, [{ rule: 'no-main-container', severity: 'error' }]);
   t.match(inspectObject({ apiVersion: 'apps/v1', kind: 'Deployment', spec: { template: { spec } } }, [])?.findings, [{ rule: 'no-main-container', severity: 'warning' }]);
   t.equal(inspectObject({ apiVersion: 'v1', kind: 'Service' }, []), undefined);
+});
+
+t.test('a marker defined twice: the finding says what the definitions mean at run time', async (t) => {
+  const twice = (name: string, values: [string, string], extra: TestContainer['env'] = []) =>
+    validatePodSpec(podSpec([main(), container('proxy', 'envoy:1', [...extra, { name, value: values[0] }, { name, value: values[1] }])]), job)
+      .map((finding) => formatFinding(finding))
+      .join('\n');
+  t.match(twice(ENV_WHEN_JOB_EXIT, ['false', 'false']), /none of them is "true", so this variable has no effect/);
+  t.match(twice(ENV_IGNORE_EXIT_CODE, ['true', 'false'], [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }]), /one of them is "true", so its exit code is ignored: any "true" counts/);
+  t.match(twice(ENV_WITH_IMAGE, ['q:1', 'q:2']), /the first definition is the quick-exit image/);
 });

@@ -36,7 +36,7 @@ function pod(options: { restartPolicy?: string; sidecarEnv?: Array<{ name: strin
 const normalNode: V1Node = { metadata: { name: 'node-1', labels: {} } };
 const virtualNode: V1Node = { metadata: { name: 'vk', labels: { type: 'virtual-kubelet' } } };
 const event = (type: string, reason: string, message: string, time = T1): CoreV1Event =>
-  ({ metadata: {}, involvedObject: {}, type, reason, message, lastTimestamp: new Date(time) }) as CoreV1Event;
+  ({ metadata: {}, involvedObject: {}, type, reason, message, lastTimestamp: new Date(time) });
 
 function facts(p: V1Pod, extra: Partial<PodFacts> = {}): PodFacts {
   return { pod: p, node: { value: normalNode }, events: { value: [] }, crr: { value: undefined }, now, ...extra };
@@ -113,4 +113,14 @@ t.test('helpers: ages, label selectors, field paths', async (t) => {
   t.same(parseFieldPath('spec.containers[1].env[KRUISE_X].valueFrom'), [{ key: 'spec' }, { key: 'containers' }, { index: 1 }, { key: 'env' }, { name: 'KRUISE_X' }, { key: 'valueFrom' }]);
   t.equal(containerOf({ spec: { initContainers: [{ name: 'init' }] } }, parseFieldPath('spec.initContainers[0].env[X]')), 'init');
   t.equal(containerOf({ spec: {} }, parseFieldPath('spec.restartPolicy')), undefined);
+});
+
+t.test('a pod whose sidecars moved to native sidecars: not managed, the kubelet stops them, nothing to do', async (t) => {
+  const migrated = pod({ labels: {}, statuses: [running('main')] });
+  migrated.metadata!.annotations = { 'sidecar-terminator.io/native-sidecars-migrated': 'proxy' };
+  migrated.spec!.initContainers = [{ ...migrated.spec!.containers[1]!, restartPolicy: 'Always' }];
+  migrated.spec!.containers = [migrated.spec!.containers[0]!];
+  const story = podStory(facts(migrated));
+  t.match(story, { state: 'not managed', advice: [] });
+  t.same(story.notManaged, ['its sidecars proxy were moved to native sidecars (init containers with restartPolicy: Always) when it was created: the kubelet stops them once the main containers are done']);
 });

@@ -37,6 +37,7 @@ export const CHART_SETTINGS: Record<string, ChartSetting> = {
     note: 'a list; the watcher needs it for the sweeper',
   },
   bodyLimit: { kind: 'value', path: 'admission.bodyLimit', sample: '16Mi', arg: '16Mi', components: ['webhook'] },
+  nativeSidecars: { kind: 'value', path: 'admission.nativeSidecars', sample: 'labelled', arg: 'labelled', components: ['webhook'], note: 'also adds the native-sidecars webhook to the MutatingWebhookConfiguration' },
   shutdownGrace: { kind: 'value', path: 'shutdownGrace', sample: '45s', arg: '45s', components: both },
   certDir: { kind: 'unset', note: 'the certificates live in a Secret' },
   tlsSecret: { kind: 'value', path: 'webhook.tls.secretName', sample: 'my-webhook-tls', arg: 'my-webhook-tls', components: ['webhook'], note: 'default `<full name>-tls`' },
@@ -47,6 +48,8 @@ export const CHART_SETTINGS: Record<string, ChartSetting> = {
   certCheckInterval: { kind: 'value', path: 'webhook.tls.checkInterval', sample: '5m', arg: '5m', components: ['webhook'] },
   registerWebhooks: { kind: 'unset', note: 'the chart creates both webhook configurations; the webhook patches their caBundle' },
   webhookConfigName: { kind: 'value', path: 'webhook.configurationName', sample: 'my-webhooks', arg: 'my-webhooks', components: ['webhook'], note: 'default: the full name' },
+  watcherServiceAccount: { kind: 'unset', note: 'the chart fences `watcher.serviceAccount` itself (`fence.enabled`)' },
+  webhookServiceAccount: { kind: 'unset', note: 'the chart fences `webhook.serviceAccount` itself (`fence.enabled`)' },
   webhookUrl: { kind: 'unset', note: 'the webhook configurations call the Service' },
   excludedNamespaces: {
     kind: 'value',

@@ -4,16 +4,21 @@
 // No process can outlive the test process: each binary is started through
 // `setpriv --pdeathsig KILL`, so the kernel kills it when Node dies, even on SIGKILL. On a
 // normal exit or a SIGINT/SIGTERM/SIGHUP the temporary directories are removed as well.
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { parseKubernetesVersion, type KubernetesVersion } from '../../src/policy/index.ts';
+import { runCommand } from './command.ts';
+import { ManagedProcess, killOnExit, logTails, waitWhileRunning } from './managed-process.ts';
+import { freePort } from './net.ts';
+
+// Its home is net.ts; re-exported for the files that import it from here.
+export { freePort };
 
 const run = promisify(execFile);
 
@@ -30,7 +35,7 @@ export interface ControlPlaneOptions {
   reachableFromPods?: boolean;
   /** Run kube-scheduler, for real nodes (the kubelet simulator binds its pods itself). Default false. */
   scheduler?: boolean;
-  /** More kube-apiserver flags, e.g. an audit log for the benchmarks. */
+  /** More kube-apiserver flags, e.g. a --runtime-config that turns an API off as an older release lacks it, or a feature gate turned off. */
   apiServerArgs?: string[];
 }
 
@@ -101,6 +106,14 @@ async function buildControlPlane(): Promise<string> {
   return binDir;
 }
 
+/** The Kubernetes release the tests run (K8S_VERSION, else scripts/versions.sh's), as its kube-apiserver reports it. */
+export async function kubernetesVersion(binDir?: string): Promise<KubernetesVersion> {
+  const { stdout } = await run(join(binDir ?? (await buildControlPlane()), 'kube-apiserver'), ['--version']);
+  const version = parseKubernetesVersion({ gitVersion: stdout.trim().split(' ').at(-1) });
+  if (!version) throw new Error(`kube-apiserver --version printed no version: ${stdout}`);
+  return version;
+}
+
 interface Ports {
   etcdClient: number;
   etcdPeer: number;
@@ -110,6 +123,8 @@ interface Ports {
 }
 
 class LocalCluster implements ControlPlane {
+  /** Stops the exit handler from tearing this down once stop() has. */
+  private forget: () => void = () => true;
   readonly binDir: string;
   readonly dir: string;
   readonly kubeconfigPath: string;
@@ -126,9 +141,9 @@ class LocalCluster implements ControlPlane {
   private stopping: Promise<void> | undefined;
 
   private readonly withScheduler: boolean;
-  private readonly extraApiServerArgs: readonly string[];
+  private readonly extraApiServerArgs: string[];
 
-  constructor(binDir: string, dir: string, podReachableAddress: string | undefined, withScheduler: boolean, extraApiServerArgs: readonly string[]) {
+  constructor(binDir: string, dir: string, podReachableAddress: string | undefined, withScheduler: boolean, extraApiServerArgs: string[]) {
     this.withScheduler = withScheduler;
     this.extraApiServerArgs = extraApiServerArgs;
     this.binDir = binDir;
@@ -140,8 +155,7 @@ class LocalCluster implements ControlPlane {
   }
 
   async start(timeoutMs: number): Promise<void> {
-    liveClusters.add(this);
-    installExitHandlers();
+    this.forget = killOnExit(this);
     const deadline = Date.now() + timeoutMs;
     this.ports = {
       etcdClient: await freePort(),
@@ -166,16 +180,7 @@ class LocalCluster implements ControlPlane {
 
   async kubectl(args: string[], opts: { input?: string; namespace?: string } = {}): Promise<KubectlResult> {
     const fullArgs = ['--kubeconfig', this.kubeconfigPath, ...(opts.namespace ? ['--namespace', opts.namespace] : []), ...args];
-    const child = spawn(join(this.binDir, 'kubectl'), fullArgs, { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.stdin.end(opts.input ?? '');
-    const code = await new Promise<number>((resolveCode, reject) => {
-      child.on('error', reject);
-      child.on('close', (exitCode) => resolveCode(exitCode ?? 1));
-    });
+    const { code, stdout, stderr } = await runCommand(join(this.binDir, 'kubectl'), fullArgs, { input: opts.input });
     return { code, stdout, stderr: withoutVersionSkewWarning(stderr) };
   }
 
@@ -223,7 +228,7 @@ class LocalCluster implements ControlPlane {
 
   /** The last lines of every process's log, to explain a failed startup. */
   logTails(lines = 30): string {
-    return [...this.processes.values()].map((p) => `--- ${p.name} (${p.logPath}) ---\n${p.logTail(lines)}`).join('\n');
+    return logTails(this.processes.values(), lines);
   }
 
   /** Synchronous last resort for process exit handlers. */
@@ -237,11 +242,11 @@ class LocalCluster implements ControlPlane {
     await Promise.all([byName('kube-scheduler'), byName('kube-controller-manager'), byName('kube-apiserver')]);
     await byName('etcd');
     rmSync(this.dir, { recursive: true, force: true, maxRetries: 3 });
-    liveClusters.delete(this);
+    this.forget();
   }
 
   private launch(name: string, args: string[]): void {
-    this.processes.set(name, new ManagedProcess(name, join(this.binDir, name), args, join(this.dir, `${name}.log`)));
+    this.processes.set(name, new ManagedProcess(name, [join(this.binDir, name), ...args], join(this.dir, `${name}.log`)));
   }
 
   private path(file: string): string {
@@ -369,64 +374,11 @@ class LocalCluster implements ControlPlane {
     });
   }
 
-  private async waitUntil(what: string, deadline: number, check: () => Promise<boolean>): Promise<void> {
-    while (!(await check())) {
-      const exited = [...this.processes.values()].find((p) => p.exitStatus !== undefined);
-      if (exited) throw new Error(`${exited.name} exited (${exited.exitStatus}) while waiting for ${what}`);
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await sleep(100);
-    }
+  private waitUntil(what: string, deadline: number, check: () => Promise<boolean>): Promise<void> {
+    return waitWhileRunning(what, this.processes.values(), deadline, check, 100);
   }
 }
 
-/** One binary, its output appended to a log file. */
-class ManagedProcess {
-  readonly name: string;
-  readonly logPath: string;
-  exitStatus: string | undefined;
-  private readonly child: ChildProcess;
-  private readonly exited: Promise<void>;
-
-  constructor(name: string, binary: string, args: string[], logPath: string) {
-    this.name = name;
-    this.logPath = logPath;
-    const log = openSync(logPath, 'a');
-    // setpriv execs the binary with a parent-death signal: the kernel kills it if Node dies.
-    this.child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', binary, ...args], { stdio: ['ignore', log, log] });
-    closeSync(log);
-    this.exited = new Promise((resolveExit) => {
-      this.child.on('exit', (code, signal) => {
-        this.exitStatus = signal ?? `code ${code}`;
-        resolveExit();
-      });
-      this.child.on('error', (err) => {
-        this.exitStatus = err.message;
-        resolveExit();
-      });
-    });
-  }
-
-  /** SIGTERM, then SIGKILL when it has not exited after a short grace period. */
-  async stop(graceMs = 3000): Promise<void> {
-    if (this.exitStatus !== undefined) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    await this.exited;
-    clearTimeout(timer);
-  }
-
-  killNow(): void {
-    if (this.exitStatus === undefined) this.child.kill('SIGKILL');
-  }
-
-  logTail(lines: number): string {
-    try {
-      return readFileSync(this.logPath, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-    } catch {
-      return '(no log)';
-    }
-  }
-}
 
 /** This host's first non-loopback IPv4 address (the source address of its default route). */
 export function hostAddress(): string {
@@ -434,19 +386,6 @@ export function hostAddress(): string {
   const address = /\bsrc (\d+\.\d+\.\d+\.\d+)/.exec(routes)?.[1];
   if (!address) throw new Error(`no non-loopback IPv4 address on this host to advertise to pods (ip route get: ${routes.trim()})`);
   return address;
-}
-
-/** A TCP port free on 127.0.0.1 right now. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolveListen, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolveListen);
-  });
-  const address = server.address();
-  await new Promise((resolveClose) => server.close(resolveClose));
-  if (address === null || typeof address === 'string') throw new Error('no TCP port allocated');
-  return address.port;
 }
 
 function httpsGetOk(url: string, ca: Buffer, token: string): Promise<boolean> {
@@ -466,28 +405,4 @@ function withoutVersionSkewWarning(stderr: string): string {
     .split('\n')
     .filter((line) => !/version difference between client .* and server/i.test(line))
     .join('\n');
-}
-
-// Clean-up when the test process ends without calling stop().
-const liveClusters = new Set<LocalCluster>();
-const exitSignals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-let exitHandlersInstalled = false;
-
-function installExitHandlers(): void {
-  if (exitHandlersInstalled) return;
-  exitHandlersInstalled = true;
-  process.on('exit', killAllClusters);
-  for (const signal of exitSignals) process.on(signal, onSignal);
-}
-
-function killAllClusters(): void {
-  for (const cluster of liveClusters) cluster.killNow();
-  liveClusters.clear();
-}
-
-/** Cleans up, then re-raises the signal so it ends the process as it would have without us. */
-function onSignal(signal: NodeJS.Signals): void {
-  killAllClusters();
-  for (const s of exitSignals) process.removeListener(s, onSignal);
-  process.kill(process.pid, signal);
 }

@@ -235,6 +235,8 @@ function displayPath(path: string): string {
 const HIDDEN = new Set(['level', 'time', 'pid', 'hostname', 'msg', 'uid', 'reqId', 'v']);
 const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
 
+const text = (value: unknown): string => (value === undefined ? '' : typeof value === 'string' ? value : JSON.stringify(value));
+
 /** One of serve's JSON log lines, made readable: `12:00:01 INFO admission decision kind=Job result=denied ...`. */
 export function formatLogLine(line: string): string {
   let entry: Record<string, unknown>;
@@ -246,9 +248,9 @@ export function formatLogLine(line: string): string {
     return line;
   }
   const time = typeof entry.time === 'number' ? new Date(entry.time).toISOString().slice(11, 19) : '';
-  const level = LEVELS[Number(entry.level)] ?? String(entry.level ?? '');
+  const level = LEVELS[Number(entry.level)] ?? text(entry.level);
   const fields = Object.entries(entry)
     .filter(([key, value]) => !HIDDEN.has(key) && value !== undefined)
     .map(([key, value]) => `${key}=${typeof value === 'string' && !/\s/.test(value) ? value : JSON.stringify(value)}`);
-  return [time, level.padEnd(5), String(entry.msg ?? ''), ...fields].filter((part) => part !== '').join(' ');
+  return [time, level.padEnd(5), text(entry.msg), ...fields].filter((part) => part !== '').join(' ');
 }

@@ -7,15 +7,15 @@
 // Only the webhooks for ContainerRecreateRequests are registered (the manager fills in their
 // address and CA): the tests are about stopping sidecars, and Kruise's pod webhooks would put the
 // manager in the path of every pod.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { AdmissionregistrationV1Api, ApiextensionsV1Api } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { freePort, type ControlPlane } from './control-plane.ts';
+import { ManagedProcess, logTails, waitWhileRunning } from './managed-process.ts';
 import type { RealNode } from './real-node.ts';
 
 const run = promisify(execFile);
@@ -52,9 +52,9 @@ export async function buildKruise(): Promise<string> {
 export async function startKruise(cp: ControlPlane, options: KruiseOptions = {}): Promise<Kruise> {
   const home = await buildKruise();
   const dir = mkdtempSync(join(tmpdir(), 'st-kruise-'));
-  const processes: KruiseProcess[] = [];
+  const processes: ManagedProcess[] = [];
   const kruise: Kruise = {
-    logTails: (lines = 40) => processes.map((p) => `--- ${p.name} (${p.logPath}) ---\n${p.logTail(lines)}`).join('\n'),
+    logTails: (lines = 40) => logTails(processes, lines),
     async stop() {
       await Promise.all(processes.map((p) => p.stop()));
       rmSync(dir, { recursive: true, force: true });
@@ -68,7 +68,8 @@ export async function startKruise(cp: ControlPlane, options: KruiseOptions = {})
     const webhookPort = await freePort();
     const healthPort = await freePort();
     processes.push(
-      new KruiseProcess('kruise-manager', join(home, 'bin/kruise-manager'), [
+      new ManagedProcess('kruise-manager', [
+        join(home, 'bin/kruise-manager'),
         '--enable-leader-election=false',
         `--metrics-addr=127.0.0.1:${await freePort()}`,
         `--health-probe-addr=127.0.0.1:${healthPort}`,
@@ -76,12 +77,15 @@ export async function startKruise(cp: ControlPlane, options: KruiseOptions = {})
         ...(options.featureGates ? [`--feature-gates=${options.featureGates}`] : []),
         '--v=2',
       ], join(dir, 'kruise-manager.log'), {
-        KUBECONFIG: cp.kubeconfigPath,
-        POD_NAMESPACE: KRUISE_NAMESPACE,
-        // The manager serves its webhooks here and writes this URL into the configurations.
-        WEBHOOK_HOST: '127.0.0.1',
-        WEBHOOK_PORT: String(webhookPort),
-        WEBHOOK_CERT_DIR: join(dir, 'webhook-certs'),
+        env: {
+          ...process.env,
+          KUBECONFIG: cp.kubeconfigPath,
+          POD_NAMESPACE: KRUISE_NAMESPACE,
+          // The manager serves its webhooks here and writes this URL into the configurations.
+          WEBHOOK_HOST: '127.0.0.1',
+          WEBHOOK_PORT: String(webhookPort),
+          WEBHOOK_CERT_DIR: join(dir, 'webhook-certs'),
+        },
       }),
     );
     await waitUntil('kruise-manager to serve its webhook with a CA the API server trusts', processes, async () => {
@@ -96,7 +100,8 @@ export async function startKruise(cp: ControlPlane, options: KruiseOptions = {})
       // which holds its containerd.sock, bound there in a mount namespace of its own.
       const daemon = `exec setpriv --pdeathsig KILL -- "$0" "$@"`;
       processes.push(
-        new KruiseProcess(`kruise-daemon-${node.name}`, 'unshare', [
+        new ManagedProcess(`kruise-daemon-${node.name}`, [
+          'unshare',
           '--mount', '--propagation', 'private', '--', 'sh', '-c', `mount --bind "$NODE_DIR" ${HOST_VAR_RUN} && ${daemon}`,
           join(home, 'bin/kruise-daemon'),
           `--addr=127.0.0.1:${addr}`,
@@ -104,7 +109,7 @@ export async function startKruise(cp: ControlPlane, options: KruiseOptions = {})
           '--enable-pprof=false',
           `--kubeconfig=${cp.kubeconfigPath}`,
           '--v=2',
-        ], join(dir, `kruise-daemon-${node.name}.log`), { NODE_NAME: node.name, NODE_DIR: node.dir }),
+        ], join(dir, `kruise-daemon-${node.name}.log`), { env: { ...process.env, NODE_NAME: node.name, NODE_DIR: node.dir }, setsPdeathsig: true }),
       );
       await waitUntil(`kruise-daemon on ${node.name} to be healthy`, processes, () => httpOk(`http://127.0.0.1:${addr}/healthz`));
     }
@@ -142,62 +147,9 @@ async function registerWebhooks(cp: ControlPlane, manifestsPath: string): Promis
   if (applied.code !== 0) throw new Error(`registering Kruise's webhook configurations failed: ${applied.stderr}`);
 }
 
-class KruiseProcess {
-  readonly name: string;
-  readonly logPath: string;
-  exitStatus: string | undefined;
-  private readonly child: ChildProcess;
-  private readonly exited: Promise<void>;
 
-  constructor(name: string, binary: string, args: string[], logPath: string, env: Record<string, string>) {
-    this.name = name;
-    this.logPath = logPath;
-    const log = openSync(logPath, 'a');
-    const command = binary === 'unshare' ? ['unshare', ...args] : ['setpriv', '--pdeathsig', 'KILL', '--', binary, ...args];
-    this.child = spawn(command[0]!, command.slice(1), { stdio: ['ignore', log, log], env: { ...process.env, ...env } });
-    closeSync(log);
-    this.exited = new Promise((resolveExit) => {
-      this.child.on('exit', (code, signal) => {
-        this.exitStatus = signal ?? `code ${code}`;
-        resolveExit();
-      });
-      this.child.on('error', (err) => {
-        this.exitStatus = err.message;
-        resolveExit();
-      });
-    });
-  }
-
-  async stop(graceMs = 5000): Promise<void> {
-    if (this.exitStatus !== undefined) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    await this.exited;
-    clearTimeout(timer);
-  }
-
-  logTail(lines: number): string {
-    try {
-      return readFileSync(this.logPath, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-    } catch {
-      return '(no log)';
-    }
-  }
-}
-
-async function waitUntil(what: string, processes: KruiseProcess[], check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch {
-      // not yet
-    }
-    const exited = processes.find((p) => p.exitStatus !== undefined);
-    if (exited) throw new Error(`${exited.name} exited (${exited.exitStatus}) while waiting for ${what}`);
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(500);
-  }
+function waitUntil(what: string, processes: ManagedProcess[], check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
+  return waitWhileRunning(what, processes, Date.now() + timeoutMs, check, 500);
 }
 
 async function httpOk(url: string): Promise<boolean> {

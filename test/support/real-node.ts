@@ -9,14 +9,14 @@
 // /24 of 10.244.0.0/16. Processes are started through `setpriv --pdeathsig KILL`; containers outlive
 // their containerd, so stop() (or the exit handler, or the next node started after a crash) removes
 // every pod sandbox through the CRI before containerd stops.
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
-import { freePort, hostAddress, type ControlPlane } from './control-plane.ts';
+import { freePort, hostAddress, kubernetesVersion, type ControlPlane } from './control-plane.ts';
+import { ManagedProcess, killOnExit, logTails, waitWhileRunning } from './managed-process.ts';
 
 const run = promisify(execFile);
 const repoRoot = resolve(import.meta.dirname, '../..');
@@ -35,7 +35,7 @@ export interface RealNodeOptions {
   images?: ImageName[];
   /** Run kube-proxy (nftables mode): pods reach ClusterIPs, the API server among them. Needs the control plane's `reachableFromPods`. */
   kubeProxy?: boolean;
-  /** How long until the node is Ready. Default 120 s. */
+  /** How long until the node is Ready. Default 240 s (a loaded machine imports the images slowly). */
   readyTimeoutMs?: number;
 }
 
@@ -129,7 +129,7 @@ export async function startRealNode(cp: ControlPlane, options: RealNodeOptions =
   const [kubeBin, nodeBin] = await Promise.all([buildScriptOutput('build-control-plane.sh'), buildScriptOutput('build-node.sh')]);
   const node = new LocalNode(cp, kubeBin, nodeBin, options);
   try {
-    await node.start(options.readyTimeoutMs ?? 120_000);
+    await node.start(options.readyTimeoutMs ?? 240_000);
   } catch (err) {
     const logs = node.logTails();
     await node.stop();
@@ -139,6 +139,8 @@ export async function startRealNode(cp: ControlPlane, options: RealNodeOptions =
 }
 
 class LocalNode implements RealNode {
+  /** Stops the exit handler from tearing this down once stop() has. */
+  private forget: () => void = () => true;
   readonly name: string;
   readonly dir: string;
   readonly criEndpoint: string;
@@ -147,7 +149,7 @@ class LocalNode implements RealNode {
   private readonly kubeBin: string;
   private readonly nodeBin: string;
   private readonly options: RealNodeOptions;
-  private readonly processes = new Map<string, NodeProcess>();
+  private readonly processes = new Map<string, ManagedProcess>();
   private subnet: number | undefined;
   private stopping: Promise<void> | undefined;
 
@@ -167,8 +169,7 @@ class LocalNode implements RealNode {
   }
 
   async start(timeoutMs: number): Promise<void> {
-    liveNodes.add(this);
-    installExitHandlers();
+    this.forget = killOnExit(this);
     const deadline = Date.now() + timeoutMs;
     this.subnet = leaseSubnet(this.dir);
     writeFileSync(join(this.dir, 'subnet'), String(this.subnet));
@@ -180,10 +181,14 @@ class LocalNode implements RealNode {
 
     this.launch('containerd', join(this.nodeBin, 'containerd'), ['--config', join(this.dir, 'containerd.toml')]);
     await this.waitUntil('containerd', deadline, async () => (await this.tryCrictl(['version'])) !== undefined);
-    await this.importArchives(images);
-
+    // The pause image first (the kubelet's first sandbox needs it); the others while the kubelet registers.
+    const { pause: pauseArchive, ...others } = Object.fromEntries(images);
+    await this.importArchives(new Map([['pause', pauseArchive!]]));
     await this.startKubelet();
-    await this.waitUntil(`node ${this.name} Ready`, deadline, () => this.isReady());
+    await Promise.all([
+      this.importArchives(new Map(Object.entries(others) as [ImageName, { reference: string; archive: string }][])),
+      this.waitUntil(`node ${this.name} Ready`, deadline, () => this.isReady()),
+    ]);
     if (this.options.kubeProxy) await this.startKubeProxy();
   }
 
@@ -199,7 +204,7 @@ class LocalNode implements RealNode {
   }
 
   logTails(lines = 30): string {
-    return [...this.processes.values()].map((p) => `--- ${p.name} (${p.logPath}) ---\n${p.logTail(lines)}`).join('\n');
+    return logTails(this.processes.values(), lines);
   }
 
   stop(): Promise<void> {
@@ -226,7 +231,7 @@ class LocalNode implements RealNode {
     await stop('containerd');
     if (this.processes.has('kube-proxy')) removeKubeProxyRules();
     cleanUpNodeDirectory(this.dir);
-    liveNodes.delete(this);
+    this.forget();
   }
 
   private async tryCrictl(args: string[]): Promise<string | undefined> {
@@ -239,7 +244,7 @@ class LocalNode implements RealNode {
 
   private launch(name: string, binary: string, args: string[], env: NodeJS.ProcessEnv = process.env): void {
     const pathEnv = `${this.nodeBin}:${env.PATH ?? '/usr/bin:/bin'}`;
-    this.processes.set(name, new NodeProcess(name, binary, args, join(this.dir, `${name}.log`), { ...env, PATH: pathEnv }));
+    this.processes.set(name, new ManagedProcess(name, [binary, ...args], join(this.dir, `${name}.log`), { env: { ...env, PATH: pathEnv } }));
   }
 
   private async writeContainerdConfig(): Promise<void> {
@@ -367,6 +372,7 @@ state = "${join(dir, 'containerd/state')}"
       '--hostname-override', this.name,
       '--node-ip', nodeIp,
       '--root-dir', root,
+      '--cert-dir', join(root, 'pki'),
       ...(labels ? ['--node-labels', labels] : []),
       ...(this.options.taints?.length ? ['--register-with-taints', this.options.taints.join(',')] : []),
       '--v', '1',
@@ -375,9 +381,12 @@ state = "${join(dir, 'containerd/state')}"
 
   private async startKubeProxy(): Promise<void> {
     const kubeconfig = await this.cp.clientKubeconfig('system:kube-proxy', []);
+    // The nftables mode is alpha before Kubernetes 1.31, behind a feature gate removed later.
+    const { minor } = await kubernetesVersion(this.kubeBin);
     this.launch('kube-proxy', join(this.kubeBin, 'kube-proxy'), [
       '--kubeconfig', kubeconfig,
       '--proxy-mode', 'nftables',
+      ...(minor < 31 ? ['--feature-gates', 'NFTablesProxyMode=true'] : []),
       '--cluster-cidr', CLUSTER_CIDR,
       '--hostname-override', this.name,
       '--metrics-bind-address', `127.0.0.1:${await freePort()}`,
@@ -397,62 +406,11 @@ state = "${join(dir, 'containerd/state')}"
     }
   }
 
-  private async waitUntil(what: string, deadline: number, check: () => Promise<boolean>): Promise<void> {
-    while (!(await check())) {
-      const exited = [...this.processes.values()].find((p) => p.exitStatus !== undefined);
-      if (exited) throw new Error(`${exited.name} exited (${exited.exitStatus}) while waiting for ${what}`);
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await sleep(250);
-    }
+  private waitUntil(what: string, deadline: number, check: () => Promise<boolean>): Promise<void> {
+    return waitWhileRunning(what, this.processes.values(), deadline, check);
   }
 }
 
-/** One process of the node, its output appended to a log file. */
-class NodeProcess {
-  readonly name: string;
-  readonly logPath: string;
-  exitStatus: string | undefined;
-  private readonly child: ChildProcess;
-  private readonly exited: Promise<void>;
-
-  constructor(name: string, binary: string, args: string[], logPath: string, env: NodeJS.ProcessEnv) {
-    this.name = name;
-    this.logPath = logPath;
-    const log = openSync(logPath, 'a');
-    this.child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', binary, ...args], { stdio: ['ignore', log, log], env });
-    closeSync(log);
-    this.exited = new Promise((resolveExit) => {
-      this.child.on('exit', (code, signal) => {
-        this.exitStatus = signal ?? `code ${code}`;
-        resolveExit();
-      });
-      this.child.on('error', (err) => {
-        this.exitStatus = err.message;
-        resolveExit();
-      });
-    });
-  }
-
-  async stop(graceMs = 10_000): Promise<void> {
-    if (this.exitStatus !== undefined) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    await this.exited;
-    clearTimeout(timer);
-  }
-
-  killNow(): void {
-    if (this.exitStatus === undefined) this.child.kill('SIGKILL');
-  }
-
-  logTail(lines: number): string {
-    try {
-      return readFileSync(this.logPath, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-    } catch {
-      return '(no log)';
-    }
-  }
-}
 
 /** A /24 of 10.244.0.0/16 for one node, leased by a directory naming the node's directory. */
 function leaseSubnet(nodeDir: string): number {
@@ -529,7 +487,7 @@ function cleanStaleNodes(): void {
   for (const entry of readdirSync(tmpdir())) {
     if (!entry.startsWith('st-node-')) continue;
     const dir = join(tmpdir(), entry);
-    let owner = 0;
+    let owner: number;
     try {
       owner = Number(readFileSync(join(dir, 'owner.pid'), 'utf8'));
     } catch {
@@ -556,27 +514,4 @@ function processAlive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-// Clean-up when the test process ends without calling stop().
-const liveNodes = new Set<LocalNode>();
-const exitSignals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-let exitHandlersInstalled = false;
-
-function installExitHandlers(): void {
-  if (exitHandlersInstalled) return;
-  exitHandlersInstalled = true;
-  process.on('exit', killAllNodes);
-  for (const signal of exitSignals) process.on(signal, onSignal);
-}
-
-function killAllNodes(): void {
-  for (const node of liveNodes) node.killNow();
-  liveNodes.clear();
-}
-
-function onSignal(signal: NodeJS.Signals): void {
-  killAllNodes();
-  for (const s of exitSignals) process.removeListener(s, onSignal);
-  process.kill(process.pid, signal);
 }

@@ -9,7 +9,13 @@ import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { startRealNode, type RealNode, type RealNodeOptions } from './real-node.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 import { waitFor } from './kubelet-simulator.ts';
-import type { Clients } from './stack.ts';
+import { containerYaml, type Clients, type EnvVars } from './stack.ts';
+
+/** The image of images/test-container, which every real node imports. */
+export const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
+
+/** A container of the test image, indented for jobYaml's `containers`: its arguments (main or sidecar, then flags), then its env. */
+export const testContainer = (name: string, args: readonly string[], env: EnvVars = []): string => containerYaml(name, TEST_IMAGE, env, args);
 
 export interface RealCluster extends Clients {
   cp: ControlPlane;
@@ -41,8 +47,13 @@ export async function startRealCluster(t: Teardown, options: RealClusterOptions 
 }
 
 /** A real cluster and serve (webhook and watcher) registered with it, failurePolicy Fail. */
-export async function startRealStack(t: Teardown, options: RealClusterOptions & { serveArgs?: string[] } = {}): Promise<RealStack> {
+export async function startRealStack(
+  t: Teardown,
+  options: RealClusterOptions & { serveArgs?: string[]; beforeServe?: (cluster: RealCluster) => Promise<void> } = {},
+): Promise<RealStack> {
   const cluster = await startRealCluster(t, options);
+  // What serve must find when it starts (a CRD that decides --kill-mechanism auto).
+  await options.beforeServe?.(cluster);
   const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
   t.teardown(() => rm(certDir, { recursive: true, force: true }));
   const serve = await startServe((port) => [

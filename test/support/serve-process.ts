@@ -2,12 +2,13 @@
 // loopback port: waits for /readyz, keeps its output, stops it with SIGTERM.
 import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { get as httpGet } from 'node:http';
-import { get as httpsGet } from 'node:https';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connect } from 'node:tls';
-import { freePort } from './control-plane.ts';
+import { freePort, httpStatus } from './net.ts';
+
+// Its home is net.ts; re-exported for the files that import it from here.
+export { httpStatus };
 
 const cli = resolve(import.meta.dirname, '../../src/cli.ts');
 
@@ -109,7 +110,7 @@ function spawnServe(args: string[], port: number, scheme: 'http' | 'https', node
     url: `${scheme}://127.0.0.1:${port}`,
     output: () => output,
     logs: () =>
-      output.split('\n').flatMap((line) => {
+      output.split('\n').flatMap((line): Record<string, unknown>[] => {
         try {
           const parsed: unknown = JSON.parse(line);
           return parsed !== null && typeof parsed === 'object' ? [parsed as Record<string, unknown>] : [];
@@ -138,18 +139,5 @@ export function servedCertificate(port: number): Promise<X509Certificate> {
       socket.destroy();
     });
     socket.on('error', reject);
-  });
-}
-
-/** The status of a GET over HTTP or HTTPS (any certificate) on a fresh connection; undefined when nothing answers. */
-export function httpStatus(url: string): Promise<number | undefined> {
-  return new Promise((resolveStatus) => {
-    const getter = url.startsWith('https:') ? httpsGet : httpGet;
-    const req = getter(url, { rejectUnauthorized: false, agent: false, timeout: 2000 }, (res) => {
-      res.resume();
-      resolveStatus(res.statusCode);
-    });
-    req.on('error', () => resolveStatus(undefined));
-    req.on('timeout', () => req.destroy());
   });
 }

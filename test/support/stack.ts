@@ -6,8 +6,8 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiextensionsV1Api, BatchV1Api, CoreV1Api, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
-import { ENV_WHEN_JOB_EXIT, EVENT_REASONS, MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
-import { startControlPlane, type ControlPlane } from './control-plane.ts';
+import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, EVENT_REASONS, MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from './control-plane.ts';
 import { CRR, KubeletSimulator, waitFor, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 
@@ -37,11 +37,12 @@ interface Teardown {
 interface ClusterOptions {
   sim?: KubeletSimulatorOptions;
   installCrrCrd?: boolean;
+  controlPlane?: ControlPlaneOptions;
 }
 
 /** Starts a cluster; both parts stop at `t`'s teardown. */
 export async function startCluster(t: Teardown, options: ClusterOptions = {}): Promise<Cluster> {
-  const cp = await startControlPlane();
+  const cp = await startControlPlane(options.controlPlane);
   t.teardown(() => cp.stop());
   if (options.installCrrCrd) await installCrrCrd(cp);
   const sim = new KubeletSimulator(cp.kubeConfig, options.sim);
@@ -143,7 +144,7 @@ export async function eventsOf(stack: Pick<Clients, 'core'>, namespace: string, 
 export async function finishedByWatcher(stack: Pick<Clients, 'core'>, pods: V1Pod[]): Promise<V1Pod | undefined> {
   for (const pod of pods) {
     if (pod.metadata?.labels?.[MANAGED_LABEL] !== MANAGED || (pod.status?.phase !== 'Succeeded' && pod.status?.phase !== 'Failed')) continue;
-    const events = await eventsOf(stack, pod.metadata!.namespace!, pod.metadata!.name!);
+    const events = await eventsOf(stack, pod.metadata.namespace!, pod.metadata.name!);
     if (events.some((event) => event.reason === EVENT_REASONS.stopping)) return pod;
   }
   return undefined;
@@ -178,3 +179,23 @@ spec:
       containers:
 ${options.containers}`;
 }
+
+export type EnvVars = ReadonlyArray<readonly [name: string, yamlValue: string]>;
+
+/** One container, indented for jobYaml's `containers`; each env value is written as the YAML given (quote it when it needs quotes). */
+export function containerYaml(name: string, image: string, env: EnvVars = [], args: readonly string[] = []): string {
+  const lines = [`        - name: ${name}`, `          image: ${image}`];
+  if (args.length > 0) lines.push(`          args: ${JSON.stringify(args)}`);
+  if (env.length > 0) lines.push('          env:', ...env.flatMap(([key, value]) => [`            - name: ${key}`, `              value: ${value}`]));
+  return lines.join('\n');
+}
+
+/** The main container `main`. */
+export const mainContainer = (env: EnvVars = []): string => containerYaml('main', 'busybox:1.36', env);
+
+/** The sidecar `proxy`, stopped by the kill mechanism: ..._WHEN_JOB_EXIT set to `value`, after `env`. */
+export const killSidecar = (value = '"true"', env: EnvVars = []): string => containerYaml('proxy', 'envoyproxy/envoy:v1.31.0', [...env, [ENV_WHEN_JOB_EXIT, value]]);
+
+/** The sidecar `logs`, stopped by its quick-exit image(s): one ..._WITH_IMAGE per image, after `env`. */
+export const imageSidecar = (images: readonly string[] = ['registry.example.com/quick-exit:1.0'], env: EnvVars = []): string =>
+  containerYaml('logs', 'fluent/fluent-bit:3.1', [...env, ...images.map((image) => [ENV_WITH_IMAGE, `"${image}"`] as const)]);

@@ -70,3 +70,11 @@ t.test('unknown user under runAsNonRoot: no container, a refusal naming the fiel
   reported.status!.containerStatuses = [status('proxy', 'running', { user: { linux: { uid: 65532, gid: 65532 } } })];
   t.match(signalUser(reported, 'proxy'), { basis: 'status', securityContext: { runAsUser: 65532 } }, 'a reported user is enough');
 });
+
+t.test('its user: runAsUser alone sets no group; a pod without a spec has no names to avoid', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy', { securityContext: { runAsUser: 1337 } })], {});
+  t.same(signalUser(pod, 'proxy'), { basis: 'spec', securityContext: { runAsUser: 1337, capabilities: { drop: ['ALL'] }, allowPrivilegeEscalation: false, seccompProfile: { type: 'RuntimeDefault' } } });
+  const bare = { metadata: { name: 'p' } };
+  t.equal(signalContainerName(bare, 'proxy'), 'stop-proxy');
+  t.match(signalUser(bare, 'proxy'), { basis: 'root' });
+});

@@ -90,6 +90,16 @@ t.test('a signal container that failed is reported with its exit code and output
   t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /stop-proxy for sidecar proxy cannot start: ImagePullBackOff/, count: { result: 'failed' }, key: 'signal-not-started/proxy' }]);
 });
 
+t.test('a signal container killed (137) as its sidecar, PID 1 of their namespace, exited: the signal was delivered', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { terminationGracePeriodSeconds: 90, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
+  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', 137)];
+  const plan = planStop(pod, normalNode, signal, NOW);
+  t.same(warnings(plan), [], 'no failure reported');
+  t.equal(plan.requeueAfterMs, 31_000, 'the sidecar gets its grace period, as after an exit 0');
+  pod.status!.ephemeralContainerStatuses[0]!.state!.terminated!.reason = 'OOMKilled';
+  t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /exited with code 137/, count: { result: 'failed' } }], 'killed for memory, it may not have signalled');
+});
+
 t.test('a user that cannot be known under runAsNonRoot: no signal container, a refusal with the field to set', async (t) => {
   const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { securityContext: { runAsNonRoot: true } });
   const plan = planStop(pod, normalNode, signal, NOW);
@@ -169,4 +179,22 @@ t.test('done: every sidecar stopped, the pod leaves the watch; a condition alrea
   told.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping }];
   t.same(types(planStop(told, normalNode, crr, NOW)), ['createCrr'], 'the CRR again (it may not exist), not the condition');
   t.same(types(planStop(jobPod([main(), killSidecar()], { main: 'running', proxy: 'running' }), normalNode, signal, NOW)), [], 'main still at work: nothing');
+});
+
+t.test('the words of a failure the kubelet gives without a message', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
+  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', { waiting: 'CreateContainerError' })];
+  t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /stop-proxy for sidecar proxy cannot start: CreateContainerError$/ }], 'the reason alone');
+
+  const notPulled = jobPod([main(), { ...imageSidecar(), image: QUICK_EXIT }], { main: 0, logs: { waiting: 'ErrImagePull' } });
+  t.match(warnings(planStop(notPulled, virtualNode, signal, NOW)), [{ message: /which the node cannot pull \(ErrImagePull\)/ }], 'the reason alone');
+});
+
+t.test('a signal container that exited without a finish time is looked at again when its status has one', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
+  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', 0)];
+  delete pod.status!.ephemeralContainerStatuses[0]!.state!.terminated!.finishedAt;
+  const plan = planStop(pod, normalNode, signal, NOW);
+  t.same(warnings(plan), [], 'nothing said of a sidecar ignoring SIGTERM');
+  t.equal(plan.requeueAfterMs, undefined, 'no timer: the status changing brings the pod back');
 });

@@ -2,8 +2,7 @@
 import t from 'tap';
 import { MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { diff, escapePointerSegment } from '../../src/webhook/json-patch.ts';
-import { readdirSync } from 'node:fs';
-import { OWNERS, applyPatch, createdBy, loadReview, patchOf, post, testApp } from './support.ts';
+import { applyPatch, everyFixture, loadReview, patchOf, post, testApp } from './support.ts';
 
 t.test('a manageable pod without labels gets metadata.labels with the managed label', async (t) => {
   const app = testApp();
@@ -28,14 +27,16 @@ t.test('existing labels are kept; the key is escaped in the pointer', async (t) 
   t.same(patched.spec, review.request.object.spec, 'nothing else changes');
 });
 
-t.test('a dryRun request is answered the same way', async (t) => {
-  const app = testApp();
-  const review = loadReview('pod-dry-run');
-  t.equal(review.request.dryRun, true);
-  const dry = (await post(app, 'mutate', review)).review.response;
-  review.request.dryRun = false;
-  t.same(dry, (await post(app, 'mutate', review)).review.response);
-  t.ok(dry?.patch);
+t.test('a dryRun request is answered the same way, by both mutating endpoints', async (t) => {
+  const app = testApp({ nativeSidecars: true });
+  for (const endpoint of ['mutate', 'native-sidecars'] as const) {
+    const review = loadReview('pod-dry-run');
+    t.equal(review.request.dryRun, true);
+    const dry = (await post(app, endpoint, review)).review.response;
+    review.request.dryRun = false;
+    t.same(dry, (await post(app, endpoint, review)).review.response, endpoint);
+    t.ok(dry?.patch);
+  }
 });
 
 t.test('no patch at all when nothing changes or the pod is not for the watcher', async (t) => {
@@ -73,17 +74,14 @@ t.test('a pod its Job created is labelled despite errors, so it is handled as Op
 
 t.test('idempotent: a reinvocation on a pod mutated already changes nothing, for every fixture', async (t) => {
   const app = testApp();
-  const fixtures = readdirSync(new URL('../fixtures/admission/', import.meta.url)).filter((name) => name.endsWith('.json')).map((name) => name.replace(/\.json$/, ''));
   let labelled = 0;
-  for (const name of fixtures) {
-    for (const review of [loadReview(name), createdBy(loadReview(name), OWNERS.Job)]) {
-      const first = (await post(app, 'mutate', review)).review.response!;
-      if (!first.patch) continue;
-      labelled++;
-      const again = structuredClone(review);
-      again.request.object = applyPatch(review.request.object, patchOf({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: first }));
-      t.same((await post(app, 'mutate', again)).review.response, { uid: review.request.uid, allowed: true }, `${name}: no patch the second time`);
-    }
+  for (const [name, review] of everyFixture()) {
+    const first = (await post(app, 'mutate', review)).review.response!;
+    if (!first.patch) continue;
+    labelled++;
+    const again = structuredClone(review);
+    again.request.object = applyPatch(review.request.object, patchOf({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: first }));
+    t.same((await post(app, 'mutate', again)).review.response, { uid: review.request.uid, allowed: true }, `${name}: no patch the second time`);
   }
   t.ok(labelled >= 4, `the fixtures include pods that get labelled (${labelled})`);
 });

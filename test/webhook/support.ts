@@ -1,9 +1,10 @@
 // Helpers for the webhook tests: fixtures loaded fresh per test, an app with test settings,
 // posting AdmissionReviews, and applying the JSON Patch the webhook returns.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import type { AdmissionRequest, AdmissionReview } from '../../src/webhook/admission.ts';
 import { buildApp, type AppOptions, type WebhookApp } from '../../src/webhook/app.ts';
 import type { JsonPatchOperation } from '../../src/webhook/json-patch.ts';
+import type { AdmissionEndpoint } from '../../src/webhook/metrics.ts';
 
 /** A fixture: an AdmissionReview whose objects the tests reshape freely. */
 export interface FixtureReview {
@@ -40,7 +41,7 @@ export interface Answer {
 /** POSTs a review (an object is sent as JSON, a string as it is) and parses the answer. */
 export async function post(
   app: WebhookApp,
-  endpoint: 'validate' | 'mutate',
+  endpoint: AdmissionEndpoint,
   body: unknown,
   headers: Record<string, string> = { 'content-type': 'application/json' },
 ): Promise<Answer> {
@@ -75,6 +76,12 @@ export function createdBy(review: FixtureReview, owner: (typeof OWNERS)[keyof ty
   const copy = structuredClone(review);
   copy.request.object.metadata = { ...copy.request.object.metadata, ownerReferences: [owner] };
   return copy;
+}
+
+/** Every fixture, by name, as it is and as a Job's controller would create it. */
+export function everyFixture(): Array<[string, FixtureReview]> {
+  const names = readdirSync(FIXTURES).filter((name) => name.endsWith('.json')).map((name) => name.replace(/\.json$/, ''));
+  return names.flatMap((name): Array<[string, FixtureReview]> => [[name, loadReview(name)], [name, createdBy(loadReview(name), OWNERS.Job)]]);
 }
 
 /** Decodes the base64 JSON Patch of a response. */

@@ -2,7 +2,7 @@
 // for the pod spec of a Pod, a Job and a CronJob; enforcement modes; what is left alone.
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import type { RuleId, Severity } from '../../src/policy/index.ts';
+import type { AdmissionRuleId, Severity } from '../../src/policy/index.ts';
 import type { OwnerNotice } from '../../src/webhook/owner-events.ts';
 import { FIELD_PREFIX, OWNERS, asKind, createdBy, loadReview, post, testApp } from './support.ts';
 
@@ -20,7 +20,7 @@ interface RuleCase {
 
 // One fixture per rule, test/fixtures/admission/job-<rule>.json. The Record type makes a rule
 // without a case a type error.
-const cases: Record<RuleId, RuleCase> = {
+const cases: Record<AdmissionRuleId, RuleCase> = {
   'marker-value': { severity: 'error', field: `containers[1].env[${W}]`, says: /Invalid value: "yes": must be "true" or "false"/ },
   'marker-value-from': { severity: 'error', field: `containers[1].env[${W}].valueFrom`, says: /Forbidden: sidecar markers must be literal values/ },
   'quick-exit-image-empty': { severity: 'error', field: `containers[1].env[${I}]`, says: /Required value: set it to an image that exits 0/ },
@@ -43,7 +43,7 @@ const cases: Record<RuleId, RuleCase> = {
   'duplicate-marker': { severity: 'warning', field: `containers[1].env[${W}]`, says: /Duplicate value: "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT": defined 2 times/ },
 };
 
-for (const [rule, c] of Object.entries(cases) as Array<[RuleId, RuleCase]>) {
+for (const [rule, c] of Object.entries(cases) as Array<[AdmissionRuleId, RuleCase]>) {
   t.test(`rule ${rule}`, async (t) => {
     for (const kind of ['Pod', 'Job', 'CronJob'] as const) {
       const review = asKind(loadReview(`job-${rule}`), kind);
@@ -91,7 +91,7 @@ function readmeTable(): Map<string, string[]> {
 t.test('a pod of a Job, or a Job of a CronJob, is never denied: the same findings as warnings, and a notice for its owner; the README table says so', async (t) => {
   const table = readmeTable();
   t.same([...table.keys()].sort(), Object.keys(cases).sort(), 'the README table has one row per rule');
-  for (const [rule, c] of Object.entries(cases) as Array<[RuleId, RuleCase]>) {
+  for (const [rule, c] of Object.entries(cases) as Array<[AdmissionRuleId, RuleCase]>) {
     const [templateColumn = '', controllerColumn = ''] = table.get(rule) ?? [];
     for (const [kind, owner] of [['Pod', OWNERS.Job], ['Job', OWNERS.CronJob]] as const) {
       const template = asKind(loadReview(`job-${rule}`), kind);

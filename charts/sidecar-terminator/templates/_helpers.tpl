@@ -51,6 +51,16 @@
 {{- .Values.watcher.serviceAccount.name | default (include "sidecar-terminator.componentName" (list . "watcher")) }}
 {{- end }}
 
+{{/* The fence's ValidatingAdmissionPolicy and binding of a component. Call with (list $ "watcher"). */}}
+{{- define "sidecar-terminator.fenceName" -}}
+{{- printf "%s-%s" (include "sidecar-terminator.configurationName" (index . 0)) (index . 1) }}
+{{- end }}
+
+{{/* The image of the signal mechanism's ephemeral container (--signal-image). */}}
+{{- define "sidecar-terminator.signalImage" -}}
+{{- .Values.watcher.signalImage | default (include "sidecar-terminator.image" .) }}
+{{- end }}
+
 {{- define "sidecar-terminator.image" -}}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
@@ -155,9 +165,11 @@ terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
 {{- end }}
 {{- end }}
 
-{{/* What both webhooks share. Call with (list $ "/path" $excludedNamespaces). */}}
+{{/* What the webhooks share. Call with (list $ "/path" $excludedNamespaces), and a dict of namespace labels the webhook also requires as a fourth element. */}}
 {{- define "sidecar-terminator.webhookCommon" -}}
 {{- $root := index . 0 -}}
+{{- $namespaceLabels := $root.Values.webhook.namespaceLabels -}}
+{{- if gt (len .) 3 }}{{ $namespaceLabels = merge (dict) (index . 3) $root.Values.webhook.namespaceLabels }}{{ end -}}
 clientConfig:
   service:
     name: {{ include "sidecar-terminator.serviceName" $root }}
@@ -169,7 +181,7 @@ admissionReviewVersions:
 failurePolicy: {{ $root.Values.webhook.failurePolicy }}
 timeoutSeconds: {{ $root.Values.webhook.timeoutSeconds }}
 namespaceSelector:
-  {{- with $root.Values.webhook.namespaceLabels }}
+  {{- with $namespaceLabels }}
   matchLabels:
     {{- toYaml . | nindent 4 }}
   {{- end }}

@@ -9,7 +9,7 @@ export function isApiError(err: unknown, status: number): boolean {
 /** One line for the log: the API server's message when there is one. */
 export function describeError(err: unknown): string {
   if (err instanceof ApiException) {
-    const body = typeof err.body === 'string' ? safeParse(err.body) : err.body;
+    const body: unknown = typeof err.body === 'string' ? safeParse(err.body) : err.body;
     const message = (body as { message?: unknown } | undefined)?.message;
     return `HTTP ${err.code}${typeof message === 'string' ? `: ${message}` : ''}`;
   }

@@ -26,9 +26,9 @@ export async function startResilientInformer<T extends KubernetesObject>(
   const informer = makeInformer(kubeConfig, path, list);
   let stopped = false;
   let retry: NodeJS.Timeout | undefined;
-  informer.on('add', handlers.changed);
-  informer.on('update', handlers.changed);
-  informer.on('delete', handlers.deleted);
+  informer.on('add', (object) => handlers.changed(object));
+  informer.on('update', (object) => handlers.changed(object));
+  informer.on('delete', (object) => handlers.deleted(object));
   const failed = (err: unknown) => {
     if (stopped) return;
     // 404: the resource is not served (yet); 429: its storage is still starting. Quietly look again later.

@@ -1,0 +1,195 @@
+// Native sidecar migration (--native-sidecars): whether the containers of a pod marked with
+// KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT=true move to initContainers with restartPolicy: Always
+// when the pod is created. Kubernetes runs such native sidecars itself: they start before the
+// main containers, and the kubelet stops them once the main containers are done, with no
+// watcher in the path. Pure: the mutating webhook applies the plan, the validating webhook
+// checks that the API server kept it, and lint reports it.
+//
+// A pod moves only when the move cannot change what it does; otherwise it stays as it is (the
+// watcher stops its sidecars) and the plan says why. All of a pod's sidecars move, or none: a
+// migrated pod is never also managed by the watcher.
+import { formatFinding, type Finding } from './findings.ts';
+import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, classifyContainers } from './markers.ts';
+import { virtualNodeField } from './nodes.ts';
+import { podMetadataPrefix } from './templates.ts';
+import { arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from './types.ts';
+
+export const NATIVE_SIDECARS_MODES = ['none', 'labelled', 'all'] as const;
+/** Which pods the webhook migrates: none, those of namespaces carrying NATIVE_SIDECARS_NAMESPACE_LABEL, or all it serves. */
+export type NativeSidecarsMode = (typeof NATIVE_SIDECARS_MODES)[number];
+
+/** The namespace label that opts a namespace in with --native-sidecars=labelled. */
+export const NATIVE_SIDECARS_NAMESPACE_LABEL = { key: 'sidecar-terminator.io/native-sidecars', value: 'enabled' } as const;
+/** The pod annotation (on a Job's pod template) that keeps a pod as it is. */
+export const NATIVE_SIDECARS_OPT_OUT = { key: 'sidecar-terminator.io/native-sidecars', value: 'disabled' } as const;
+/** Written on a migrated pod: the containers that moved, comma-separated, in their order. */
+export const MIGRATED_ANNOTATION = 'sidecar-terminator.io/native-sidecars-migrated';
+/** Written on a pod that could have moved but did not: why, in the words of the findings. */
+export const SKIPPED_ANNOTATION = 'sidecar-terminator.io/native-sidecars-skipped';
+
+export type MigrationPlan =
+  /** Move these containers (names, in their order in spec.containers); `findings` say so, one per container. */
+  | { outcome: 'migrate'; sidecars: string[]; findings: Finding[] }
+  /** The pod could move but must not: `findings` say why, each at the field that prevents it. */
+  | { outcome: 'keep'; findings: Finding[] }
+  /** Nothing to decide: no sidecar, a restartPolicy the markers do not apply to, or the pod opted out. */
+  | { outcome: 'none'; reason: string };
+
+export interface MigrationInput {
+  /** The pod's spec, or its template's. */
+  spec: unknown;
+  /** The pod's annotations, or its template's. */
+  annotations: Record<string, unknown>;
+  /** Path of the spec inside the object: `spec`, `spec.template.spec`, ... */
+  fieldPrefix: string;
+  /** The sidecar configuration has an error: such a pod is left to the watcher, which handles it as OpenKruise does. */
+  hasErrors: boolean;
+}
+
+export function planNativeSidecars({ spec: rawSpec, annotations, fieldPrefix, hasErrors }: MigrationInput): MigrationPlan {
+  const spec: PodSpec = isRecord(rawSpec) ? rawSpec : {};
+  const restartPolicy = restartPolicyOf(spec);
+  if (restartPolicy !== 'Never' && restartPolicy !== 'OnFailure') return { outcome: 'none', reason: 'restartPolicy is neither Never nor OnFailure' };
+  const sidecars = classifyContainers(spec).filter((role) => role.role === 'sidecar');
+  if (sidecars.length === 0) return { outcome: 'none', reason: 'no container is marked as a sidecar' };
+  const optOut = annotations[NATIVE_SIDECARS_OPT_OUT.key];
+  if (optOut === NATIVE_SIDECARS_OPT_OUT.value) return { outcome: 'none', reason: `the pod is annotated ${NATIVE_SIDECARS_OPT_OUT.key}: ${NATIVE_SIDECARS_OPT_OUT.value}` };
+
+  const obstacles: Finding[] = [];
+  const obstacle = (field: string, detail: string, value?: Pick<Finding, 'type' | 'value'>) =>
+    obstacles.push({ rule: 'native-sidecar-migration-skipped', severity: 'info', field, ...value, detail });
+  if (optOut !== undefined) {
+    obstacle(
+      `${podMetadataPrefix(fieldPrefix)}.annotations[${NATIVE_SIDECARS_OPT_OUT.key}]`,
+      `the only value is "${NATIVE_SIDECARS_OPT_OUT.value}", which keeps the pod as it is; remove the annotation to let its sidecars move`,
+      { type: 'Unsupported value', value: typeof optOut === 'string' ? optOut : JSON.stringify(optOut) },
+    );
+  }
+  if (hasErrors) {
+    obstacle(`${fieldPrefix}.containers`, 'the sidecar configuration has errors, so the pod is handled as OpenKruise handles it; fix them to let its sidecars move');
+  }
+  const virtual = virtualNodeField(spec);
+  if (virtual) {
+    obstacle(`${fieldPrefix}.${virtual}`, 'the pod can run on virtual-kubelet nodes, whose providers may not run native sidecars; there a sidecar is stopped by its quick-exit image');
+  }
+  const containers = arrayOf(spec.containers);
+  for (const sidecar of sidecars) {
+    const path = `${fieldPrefix}.containers[${sidecar.index}]`;
+    // A record: only a record can carry the markers that make a sidecar.
+    const container = containers[sidecar.index] as Container;
+    if (!sidecar.markers.whenJobExit) {
+      obstacle(
+        `${path}.env[${ENV_WITH_IMAGE}]`,
+        `sidecar ${sidecar.name} is stopped by its quick-exit image alone; a native sidecar gets SIGTERM instead, which it may not handle; add ${ENV_WHEN_JOB_EXIT}="true" to allow that`,
+      );
+    }
+    if (isSet(container.startupProbe)) {
+      obstacle(`${path}.startupProbe`, `as a native sidecar, ${sidecar.name} would hold back the main containers until this probe succeeds`);
+    }
+    if (isRecord(container.lifecycle) && isSet(container.lifecycle.postStart)) {
+      obstacle(`${path}.lifecycle.postStart`, `as a native sidecar, ${sidecar.name} would hold back the main containers until this hook completes`);
+    }
+    if (isSet(container.restartPolicy) || isSet(container.restartPolicyRules)) {
+      obstacle(`${path}.${isSet(container.restartPolicy) ? 'restartPolicy' : 'restartPolicyRules'}`, `sidecar ${sidecar.name} sets its own restart policy, which a native sidecar replaces with Always`);
+    }
+  }
+  if (obstacles.length > 0) return { outcome: 'keep', findings: obstacles };
+
+  const initCount = arrayOf(spec.initContainers).length;
+  return {
+    outcome: 'migrate',
+    sidecars: sidecars.map((sidecar) => sidecar.name),
+    findings: sidecars.map((sidecar, order) => ({
+      rule: 'native-sidecar-migration',
+      severity: 'info',
+      field: `${fieldPrefix}.containers[${sidecar.index}]`,
+      detail: `sidecar ${sidecar.name} moves to initContainers[${initCount + order}] with restartPolicy: Always when the pod is created: the kubelet stops it once the main containers are done`,
+    })),
+  };
+}
+
+/**
+ * The spec with these containers moved from containers to the end of initContainers, in their
+ * order, with restartPolicy: Always. Native sidecars start in order before the main containers,
+ * after the regular init containers before them: those still run first, as they did.
+ */
+export function migratePodSpec(spec: Record<string, unknown>, sidecars: readonly string[]): Record<string, unknown> {
+  const moves = (container: unknown) => isRecord(container) && sidecars.includes(String(container.name));
+  const containers = arrayOf(spec.containers);
+  const moved = containers.filter(moves).map((container) => ({ ...(container as Record<string, unknown>), restartPolicy: 'Always' }));
+  return { ...spec, initContainers: [...arrayOf(spec.initContainers), ...moved], containers: containers.filter((container) => !moves(container)) };
+}
+
+/** The names MIGRATED_ANNOTATION lists. */
+export function migratedSidecars(annotations: Record<string, unknown>): string[] {
+  const value = annotations[MIGRATED_ANNOTATION];
+  return typeof value === 'string' ? value.split(',').map((name) => name.trim()).filter((name) => name !== '') : [];
+}
+
+/** MIGRATED_ANNOTATION's value after `sidecars` moved too (a reinvocation after a later webhook added one). */
+export function migratedAnnotation(annotations: Record<string, unknown>, sidecars: readonly string[]): string {
+  return [...new Set([...migratedSidecars(annotations), ...sidecars])].join(',');
+}
+
+/** SKIPPED_ANNOTATION's value: the reasons, as the findings word them. */
+export function skippedAnnotation(findings: readonly Finding[]): string {
+  return findings.map(formatFinding).join('; ');
+}
+
+/**
+ * The migrated sidecars that arrived as plain init containers: the API server drops
+ * restartPolicy from init containers when its SidecarContainers feature gate is off (it can be
+ * turned off up to Kubernetes 1.32). Such a container never finishes and holds the main
+ * containers back forever, so the validating webhook refuses the pod; each message names the field.
+ */
+export function lostNativeSidecars(rawSpec: unknown, annotations: Record<string, unknown>): string[] {
+  const spec: PodSpec = isRecord(rawSpec) ? rawSpec : {};
+  const migrated = migratedSidecars(annotations);
+  return arrayOf(spec.initContainers).flatMap((container, index) => {
+    if (!isRecord(container) || !migrated.includes(String(container.name)) || container.restartPolicy === 'Always') return [];
+    return [
+      `spec.initContainers[${index}].restartPolicy: Required value: ${String(container.name)} was moved here as a native sidecar (annotation ${MIGRATED_ANNOTATION}), but the API server dropped its restartPolicy: Always, as it does when the SidecarContainers feature gate is off; as a plain init container it would never finish and the main containers would never start; turn the feature gate on, or set --native-sidecars=none (chart value admission.nativeSidecars)`,
+    ];
+  });
+}
+
+/** A Kubernetes version, as the API server's /version reports it. */
+export interface KubernetesVersion {
+  gitVersion: string;
+  major: number;
+  minor: number;
+}
+
+/** The version from /version's fields; providers write minor as "29+" and add suffixes to gitVersion. */
+export function parseKubernetesVersion(info: { gitVersion?: unknown; major?: unknown; minor?: unknown }): KubernetesVersion | undefined {
+  const gitVersion = typeof info.gitVersion === 'string' ? info.gitVersion : '';
+  const fromGit = /^v?(\d+)\.(\d+)/.exec(gitVersion);
+  const text = (value: unknown) => (typeof value === 'string' ? value : '');
+  const major = Number.parseInt(text(info.major) || fromGit?.[1] || '', 10);
+  const minor = Number.parseInt(text(info.minor) || fromGit?.[2] || '', 10);
+  if (!Number.isInteger(major) || !Number.isInteger(minor)) return undefined;
+  return { gitVersion: gitVersion || `v${major}.${minor}`, major, minor };
+}
+
+/** The first minor release of Kubernetes 1 that runs native sidecars by default (beta; GA in 1.33). */
+export const NATIVE_SIDECARS_SINCE = 29;
+const NATIVE_SIDECARS_GA = 33;
+
+/** Whether the server runs native sidecars, and what that means for --native-sidecars, in words for the log. */
+export function nativeSidecarSupport(version: KubernetesVersion): { supported: boolean; note: string } {
+  if (version.major > 1 || version.minor >= NATIVE_SIDECARS_GA) return { supported: true, note: `Kubernetes ${version.gitVersion} runs native sidecars (GA since 1.33)` };
+  if (version.minor >= NATIVE_SIDECARS_SINCE) {
+    return {
+      supported: true,
+      note: `Kubernetes ${version.gitVersion} runs native sidecars unless its SidecarContainers feature gate is off (beta, on by default); if it is off, the validating webhook refuses the pods whose native sidecars the API server dropped`,
+    };
+  }
+  return {
+    supported: false,
+    note: `Kubernetes ${version.gitVersion} predates native sidecars (1.${NATIVE_SIDECARS_SINCE}): no pod is migrated, the watcher stops the sidecars of every pod`,
+  };
+}
+
+function isSet(value: unknown): boolean {
+  return value !== undefined && value !== null;
+}

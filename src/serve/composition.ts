@@ -1,0 +1,221 @@
+// What `serve` runs, built from its configuration: the watcher, the admission webhook and the
+// probe listener, sharing one logger, one metrics registry and one readiness. How they are
+// started, stopped and drained is lifecycle.ts's concern.
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { AdmissionregistrationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { pino, type Logger as PinoLogger } from 'pino';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import type { ServeConfig } from '../config.ts';
+import { buildProbeApp, type Readiness } from '../health.ts';
+import { loadKubeConfig, resolveNamespace } from '../kube/client.ts';
+import { registerFence } from '../kube/fence.ts';
+import { LeaderElector } from '../kube/leader-election.ts';
+import { WEBHOOK_TIMEOUT_SECONDS, excludedNamespaces, registerWebhookConfigurations, syncCaBundles, type WebhookTarget } from '../kube/webhook-configurations.ts';
+import { SIGNAL_COMMAND } from '../policy/index.ts';
+import { isServingCertificateValid, servingHosts, type CertificateBundle } from '../tls/certificates.ts';
+import { createRotator, describeCertificate } from '../tls/rotator.ts';
+import { nativeSidecarsOn } from '../kube/server-version.ts';
+import { secretStore } from '../tls/secret-store.ts';
+import { secureContextOptions } from '../tls/secure-context.ts';
+import { directoryStore } from '../tls/store.ts';
+import { UsageError } from '../usage-error.ts';
+import { WatcherMetrics } from '../watcher/metrics.ts';
+import { Watcher } from '../watcher/watcher.ts';
+import { buildApp } from '../webhook/app.ts';
+import { OwnerEventRecorder } from '../webhook/owner-events.ts';
+import { Drain, whileLeader, type Component, type Stop } from './lifecycle.ts';
+
+/** What every component shares. */
+interface Context {
+  config: ServeConfig;
+  kubeConfig: KubeConfig;
+  /** The add-on's own namespace. */
+  namespace: string;
+  logger: PinoLogger;
+  /** One Prometheus registry for every component, served on /metrics. */
+  metrics: Registry;
+  /** Ready when every component says so; served on /readyz. */
+  readiness: Readiness;
+  /** Components add what their readiness depends on. */
+  readinessChecks: Readiness[];
+}
+
+/** The components `config` enables, in start order, and the logger they share. */
+export function compose(config: ServeConfig): { logger: PinoLogger; components: Component[] } {
+  const enabled: Array<(context: Context) => Promise<Stop>> = [];
+  if (!config.noWatcher) enabled.push(startWatcher);
+  if (!config.noWebhook) enabled.push(startWebhook);
+  if (config.probeAddress) enabled.push(startProbes);
+  if (enabled.length === 0) throw new UsageError('nothing to run: both --no-webhook and --no-watcher are set; drop one of them');
+
+  const logger = pino({ level: config.logLevel });
+  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const namespace = resolveNamespace(config.namespace);
+  logger.info({ server: kubeConfig.getCurrentCluster()?.server, namespace }, 'Kubernetes client configured');
+  const metrics = new Registry();
+  collectDefaultMetrics({ register: metrics });
+  const readinessChecks: Readiness[] = [];
+  const readiness: Readiness = () => readinessChecks.map((check) => check()).find((result) => !result.ready) ?? { ready: true };
+  const context: Context = { config, kubeConfig, namespace, logger, metrics, readiness, readinessChecks };
+  return { logger, components: enabled.map((start) => () => start(context)) };
+}
+
+/** The watcher: acts on the pods the webhook labelled; with --leader-elect only while holding the Lease. */
+async function startWatcher({ config, kubeConfig, namespace, logger, metrics, readinessChecks }: Context): Promise<Stop> {
+  const watcherMetrics = new WatcherMetrics(metrics);
+  const newWatcher = () =>
+    new Watcher({
+      kubeConfig,
+      namespaces: config.namespaces,
+      killMechanism: config.killMechanism,
+      signal: { image: config.signalImage, command: [...SIGNAL_COMMAND] },
+      concurrency: config.concurrency,
+      resyncIntervalMs: config.resyncInterval,
+      sweepIntervalMs: config.sweepInterval,
+      excludedNamespaces: excludedNamespaces(namespace, config.excludedNamespaces),
+      quickExitImageAllowlist: config.quickExitImageAllowlist,
+      logger: logger.child({ component: 'watcher' }),
+      metrics: watcherMetrics,
+    });
+  if (!config.leaderElect) {
+    const watcher = newWatcher();
+    readinessChecks.push(() => watcherReadiness(watcher));
+    await watcher.start();
+    return () => watcher.stop();
+  }
+
+  const elector = new LeaderElector({
+    kubeConfig,
+    namespace,
+    name: config.leaderElectionLease,
+    identity: `${hostname()}_${randomUUID().slice(0, 8)}`,
+    leaseDurationMs: config.leaderElectionDuration,
+    renewDeadlineMs: (config.leaderElectionDuration * 2) / 3,
+    retryPeriodMs: Math.max(500, config.leaderElectionDuration / 7),
+    logger,
+  });
+  const leading = whileLeader(elector, newWatcher, logger);
+  // A standby replica is ready: it serves probes and takes over when the leader goes.
+  readinessChecks.push(() => {
+    const watcher = leading.current();
+    return watcher ? watcherReadiness(watcher) : { ready: true };
+  });
+  return leading.stop;
+}
+
+function watcherReadiness(watcher: Watcher): { ready: boolean; reason?: string } {
+  return watcher.ready() ? { ready: true } : { ready: false, reason: 'the watcher has not listed the managed pods yet' };
+}
+
+/** Plain-HTTP /healthz, /readyz and /metrics, for probes and scrapes of any component. */
+async function startProbes({ config, metrics, readiness, logger }: Context): Promise<Stop> {
+  const app = buildProbeApp(readiness, metrics);
+  await app.listen(parseListenAddress(config.probeAddress, 'probe-address'));
+  logger.info({ address: config.probeAddress }, 'probe listener started');
+  return () => app.close();
+}
+
+/** The admission webhook: certificates, the HTTPS server, the webhook configurations. */
+async function startWebhook({ config, kubeConfig, namespace, logger, metrics, readiness, readinessChecks }: Context): Promise<Stop> {
+  const listenAddress = parseListenAddress(config.listenAddress, 'listen-address');
+  const store = config.certDir ? directoryStore(config.certDir) : secretStore(kubeConfig.makeApiClient(CoreV1Api), namespace, config.tlsSecret);
+  const rotator = createRotator({
+    store,
+    hosts: servingHosts(config.serviceName, namespace, config.certHosts),
+    validityMs: config.certValidity,
+    renewBeforeMs: config.certRenewBefore,
+    checkIntervalMs: config.certCheckInterval,
+    logger,
+  });
+  let served: CertificateBundle = await rotator.ensure();
+  readinessChecks.push(() => (isServingCertificateValid(served, new Date()) ? { ready: true } : { ready: false, reason: 'the serving certificate is not valid now' }));
+  logger.info({ store: store.description, ...describeCertificate(served) }, 'certificates loaded');
+
+  // Ready once the webhook configurations are in place: a replica ready earlier may be sent
+  // requests by a Service while the API server does not call it yet (or with an old caBundle).
+  let configured = false;
+  readinessChecks.push(() => (configured ? { ready: true } : { ready: false, reason: 'the webhook configurations are not checked yet' }));
+  const drain = new Drain({ graceMs: config.shutdownGrace, logger });
+  readinessChecks.push(() => (drain.draining() ? { ready: false, reason: 'shutting down' } : { ready: true }));
+  const ownerEvents = new OwnerEventRecorder({ core: kubeConfig.makeApiClient(CoreV1Api), logger, metrics });
+  const nativeSidecars = await nativeSidecarsOn(config.nativeSidecars, kubeConfig, logger);
+  const app = buildApp({
+    nativeSidecars,
+    ownerEvents,
+    draining: drain.draining,
+    enforcement: config.enforcement,
+    quickExitImageAllowlist: config.quickExitImageAllowlist,
+    bodyLimit: config.bodyLimit,
+    timeoutSeconds: WEBHOOK_TIMEOUT_SECONDS,
+    logger,
+    metrics,
+    https: { key: served.key, cert: served.cert },
+    readiness,
+  });
+  drain.track(app.server);
+  await app.listen(listenAddress);
+
+  const admissionApi = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+  const target: WebhookTarget = {
+    name: config.webhookConfigName,
+    namespace,
+    serviceName: config.serviceName,
+    url: config.webhookUrl,
+    failurePolicy: config.failurePolicy,
+    excludedNamespaces: config.excludedNamespaces,
+    nativeSidecars: config.nativeSidecars,
+  };
+  try {
+    if (config.registerWebhooks) {
+      await registerWebhookConfigurations(admissionApi, target, served.caBundle);
+      logger.info({ name: target.name, via: target.url || `service ${namespace}/${target.serviceName}` }, 'webhook configurations registered');
+      await registerFenceFor(admissionApi, config, namespace, logger);
+    } else {
+      const patched = await syncCaBundles(admissionApi, target.name, served.caBundle);
+      logger.info({ name: target.name, patched }, 'caBundle of existing webhook configurations checked');
+    }
+  } catch (err) {
+    await app.close();
+    throw err;
+  }
+  configured = true;
+
+  rotator.watch(async (bundle) => {
+    // The API server must trust a new CA before any replica serves a certificate it signed.
+    const patched = await syncCaBundles(admissionApi, target.name, bundle.caBundle);
+    if (patched.length > 0) logger.info({ name: target.name, patched }, 'caBundle of the webhook configurations updated');
+    if (bundle.cert === served.cert) return;
+    app.server.setSecureContext(secureContextOptions(bundle));
+    served = bundle;
+    logger.info(describeCertificate(bundle), 'serving the renewed certificate');
+  });
+
+  return async () => {
+    await rotator.stop();
+    await drain.stop(app);
+    await ownerEvents.idle();
+  };
+}
+
+/** The admission policies that fence both ServiceAccounts; an API server before 1.30 has none to offer. */
+async function registerFenceFor(api: AdmissionregistrationV1Api, config: ServeConfig, namespace: string, logger: PinoLogger): Promise<void> {
+  const serviceAccounts = { watcher: config.watcherServiceAccount, webhook: config.webhookServiceAccount };
+  const result = await registerFence(api, {
+    namespace,
+    serviceAccounts,
+    leaseName: config.leaderElectionLease,
+    signalImage: config.signalImage,
+    tlsSecret: config.tlsSecret,
+    configurationName: config.webhookConfigName,
+  });
+  if (result === 'registered') logger.info({ serviceAccounts }, 'admission policies fencing the service accounts registered');
+  else logger.warn('the API server does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes 1.30+): the service accounts are not fenced');
+}
+
+/** `host:port`, `[ipv6]:port` or `:port` (all interfaces). */
+function parseListenAddress(address: string, flag: string): { host: string; port: number } {
+  const match = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(address);
+  if (!match) throw new UsageError(`--${flag}: expected host:port, got ${JSON.stringify(address)}`);
+  return { host: match[1] ?? (match[2] || '0.0.0.0'), port: Number(match[3]) };
+}

@@ -1,0 +1,104 @@
+// The chart's hardening as `helm template` renders it: the fence's ValidatingAdmissionPolicies
+// against the ones `serve --register-webhooks` writes (src/kube/fence.ts), present only where the
+// cluster serves the API; the NetworkPolicies; which pods get a ServiceAccount token.
+// test/e2e/fence.test.ts runs the installed fence against an attacker on a real API server.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import { FENCE_RULES } from '../../src/kube/fence-rules.ts';
+import { desiredFence, type FenceTarget } from '../../src/kube/fence.ts';
+import { chartDir, find, get, podSpec, render, VAP_API_VERSION, type Manifest } from './helm.ts';
+
+const served = { apiVersions: [VAP_API_VERSION] };
+const fenceKinds = (manifests: Manifest[]) => manifests.filter((m) => m.kind.startsWith('ValidatingAdmissionPolicy')).map((m) => `${m.kind}/${m.metadata.name}`).sort();
+
+t.test('charts/sidecar-terminator/files/fence-rules.json holds the rules of src/kube/fence-rules.ts', async (t) => {
+  t.same(JSON.parse(readFileSync(join(chartDir, 'files/fence-rules.json'), 'utf8')), FENCE_RULES, 'up to date (node scripts/fence-rules.ts --write regenerates it)');
+});
+
+t.test('the fence is the one serve --register-webhooks writes, with the release its parameters', async (t) => {
+  const cases: Array<{ values: object; release: string; namespace: string; target: FenceTarget }> = [
+    {
+      values: {},
+      release: 'sidecar-terminator',
+      namespace: 'sidecar-terminator',
+      target: {
+        namespace: 'sidecar-terminator',
+        serviceAccounts: { watcher: 'sidecar-terminator-watcher', webhook: 'sidecar-terminator-webhook' },
+        leaseName: 'sidecar-terminator-watcher',
+        signalImage: 'ghcr.io/sidecar-terminator/sidecar-terminator:0.1.0',
+        tlsSecret: 'sidecar-terminator-tls',
+        configurationName: 'sidecar-terminator',
+      },
+    },
+    {
+      values: {
+        image: { repository: 'registry.example.com/st', tag: '0.2.0' },
+        webhook: { configurationName: 'sidecars', serviceAccount: { name: 'admission' }, tls: { secretName: 'admission-tls' } },
+        watcher: { serviceAccount: { name: 'stopper' }, leaderElection: { leaseName: 'stopper' }, signalImage: 'registry.example.com/signal:1' },
+      },
+      release: 'st',
+      namespace: 'platform',
+      target: {
+        namespace: 'platform',
+        serviceAccounts: { watcher: 'stopper', webhook: 'admission' },
+        leaseName: 'stopper',
+        signalImage: 'registry.example.com/signal:1',
+        tlsSecret: 'admission-tls',
+        configurationName: 'sidecars',
+      },
+    },
+  ];
+  for (const { values, release, namespace, target } of cases) {
+    const manifests = await render(values, { release, namespace, ...served });
+    for (const [component, expected] of Object.entries(desiredFence(target))) {
+      const policy = get(manifests, 'ValidatingAdmissionPolicy', expected.policy.metadata!.name);
+      t.same(policy.spec, expected.policy.spec, `${release} in ${namespace}: the ${component} policy`);
+      const binding = get(manifests, 'ValidatingAdmissionPolicyBinding', expected.binding.metadata!.name);
+      t.same(binding.spec, expected.binding.spec, `${release} in ${namespace}: its binding`);
+    }
+  }
+  const signalArg = podSpec(await render(cases[1]!.values, served), 'watcher').containers[0]!.args!.find((arg) => arg.startsWith('--signal-image='));
+  t.equal(signalArg, '--signal-image=registry.example.com/signal:1', 'the image the policy allows is the one the watcher is given');
+});
+
+t.test('on by default where the cluster serves ValidatingAdmissionPolicy; skipped where it does not, or when turned off', async (t) => {
+  t.same(fenceKinds(await render({}, served)), [
+    'ValidatingAdmissionPolicy/sidecar-terminator-watcher',
+    'ValidatingAdmissionPolicy/sidecar-terminator-webhook',
+    'ValidatingAdmissionPolicyBinding/sidecar-terminator-watcher',
+    'ValidatingAdmissionPolicyBinding/sidecar-terminator-webhook',
+  ]);
+  t.same(fenceKinds(await render()), [], 'an API server without admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (before 1.30)');
+  t.same(fenceKinds(await render({ fence: { enabled: false } }, served)), [], 'fence.enabled=false');
+});
+
+t.test('ServiceAccount tokens: mounted only into the two Deployments, which call the API server', async (t) => {
+  const manifests = await render();
+  for (const component of ['webhook', 'watcher'] as const) {
+    const account = get(manifests, 'ServiceAccount', `sidecar-terminator-${component}`);
+    t.equal(account.automountServiceAccountToken, false, `${component}: the ServiceAccount mounts no token by default`);
+    t.equal(podSpec(manifests, component).automountServiceAccountToken, true, `${component}: its pods ask for one`);
+  }
+});
+
+t.test('NetworkPolicies: off by default; then the webhook port alone, and the watcher metrics only when asked', async (t) => {
+  t.notOk(find(await render(), 'NetworkPolicy'), 'off by default');
+  const spec = (manifests: Manifest[], component: string) => get(manifests, 'NetworkPolicy', `sidecar-terminator-${component}`).spec as Record<string, unknown>;
+
+  const on = await render({ networkPolicy: { enabled: true } });
+  t.same(spec(on, 'webhook'), {
+    podSelector: { matchLabels: { 'app.kubernetes.io/name': 'sidecar-terminator', 'app.kubernetes.io/instance': 'sidecar-terminator', 'app.kubernetes.io/component': 'webhook' } },
+    policyTypes: ['Ingress'],
+    ingress: [{ ports: [{ port: 9443, protocol: 'TCP' }] }],
+  }, 'the webhook: its HTTPS port (admission and metrics), from anywhere');
+  t.same(spec(on, 'watcher').ingress, [], 'the watcher: nothing');
+
+  const apiServers = [{ ipBlock: { cidr: '10.0.0.0/24' } }];
+  const monitoring = [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }];
+  const narrowed = await render({ networkPolicy: { enabled: true, webhookFrom: apiServers, metrics: { enabled: true, from: monitoring } } });
+  t.same(spec(narrowed, 'webhook').ingress, [{ ports: [{ port: 9443, protocol: 'TCP' }], from: apiServers }], 'the webhook: from the given peers');
+  t.same(spec(narrowed, 'watcher').ingress, [{ ports: [{ port: 8081, protocol: 'TCP' }], from: monitoring }], 'the watcher: its metrics port, from the given peers');
+  const noProbes = await render({ networkPolicy: { enabled: true, metrics: { enabled: true } }, watcher: { probePort: 0 } });
+  t.same(spec(noProbes, 'watcher').ingress, [], 'no metrics port, no ingress');
+});

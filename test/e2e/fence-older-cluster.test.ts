@@ -1,0 +1,51 @@
+// On a cluster without admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes
+// before 1.30; here an API server with that API turned off, as discovery then shows it), the
+// chart installs without the fence and its notes say so, and `serve --register-webhooks` runs
+// on with a warning.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { helm, helmEnv, helmRelease } from '../chart/helm.ts';
+import { startControlPlane } from '../support/control-plane.ts';
+import { waitFor } from '../support/kubelet-simulator.ts';
+import { registeringWebhooks, startServe } from '../support/serve-process.ts';
+
+// The admission plugin goes too: it waits for the API it enforces, and would keep the server unready.
+const cp = await startControlPlane({
+  apiServerArgs: [
+    '--runtime-config=admissionregistration.k8s.io/v1/validatingadmissionpolicies=false,admissionregistration.k8s.io/v1/validatingadmissionpolicybindings=false',
+    '--disable-admission-plugins=ValidatingAdmissionPolicy',
+  ],
+});
+t.teardown(() => cp.stop());
+
+t.test('the API server does not serve ValidatingAdmissionPolicy', async (t) => {
+  const resources = await cp.kubectl(['api-resources', '--api-group=admissionregistration.k8s.io', '-o', 'name']);
+  t.equal(resources.code, 0, resources.stderr || 'kubectl api-resources');
+  t.match(resources.stdout, /validatingwebhookconfigurations/, 'webhooks are served');
+  t.notMatch(resources.stdout, /validatingadmissionpolicies/, 'admission policies are not');
+});
+
+t.test('helm install: no fence, and the notes say what that leaves open', async (t) => {
+  const env = helmEnv(cp.kubeconfigPath, t);
+  await cp.createNamespace('sidecar-terminator');
+  const manifests = await helmRelease(env, 'install', 'sidecar-terminator', 'sidecar-terminator', {});
+  t.same(manifests.filter((m) => m.kind.startsWith('ValidatingAdmissionPolicy')), [], 'no policy, no binding');
+  t.ok(manifests.some((m) => m.kind === 'ClusterRole'), 'the rest of the chart is installed');
+  const notes = await helm(['get', 'notes', 'sidecar-terminator', '--namespace', 'sidecar-terminator'], { env });
+  t.match(notes.stdout, /WARNING: this cluster does not serve admissionregistration.k8s.io\/v1 ValidatingAdmissionPolicy \(Kubernetes 1.30\+\),\s+so the fence was skipped/, 'a warning');
+  t.match(notes.stdout, /run `helm upgrade` to add the fence/, 'and the way out');
+});
+
+t.test('serve --register-webhooks registers the webhooks and warns that nothing is fenced', async (t) => {
+  const certDir = await mkdtemp(join(tmpdir(), 'st-fence-certs-'));
+  t.teardown(() => rm(certDir, { recursive: true, force: true }));
+  const serve = await startServe((port) => ['--kubeconfig', cp.kubeconfigPath, '--cert-dir', certDir, '--no-watcher', ...registeringWebhooks(port, 'Ignore')]);
+  t.teardown(() => serve.stop());
+  // Registered after the server listens: /readyz may answer before.
+  const warning = await waitFor('the warning', () => serve.logs().find((line) => typeof line.msg === 'string' && line.msg.includes('the service accounts are not fenced')));
+  t.match(warning, { level: 40 }, 'a warning');
+  t.ok(serve.logs().some((line) => line.msg === 'webhook configurations registered'), 'the webhooks are registered');
+  t.ok(serve.running(), 'and serve runs on');
+});

@@ -1,0 +1,90 @@
+// Native sidecar migration on a real node: kubelet, containerd and runc run the pod. In a
+// namespace labelled sidecar-terminator.io/native-sidecars=enabled, a Job's marked sidecars become
+// native sidecars: they start before the main container, the kubelet sends them SIGTERM once it
+// has exited, and the Job completes with nothing from the watcher on the pod. The watcher runs with
+// the crr mechanism (the CRD is installed, no kruise-daemon), so a ContainerRecreateRequest would
+// show it acted: the same Job in a namespace without the label gets one.
+import t from 'tap';
+import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, MANAGED_LABEL, MIGRATED_ANNOTATION } from '../../src/policy/index.ts';
+import { findContainerStatus, waitFor } from '../support/kubelet-simulator.ts';
+import { canRunRealNode } from '../support/real-node.ts';
+import { TEST_IMAGE, containerLog, startRealStack, testContainer } from '../support/real-stack.ts';
+import { apply, eventsOf, installCrrCrd, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
+
+
+/** A main container that works two seconds; a sidecar that exits 0 on SIGTERM, and one that exits 143 but whose exit code is ignored. */
+const containers = [
+  testContainer('main', ['main', '--sleep', '2s']),
+  testContainer('sidecar', ['sidecar'], [[ENV_WHEN_JOB_EXIT, '"true"']]),
+  testContainer('sql-proxy', ['sidecar', '--on-term', '143'], [[ENV_WHEN_JOB_EXIT, '"true"'], [ENV_IGNORE_EXIT_CODE, '"true"']]),
+].join('\n');
+
+if (canRunRealNode(t)) {
+  const stack = await startRealStack(t, {
+    node: { images: ['test-container'] },
+    beforeServe: ({ cp }) => installCrrCrd(cp),
+    serveArgs: ['--native-sidecars', 'labelled'],
+  });
+  const { cp } = stack;
+
+  const crrs = async (namespace: string) => {
+    const listed = await cp.kubectl(['get', 'containerrecreaterequests.apps.kruise.io', '-o', 'name'], { namespace });
+    if (listed.code !== 0) throw new Error(listed.stderr);
+    return listed.stdout.split('\n').filter(Boolean);
+  };
+
+  t.test('setup: the watcher uses crr, and the API server calls the native-sidecars webhook', async (t) => {
+    const started = await waitFor('the watcher start log', async () => stack.serve.logs().find((l) => l.msg === 'watcher starting'));
+    t.equal(started.killMechanism, 'crr');
+    const namespace = await cp.createNamespace();
+    await cp.kubectl(['label', 'namespace', namespace, 'sidecar-terminator.io/native-sidecars=enabled']);
+    // Registered just after serve is ready: a server-side dry run shows when the API server calls it.
+    const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'probe' }, spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: TEST_IMAGE }, { name: 'proxy', image: TEST_IMAGE, env: [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }] }] } };
+    const migrated = await waitFor('the API server to call the native-sidecars webhook', async () => {
+      const dryRun = await cp.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace, input: JSON.stringify(pod) });
+      const answer = dryRun.code === 0 ? (JSON.parse(dryRun.stdout) as { metadata?: { annotations?: Record<string, string> } }) : undefined;
+      return answer?.metadata?.annotations?.[MIGRATED_ANNOTATION];
+    });
+    t.equal(migrated, 'proxy');
+  });
+
+  t.test('labelled namespace: the sidecars run as native sidecars, the kubelet stops them with SIGTERM, the Job completes, the watcher writes nothing', { buffered: true }, async (t) => {
+    const namespace = await cp.createNamespace();
+    await cp.kubectl(['label', 'namespace', namespace, 'sidecar-terminator.io/native-sidecars=enabled']);
+    await apply(cp, namespace, jobYaml('native', { containers }));
+    await waitForJob(stack, namespace, 'native', 'Complete', 180_000);
+    const pod = await podOfJob(stack, namespace, 'native');
+    const podName = pod.metadata!.name!;
+    t.same(pod.spec?.initContainers?.map((c) => [c.name, c.restartPolicy]), [['sidecar', 'Always'], ['sql-proxy', 'Always']], 'native sidecars, in order');
+    t.same(pod.spec?.containers.map((c) => c.name), ['main']);
+    t.equal(pod.metadata?.annotations?.[MIGRATED_ANNOTATION], 'sidecar,sql-proxy');
+    t.equal(pod.status?.phase, 'Succeeded', 'the sidecar exiting 143 does not count');
+
+    const sidecar = findContainerStatus(pod, 'sidecar');
+    const sqlProxy = findContainerStatus(pod, 'sql-proxy');
+    const main = findContainerStatus(pod, 'main');
+    t.equal(sidecar?.state?.terminated?.exitCode, 0, 'kubelet reports the sidecar terminated, exit 0');
+    t.equal(sqlProxy?.state?.terminated?.exitCode, 143, 'and the other one, exit 143');
+    t.equal(sidecar?.restartCount, 0, 'never restarted');
+    t.ok(sidecar!.state!.terminated!.startedAt! <= main!.state!.terminated!.startedAt!, 'the sidecar started before the main container');
+    t.ok(sidecar!.state!.terminated!.finishedAt! >= main!.state!.terminated!.finishedAt!, 'and stopped after it finished');
+    t.match(await containerLog(cp, namespace, podName, 'sidecar'), /uid=0 sidecar: received SIGTERM, exiting with code 0/, 'the sidecar logged the SIGTERM the kubelet sent');
+
+    const current = await stack.core.readNamespacedPod({ name: podName, namespace });
+    t.same((await eventsOf(stack, namespace, podName)).map((e) => e.reason), [], 'no event from the add-on');
+    t.equal(current.metadata?.labels?.[MANAGED_LABEL], undefined, 'no managed label');
+    t.equal(current.spec?.ephemeralContainers, undefined, 'no ephemeral container');
+    t.equal(current.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), undefined, 'no condition');
+    t.same(await crrs(namespace), [], 'no ContainerRecreateRequest');
+  });
+
+  t.test('the same Job in a namespace without the label: the watcher asks for a ContainerRecreateRequest', { buffered: true }, async (t) => {
+    const namespace = await cp.createNamespace();
+    await apply(cp, namespace, jobYaml('watched', { containers }));
+    const found = await waitFor('a ContainerRecreateRequest', async () => (await crrs(namespace)).at(0), { timeoutMs: 180_000 });
+    t.match(found, /sidecar-termination-/, 'so the check above would have seen one');
+    const pod = await podOfJob(stack, namespace, 'watched');
+    t.equal(pod.spec?.initContainers, undefined, 'nothing moved');
+    t.equal(pod.metadata?.labels?.[MANAGED_LABEL], 'true');
+  });
+}

@@ -1,0 +1,184 @@
+// Native sidecar migration, the pure part: which pods move, which stay and why, the spec after
+// the move, the annotations, the check that the API server kept the move, and server versions.
+import t from 'tap';
+import {
+  ENV_WHEN_JOB_EXIT,
+  ENV_WITH_IMAGE,
+  MIGRATED_ANNOTATION,
+  formatFinding,
+  inspectObject,
+  lostNativeSidecars,
+  migratePodSpec,
+  migratedAnnotation,
+  decide,
+  migratedSidecars,
+  nativeSidecarPlan,
+  nativeSidecarSupport,
+  parseKubernetesVersion,
+  planNativeSidecars,
+  skippedAnnotation,
+  virtualNodeField,
+  type MigrationInput,
+  type MigrationPlan,
+} from '../../src/policy/index.ts';
+import { ignoreExitCodeSidecar, imageSidecar, killSidecar, main, podSpec, type TestContainer } from './builders.ts';
+
+const plan = (spec: unknown, input: Partial<MigrationInput> = {}): MigrationPlan =>
+  planNativeSidecars({ spec, annotations: {}, fieldPrefix: 'spec', hasErrors: false, ...input });
+
+/** The fields and messages of a plan that keeps the pod. */
+function obstacles(result: MigrationPlan): string[] {
+  if (result.outcome !== 'keep') throw new Error(`expected keep, got ${JSON.stringify(result)}`);
+  return result.findings.map(formatFinding);
+}
+
+t.test('a pod with a kill sidecar migrates; so do ignore-exit-code sidecars and sidecars that also have a quick-exit image', async (t) => {
+  const both = { ...killSidecar('both'), env: [...killSidecar().env!, { name: ENV_WITH_IMAGE, value: 'registry.example.com/quick-exit:1' }] };
+  const result = plan(podSpec([killSidecar('proxy'), main(), ignoreExitCodeSidecar('sql'), both]));
+  t.match(result, { outcome: 'migrate', sidecars: ['proxy', 'sql', 'both'] }, 'every sidecar, in the order of spec.containers');
+  t.same(
+    result.outcome === 'migrate' && result.findings.map((f) => [f.rule, f.severity, f.field]),
+    [
+      ['native-sidecar-migration', 'info', 'spec.containers[0]'],
+      ['native-sidecar-migration', 'info', 'spec.containers[2]'],
+      ['native-sidecar-migration', 'info', 'spec.containers[3]'],
+    ],
+    'one info finding per sidecar, at the container',
+  );
+  t.match(result.outcome === 'migrate' && formatFinding(result.findings[1]!), /^spec.containers\[2\]: sidecar sql moves to initContainers\[1\] with restartPolicy: Always when the pod is created/);
+  t.match(plan(podSpec([main(), killSidecar()], 'OnFailure')), { outcome: 'migrate' }, 'OnFailure too');
+  t.match(plan(podSpec([main(), killSidecar()], 'Never', { shareProcessNamespace: true })), { outcome: 'migrate' }, 'shareProcessNamespace: the kubelet stops a container through the runtime, whatever its PID');
+  const withInit = plan(podSpec([main(), killSidecar()], 'Never', { initContainers: [{ name: 'setup', image: 'busybox' }, { name: 'mesh', image: 'envoy', restartPolicy: 'Always' }] }));
+  t.match(withInit.outcome === 'migrate' && withInit.findings[0]?.detail, /initContainers\[2\]/, 'after the existing init containers');
+});
+
+t.test('nothing to decide: restartPolicy Always, no sidecar, a pod that opts out', async (t) => {
+  t.match(plan(podSpec([main(), killSidecar()], 'Always')), { outcome: 'none', reason: /restartPolicy/ });
+  t.match(plan({ containers: [main(), killSidecar()] }), { outcome: 'none' }, 'unset restartPolicy is Always');
+  t.match(plan(podSpec([main(), { ...main('helper'), env: [{ name: ENV_WHEN_JOB_EXIT, value: 'false' }] }])), { outcome: 'none', reason: /no container is marked/ });
+  t.match(plan(podSpec([main(), killSidecar()]), { annotations: { 'sidecar-terminator.io/native-sidecars': 'disabled' } }), { outcome: 'none', reason: /annotated sidecar-terminator.io\/native-sidecars: disabled/ });
+  t.match(plan(null), { outcome: 'none' }, 'a malformed spec');
+});
+
+t.test('pods that stay as they are, each with the field and the reason', async (t) => {
+  t.same(obstacles(plan(podSpec([main(), imageSidecar('logs')]))), [
+    `spec.containers[1].env[${ENV_WITH_IMAGE}]: sidecar logs is stopped by its quick-exit image alone; a native sidecar gets SIGTERM instead, which it may not handle; add ${ENV_WHEN_JOB_EXIT}="true" to allow that`,
+  ]);
+  const probe = { httpGet: { path: '/ready', port: 15021 } };
+  t.same(obstacles(plan(podSpec([main(), { ...killSidecar(), startupProbe: probe } as TestContainer]))), [
+    'spec.containers[1].startupProbe: as a native sidecar, proxy would hold back the main containers until this probe succeeds',
+  ]);
+  t.same(obstacles(plan(podSpec([main(), { ...killSidecar(), lifecycle: { postStart: { exec: { command: ['wait-ready'] } } } } as TestContainer]))), [
+    'spec.containers[1].lifecycle.postStart: as a native sidecar, proxy would hold back the main containers until this hook completes',
+  ]);
+  t.match(plan(podSpec([main(), { ...killSidecar(), lifecycle: { preStop: { exec: { command: ['drain'] } } }, readinessProbe: probe, livenessProbe: probe } as TestContainer])), { outcome: 'migrate' }, 'preStop, readiness and liveness probes are fine');
+  t.same(obstacles(plan(podSpec([main(), { ...killSidecar(), restartPolicy: 'Never' }]))), ['spec.containers[1].restartPolicy: sidecar proxy sets its own restart policy, which a native sidecar replaces with Always']);
+  t.match(obstacles(plan(podSpec([main(), { ...killSidecar(), restartPolicyRules: [] } as TestContainer]))), [/^spec.containers\[1\].restartPolicyRules: /]);
+
+  t.same(obstacles(plan(podSpec([main(), killSidecar()], 'Never', { nodeSelector: { type: 'virtual-kubelet' } }), { fieldPrefix: 'spec.template.spec' })), [
+    'spec.template.spec.nodeSelector: the pod can run on virtual-kubelet nodes, whose providers may not run native sidecars; there a sidecar is stopped by its quick-exit image',
+  ]);
+  t.match(obstacles(plan(podSpec([main(), killSidecar()]), { hasErrors: true })), [/^spec.containers: the sidecar configuration has errors, so the pod is handled as OpenKruise handles it/]);
+  t.same(obstacles(plan(podSpec([main(), killSidecar()]), { annotations: { 'sidecar-terminator.io/native-sidecars': 'off' }, fieldPrefix: 'spec.template.spec' })), [
+    'spec.template.metadata.annotations[sidecar-terminator.io/native-sidecars]: Unsupported value: "off": the only value is "disabled", which keeps the pod as it is; remove the annotation to let its sidecars move',
+  ], 'an unknown value of the opt-out annotation keeps the pod as it is: it meant something');
+  t.match(obstacles(plan(podSpec([main(), killSidecar()]), { annotations: { 'sidecar-terminator.io/native-sidecars': false } })), [/Unsupported value: "false": /], 'a YAML boolean, in a manifest lint reads');
+
+  const everything = plan(podSpec([main(), imageSidecar('logs'), { ...killSidecar(), startupProbe: probe } as TestContainer], 'Never', { tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists' }] }), { hasErrors: true });
+  t.equal(obstacles(everything).length, 4, 'every reason is given');
+  t.match(skippedAnnotation(everything.outcome === 'keep' ? everything.findings : []), /^spec.containers: .*; spec.tolerations: .*; spec.containers\[1\].env\[.*\]: .*; spec.containers\[2\].startupProbe: /, 'the annotation lists them all');
+});
+
+t.test('virtualNodeField: the field by which a pod targets virtual nodes', async (t) => {
+  t.equal(virtualNodeField({ nodeSelector: { type: 'virtual-kubelet' } }), 'nodeSelector');
+  t.equal(virtualNodeField({ tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists' }] }), 'tolerations');
+  const affinity = { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [{ key: 'type', operator: 'In', values: ['virtual-kubelet'] }] } }] } };
+  t.equal(virtualNodeField({ affinity }), 'affinity');
+  t.equal(virtualNodeField({ nodeSelector: { type: 'normal' }, tolerations: 'x', affinity: null }), undefined);
+});
+
+t.test('migratePodSpec: the sidecars move whole to the end of initContainers, in order, with restartPolicy: Always', async (t) => {
+  const proxy = {
+    ...killSidecar('proxy'),
+    ports: [{ containerPort: 15001 }],
+    readinessProbe: { tcpSocket: { port: 15001 } },
+    resources: { requests: { cpu: '10m' } },
+    volumeMounts: [{ name: 'certs', mountPath: '/certs' }],
+  };
+  const spec = podSpec([proxy, main('work'), ignoreExitCodeSidecar('sql'), main('report')], 'Never', { initContainers: [{ name: 'setup', image: 'busybox' }], volumes: [{ name: 'certs', emptyDir: {} }] });
+  const before = structuredClone(spec);
+  const migrated = migratePodSpec(spec, ['proxy', 'sql']);
+  t.same(migrated.containers, [main('work'), main('report')], 'the main containers stay, in order');
+  t.same(migrated.initContainers, [{ name: 'setup', image: 'busybox' }, { ...proxy, restartPolicy: 'Always' }, { ...ignoreExitCodeSidecar('sql'), restartPolicy: 'Always' }], 'ports, probes, resources, mounts and env kept');
+  t.same(migrated.volumes, [{ name: 'certs', emptyDir: {} }], 'the rest of the spec is untouched');
+  t.same(spec, before, 'the original is not changed');
+  t.same(migratePodSpec({ containers: [main(), killSidecar()] }, ['proxy']).initContainers, [{ ...killSidecar(), restartPolicy: 'Always' }], 'a spec without initContainers gets them');
+});
+
+t.test("the watcher's decision on a migrated pod, labelled by hand: nothing to do, before and after the main container", async (t) => {
+  const spec = migratePodSpec(podSpec([main(), killSidecar()]), ['proxy']);
+  const running = { metadata: { name: 'p', annotations: { [MIGRATED_ANNOTATION]: 'proxy' } }, spec, status: { phase: 'Running', containerStatuses: [{ name: 'main', state: { running: {} } }] } };
+  t.match(decide(running, undefined), { outcome: 'ignore' });
+  const done = { ...running, status: { phase: 'Succeeded', containerStatuses: [{ name: 'main', state: { terminated: { exitCode: 0 } } }] } };
+  t.match(decide(done, undefined), { outcome: 'ignore' });
+});
+
+t.test('the migrated annotation: read, and merged on a reinvocation', async (t) => {
+  t.same(migratedSidecars({ [MIGRATED_ANNOTATION]: 'proxy, sql,,' }), ['proxy', 'sql']);
+  t.same(migratedSidecars({ [MIGRATED_ANNOTATION]: 7 }), []);
+  t.same(migratedSidecars({}), []);
+  t.equal(migratedAnnotation({}, ['proxy', 'sql']), 'proxy,sql');
+  t.equal(migratedAnnotation({ [MIGRATED_ANNOTATION]: 'proxy' }, ['log-agent', 'proxy']), 'proxy,log-agent', 'the earlier ones first, each once');
+});
+
+t.test('lostNativeSidecars: a migrated sidecar that arrived without restartPolicy: Always', async (t) => {
+  const annotations = { [MIGRATED_ANNOTATION]: 'proxy,sql' };
+  const kept = { containers: [main()], initContainers: [{ name: 'setup' }, { ...killSidecar(), restartPolicy: 'Always' }, { ...ignoreExitCodeSidecar('sql'), restartPolicy: 'Always' }] };
+  t.same(lostNativeSidecars(kept, annotations), [], 'both kept');
+  const dropped = { containers: [main()], initContainers: [{ name: 'setup' }, killSidecar(), { ...ignoreExitCodeSidecar('sql'), restartPolicy: 'Always' }] };
+  t.match(lostNativeSidecars(dropped, annotations), [
+    /^spec.initContainers\[1\].restartPolicy: Required value: proxy was moved here as a native sidecar .* the API server dropped its restartPolicy: Always, as it does when the SidecarContainers feature gate is off; .*set --native-sidecars=none/,
+  ]);
+  t.same(lostNativeSidecars(dropped, {}), [], 'without the annotation, init containers are the user\'s');
+  t.same(lostNativeSidecars({ initContainers: 'x' }, annotations), [], 'a malformed spec');
+  t.same(lostNativeSidecars(undefined, annotations), []);
+});
+
+t.test('nativeSidecarPlan and inspectObject: a Job template is judged with its own annotations and fields', async (t) => {
+  const job = (annotations: Record<string, string>, spec: Record<string, unknown>) => ({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name: 'j' }, spec: { template: { metadata: { annotations }, spec } } });
+  const migrate = nativeSidecarPlan(inspectObject(job({}, podSpec([main(), killSidecar()])), [])!);
+  t.match(migrate, { outcome: 'migrate', findings: [{ field: 'spec.template.spec.containers[1]' }] });
+  t.match(nativeSidecarPlan(inspectObject(job({ 'sidecar-terminator.io/native-sidecars': 'disabled' }, podSpec([main(), killSidecar()])), [])!), { outcome: 'none' });
+  const ownImage = { ...killSidecar(), env: [...killSidecar().env!, { name: ENV_WITH_IMAGE, value: killSidecar().image }] };
+  t.match(nativeSidecarPlan(inspectObject(job({}, podSpec([main(), ownImage])), [])!), { outcome: 'keep', findings: [{ field: 'spec.template.spec.containers' }] }, 'an error keeps the pod as it is');
+
+  const migratedPod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'p', annotations: { [MIGRATED_ANNOTATION]: 'proxy' } },
+    spec: { restartPolicy: 'Never', containers: [main()], initContainers: [{ ...killSidecar(), restartPolicy: 'Always' }, { ...killSidecar('mesh'), restartPolicy: 'Always' }] },
+  };
+  t.match(
+    inspectObject(migratedPod, [])?.findings.map((f) => [f.rule, f.field]),
+    [['marker-on-init-container', `spec.initContainers[1].env[${ENV_WHEN_JOB_EXIT}]`]],
+    "no warning for the markers the webhook moved with the sidecar (they come from the template); the user's own native sidecar still gets one",
+  );
+});
+
+t.test('server versions: what runs native sidecars', async (t) => {
+  t.same(parseKubernetesVersion({ gitVersion: 'v1.33.10', major: '1', minor: '33' }), { gitVersion: 'v1.33.10', major: 1, minor: 33 });
+  t.same(parseKubernetesVersion({ gitVersion: 'v1.29.15-gke.1200', major: '1', minor: '29+' }), { gitVersion: 'v1.29.15-gke.1200', major: 1, minor: 29 }, 'providers write minor as 29+');
+  t.same(parseKubernetesVersion({ gitVersion: 'v1.37.2' }), { gitVersion: 'v1.37.2', major: 1, minor: 37 }, 'from gitVersion alone');
+  t.same(parseKubernetesVersion({ major: '1', minor: '30' }), { gitVersion: 'v1.30', major: 1, minor: 30 });
+  t.same(parseKubernetesVersion({ gitVersion: 'v1.31.2', major: '', minor: '' }), { gitVersion: 'v1.31.2', major: 1, minor: 31 }, 'empty fields: from gitVersion');
+  t.equal(parseKubernetesVersion({ gitVersion: 'unknown' }), undefined);
+  t.equal(parseKubernetesVersion({}), undefined);
+
+  const support = (minor: number, major = 1) => nativeSidecarSupport({ gitVersion: `v${major}.${minor}.0`, major, minor });
+  t.match(support(28), { supported: false, note: /v1.28.0 predates native sidecars \(1.29\): no pod is migrated/ });
+  t.match(support(29), { supported: true, note: /unless its SidecarContainers feature gate is off/ });
+  t.match(support(32), { supported: true, note: /feature gate/ });
+  t.match(support(33), { supported: true, note: /GA since 1.33/ });
+  t.match(support(37), { supported: true });
+  t.match(support(0, 2), { supported: true }, 'a later major version');
+});

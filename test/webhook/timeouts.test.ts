@@ -1,0 +1,87 @@
+// The webhook's HTTPS server gives up on a request when the API server does (the registered
+// timeoutSeconds), closes connections that send nothing, and leaves idle kept-alive connections
+// for the client to close.
+import type { AddressInfo } from 'node:net';
+import { connect, type TLSSocket } from 'node:tls';
+import t from 'tap';
+import { WEBHOOK_TIMEOUT_SECONDS, desiredWebhookConfigurations } from '../../src/kube/webhook-configurations.ts';
+import { issueWithNewCa, servingHosts } from '../../src/tls/certificates.ts';
+import { buildApp } from '../../src/webhook/app.ts';
+import { DEFAULT_OPTIONS } from './support.ts';
+
+const bundle = await issueWithNewCa({ hosts: servingHosts('svc', 'ns'), validityMs: 3_600_000, now: new Date() });
+const https = { key: bundle.key, cert: bundle.cert };
+
+t.test('by default the server uses the timeoutSeconds the webhooks are registered with', async (t) => {
+  const registered = desiredWebhookConfigurations({ name: 'x', namespace: 'ns', serviceName: 'svc', url: '', failurePolicy: 'Fail', excludedNamespaces: [] }, 'CA');
+  const timeouts = [...registered.mutating.webhooks!, ...registered.validating.webhooks!].map((webhook) => webhook.timeoutSeconds);
+  t.strictSame(new Set(timeouts), new Set([WEBHOOK_TIMEOUT_SECONDS]));
+  const app = buildApp({ ...DEFAULT_OPTIONS, https });
+  t.teardown(() => app.close());
+  await app.ready();
+  t.equal(app.server.requestTimeout, WEBHOOK_TIMEOUT_SECONDS * 1000, 'the whole request must arrive within timeoutSeconds');
+  t.equal(app.server.headersTimeout, WEBHOOK_TIMEOUT_SECONDS * 1000, 'and its headers too');
+  t.equal(app.server.timeout, WEBHOOK_TIMEOUT_SECONDS * 1000, 'a silent connection is closed after timeoutSeconds');
+  t.ok(app.server.keepAliveTimeout > 90_000, `an idle kept-alive connection outlives the 90 s of Go's client (${app.server.keepAliveTimeout} ms)`);
+});
+
+// One second, so that the server's limits pass quickly; each wait below is bounded generously.
+const app = buildApp({ ...DEFAULT_OPTIONS, https, timeoutSeconds: 1 });
+await app.listen({ host: '127.0.0.1', port: 0 });
+t.teardown(() => app.close());
+const { port } = app.server.address() as AddressInfo;
+
+/** A raw TLS connection that records what the server sends and whether it closed the connection. */
+async function open(): Promise<{ socket: TLSSocket; received: () => string; closed: Promise<void> }> {
+  const socket = connect({ host: '127.0.0.1', port, rejectUnauthorized: false });
+  await new Promise<void>((resolve, reject) => socket.once('secureConnect', resolve).once('error', reject));
+  let received = '';
+  socket.setEncoding('utf8').on('data', (chunk: string) => (received += chunk));
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  t.teardown(() => socket.destroy());
+  return { socket, received: () => received, closed };
+}
+
+/** Resolves with `closed` unless it takes longer than 30 s, far more than the 1 s limits. */
+async function closedByServer(closed: Promise<void>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), 30_000)));
+  const result = await Promise.race([closed.then(() => true as const), gaveUp]);
+  clearTimeout(timer);
+  return result;
+}
+
+t.test('a body that trickles in slower than the timeout gets 408 and the connection is closed', async (t) => {
+  const { socket, received, closed } = await open();
+  socket.write('POST /validate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{');
+  const trickle = setInterval(() => socket.writable && socket.write(' '), 200);
+  t.teardown(() => clearInterval(trickle));
+  t.ok(await closedByServer(closed), 'the server closed the connection');
+  t.match(received(), /^HTTP\/1\.1 408 /, 'with 408 Request Timeout');
+});
+
+t.test('a connection that never sends a request is closed', async (t) => {
+  const { received, closed } = await open();
+  t.ok(await closedByServer(closed), 'the server closed the connection');
+  t.equal(received(), '', 'without an answer');
+});
+
+t.test('an idle kept-alive connection stays open past the request timeout', async (t) => {
+  const { socket, received } = await open();
+  const get = 'GET /healthz HTTP/1.1\r\nHost: webhook\r\n\r\n';
+  socket.write(get);
+  await waitUntil(() => received().includes('\r\n\r\nok'));
+  // Three times the request and connection timeouts, idle.
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  t.ok(!socket.destroyed, 'still connected after 3 s idle');
+  socket.write(get);
+  await waitUntil(() => received().split('HTTP/1.1 200 OK').length === 3);
+  t.equal(received().split('HTTP/1.1 200 OK').length - 1, 2, 'the second request on the connection is answered');
+});
+
+async function waitUntil(condition: () => boolean): Promise<void> {
+  for (let waited = 0; !condition(); waited += 50) {
+    if (waited > 30_000) throw new Error('no answer within 30 s');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
