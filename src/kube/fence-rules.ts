@@ -12,7 +12,7 @@
 // `object`, `oldObject` and `request` are read as the API server holds them: an absent field is
 // absent (hence `.?field.orValue(...)`), and `dyn(...)` lets a rule walk the keys of an object, so
 // "everything else unchanged" also covers fields a later Kubernetes adds.
-import { CONDITION_REASONS, DONE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, EVENT_REASONS, MANAGED, MANAGED_LABEL, SIGNAL_COMMAND, TERMINATED_CONDITION } from '../policy/index.ts';
+import { CONDITION_REASONS, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, EVENT_REASONS, MANAGED, MANAGED_LABEL, SIGNAL_COMMAND, TERMINATED_CONDITION } from '../policy/index.ts';
 import { BUNDLE_KEYS } from '../tls/store.ts';
 import { crrName, CRR_GROUP } from '../watcher/crr.ts';
 import { OWNER_EVENT_REASON } from '../webhook/owner-events.ts';
@@ -109,9 +109,8 @@ const watcher: FenceRules = {
         `!variables.podUpdate || (variables.newLabels.all(k, k == ${LABEL} || (k in variables.oldLabels && variables.oldLabels[k] == variables.newLabels[k])) && ` +
         `variables.oldLabels.all(k, k == ${LABEL} || k in variables.newLabels) && (` +
         `variables.newLabels[?${LABEL}] == variables.oldLabels[?${LABEL}] || ` +
-        `(!(${LABEL} in variables.oldLabels) && variables.newLabels[?${LABEL}] == optional.of(${literal(MANAGED)}) && oldObject.spec.?restartPolicy.orValue("Always") in ["Never", "OnFailure"] && oldObject.spec.containers.exists(c, ${isSidecar('c')})) || ` +
-        `(variables.managedBefore && variables.newLabels[?${LABEL}] == optional.of(${literal(DONE)}))))`,
-      message: `sidecar-terminator fence: the watcher may change only the ${MANAGED_LABEL} label of a pod: to "${MANAGED}" on an unlabelled pod with restartPolicy Never or OnFailure and a sidecar marker, or from "${MANAGED}" to "${DONE}"`,
+        `(!(${LABEL} in variables.oldLabels) && variables.newLabels[?${LABEL}] == optional.of(${literal(MANAGED)}) && oldObject.spec.?restartPolicy.orValue("Always") in ["Never", "OnFailure"] && oldObject.spec.containers.exists(c, ${isSidecar('c')}))))`,
+      message: `sidecar-terminator fence: the watcher may change only the ${MANAGED_LABEL} label of a pod: to "${MANAGED}" on an unlabelled pod with restartPolicy Never or OnFailure and a sidecar marker`,
     },
     // PodWriter.replaceImage: a sidecar's image, to the quick-exit image its own env declares.
     {
