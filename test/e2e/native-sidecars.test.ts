@@ -7,7 +7,7 @@ import { AdmissionregistrationV1Api, type V1Pod } from '@kubernetes/client-node'
 import t from 'tap';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, EVENT_REASONS, MANAGED_LABEL, MIGRATED_ANNOTATION, SKIPPED_ANNOTATION } from '../../src/policy/index.ts';
 import { findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, eventsOf, jobYaml, podOfJob, startStack, waitForJob, type Stack } from '../support/stack.ts';
+import { apply, eventsOf, finishedByWatcher, jobYaml, podOfJob, startStack, waitForJob, type Stack } from '../support/stack.ts';
 
 // Debug logs: the watcher says when it looked at a pod and found nothing to do.
 const stack = await startStack(t, { serveArgs: ['--native-sidecars', 'labelled', '--log-level', 'debug'] });
@@ -47,12 +47,10 @@ async function watcherTraces(stack: Stack, namespace: string, pod: V1Pod) {
 }
 const NO_TRACES = { events: [], ephemeralContainers: 0, label: undefined, condition: undefined };
 
-/** The watcher's traces once it is done with the pod (label `done`). */
-function stoppedByWatcher(namespace: string, pod: V1Pod) {
-  return waitFor('the watcher to be done', async () => {
-    const traces = await watcherTraces(stack, namespace, pod);
-    return traces.label === 'done' && traces;
-  });
+/** The watcher's traces once it is finished with the pod (in a terminal phase, with its event). */
+async function stoppedByWatcher(namespace: string, pod: V1Pod) {
+  await waitFor('the watcher to be finished with the pod', async () => finishedByWatcher(stack, [await core.readNamespacedPod({ name: pod.metadata!.name!, namespace })]));
+  return watcherTraces(stack, namespace, pod);
 }
 
 t.test('the registered configuration sends labelled namespaces to the native-sidecars webhook first', async (t) => {
@@ -165,14 +163,15 @@ t.test('a migrated pod labelled managed by hand: the watcher sees it and does no
     const pod = await podOfJob(stack, namespace, 'by-hand');
     return pod.status?.phase === 'Running' && pod;
   });
+  const labelling = Date.now();
   const labelled = await cp.kubectl(['label', 'pod', pod.metadata!.name!, `${MANAGED_LABEL}=true`], { namespace });
   t.equal(labelled.code, 0, labelled.stderr);
-  const finishing = Date.now();
-  await stack.sim.exitContainer(namespace, pod.metadata!.name!, 'main', 0);
-  await waitForJob(stack, namespace, 'by-hand', 'Complete');
-  const looked = await waitFor('the watcher to look at the finished pod', async () =>
-    stack.serve.logs().find((l) => l.pod === `${namespace}/${pod.metadata!.name}` && l.msg === 'nothing to do' && Number(l.time) >= finishing),
+  // Looked at while it runs: once it ends, the pod leaves the watch (a terminal phase) unseen.
+  const looked = await waitFor('the watcher to look at the labelled pod', async () =>
+    stack.serve.logs().find((l) => l.pod === `${namespace}/${pod.metadata!.name}` && l.msg === 'nothing to do' && Number(l.time) >= labelling),
   );
   t.match(looked, { reason: /sidecar/ }, 'it finds no sidecar in spec.containers');
+  await stack.sim.exitContainer(namespace, pod.metadata!.name!, 'main', 0);
+  await waitForJob(stack, namespace, 'by-hand', 'Complete');
   t.same(await watcherTraces(stack, namespace, pod), { ...NO_TRACES, label: 'true' }, 'the label as the user set it, and nothing else');
 });
