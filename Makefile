@@ -48,9 +48,10 @@ chart-test: node_modules
 # where admission time goes, and the watcher's burst latency and memory next to a watcher that
 # caches every pod, and a rolling restart of the webhook under load. Reproduces every figure of
 # bench/README.md (about 35 minutes on two cores);
-# `make bench QUICK=1` is a short run that checks the harness. Never part of `make test`.
+# `make bench QUICK=1` is a short run that checks the harness (and that OpenKruise's controller
+# still builds and runs); `make bench ONLY=watcher,parity` runs some parts. Never part of `make test`.
 bench: node_modules
-	node bench/run.ts $(if $(QUICK),--quick)
+	node bench/run.ts $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY))
 
 .PHONY: test-matrix
 
