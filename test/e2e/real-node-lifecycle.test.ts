@@ -99,7 +99,7 @@ if (canRunRealNode(t)) {
       const signalledAt = Date.parse((signal?.state?.terminated?.startedAt ?? signal?.state?.running?.startedAt) as unknown as string);
       t.ok(signalledAt >= mainSucceededAt - 1000, `the signal container started after main succeeded (${new Date(signalledAt).toISOString()} vs ${new Date(mainSucceededAt).toISOString()})`);
       const log = await containerLog(cp, namespace, podName, 'proxy');
-      t.equal(log.match(/received SIGTERM/g)?.length, 1, 'the sidecar got SIGTERM once');
+      t.equal(log.match(/received SIGTERM/g)?.length, 1, 'the sidecar got SIGTERM once', { log });
     });
     t.test('a sidecar with only a quick-exit image that cannot be pulled is still stopped', { buffered: true }, async (t) => {
       const namespace = await cp.createNamespace();

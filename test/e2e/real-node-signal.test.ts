@@ -6,12 +6,15 @@
 // runAsUser, a pod that only says runAsNonRoot (the sidecar's user comes from its image), and a
 // namespace that enforces the restricted Pod Security level. And a sidecar that ignores SIGTERM.
 import t, { type Test } from 'tap';
+import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { TEST_IMAGE, containerLog, containerStatus, startRealStack, testContainer } from '../support/real-stack.ts';
 import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
 import { waitFor } from '../support/kubelet-simulator.ts';
 
 const NONROOT_IMAGE = 'sidecar-terminator.local/test-container-nonroot:1';
+const version = await kubernetesVersion();
+const keepsContainerUser = apiFeatures(version).containerUser;
 
 /** A main container that works two seconds and exits 0, and a sidecar that logs the signal it gets. */
 function containers(sidecar: { image: string; securityContext?: string; args?: string[] }, main: { securityContext?: string } = {}): string {
@@ -88,7 +91,14 @@ if (canRunRealNode(t)) {
         containers: containers({ image: NONROOT_IMAGE }, { securityContext: '\n          securityContext:\n            runAsUser: 1000' }),
       }),
     );
-    await stoppedBySigterm(t, namespace, 'non-root-image', 1337);
+    if (keepsContainerUser) {
+      await stoppedBySigterm(t, namespace, 'non-root-image', 1337);
+      return;
+    }
+    // The API server drops the user kubelet reports: unknown, and root is forbidden. Refused, saying what to set.
+    const podName = (await podOfJob(stack, namespace, 'non-root-image')).metadata!.name!;
+    const refused = await waitFor('the SidecarTerminationFailed event', async () => (await eventsOf(stack, namespace, podName)).find((e) => e.reason === 'SidecarTerminationFailed'), { timeoutMs: 180_000 });
+    t.match(refused.message, /its user is unknown .* set spec\.containers\[1\]\.securityContext\.runAsUser to the uid the sidecar runs as/, `Kubernetes ${version.gitVersion}: refused, naming the field to set`);
   });
 
   t.test('in a namespace enforcing the restricted Pod Security level the sidecar is stopped by SIGTERM', { buffered: true }, async (t) => {

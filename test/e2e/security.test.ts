@@ -228,7 +228,7 @@ t.test("the chart: only the webhook's service account may read the certificate S
   // The API server's own answer: the RBAC objects applied, then asked per service account.
   await cp.createNamespace('st-rbac');
   const rbac = manifests.filter((m) => ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'].includes(m.kind));
-  const applied = await cp.kubectl(['apply', '-f', '-'], { input: rbac.map((m) => JSON.stringify(m)).join('\n---\n') });
+  const applied = await cp.kubectl(['apply', '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: rbac }) });
   t.equal(applied.code, 0, 'the chart RBAC applies', { stderr: applied.stderr });
   const canI = async (account: string, ...args: string[]) => (await cp.kubectl(['auth', 'can-i', ...args, '--as', `system:serviceaccount:st-rbac:${account}`])).stdout.trim();
   t.equal(await canI('sidecar-terminator-webhook', 'get', `secret/${tlsSecret}`, '-n', 'st-rbac'), 'yes', 'the webhook reads its Secret');

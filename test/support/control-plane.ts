@@ -114,6 +114,14 @@ export async function kubernetesVersion(binDir?: string): Promise<KubernetesVers
   return version;
 }
 
+/** What a release's API server has, where the tests expect different things by version (README, "Kubernetes versions"). */
+export const apiFeatures = (version: KubernetesVersion) => ({
+  /** admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy, which the fence needs: 1.30+. */
+  validatingAdmissionPolicy: version.minor >= 30,
+  /** status.containerStatuses[].user kept (SupplementalGroupsPolicy beta, on by default): 1.33+. */
+  containerUser: version.minor >= 33,
+});
+
 interface Ports {
   etcdClient: number;
   etcdPeer: number;
