@@ -6,6 +6,7 @@ import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { SERVE_FLAGS } from '../../src/config.ts';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { apply, eventsOf, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
 
 // The signal image runs as USER 1000, as the add-on's image does; the sidecars' images as root.
@@ -229,8 +230,13 @@ t.test("a sidecar running as root (most do) is signalled as root: the signal ima
   await apply(cp, namespace, jobYaml('root', { annotations: exitAfter('main', '1s'), containers: `${main()}\n${killSidecar()}` }));
   await waitForJob(stack, namespace, 'root', 'Complete');
   const pod = await podOfJob(stack, namespace, 'root');
-  t.same(findContainerStatus(pod, 'proxy')?.user?.linux?.uid, 0, 'the kubelet reports the sidecar runs as root');
-  t.match(pod.spec?.ephemeralContainers?.[0]?.securityContext, { runAsUser: 0, capabilities: { drop: ['ALL'] }, allowPrivilegeEscalation: false, seccompProfile: { type: 'RuntimeDefault' } });
+  if (apiFeatures(await kubernetesVersion()).containerUser) {
+    t.same(findContainerStatus(pod, 'proxy')?.user?.linux?.uid, 0, 'the kubelet reports the sidecar runs as root');
+    t.match(pod.spec?.ephemeralContainers?.[0]?.securityContext, { runAsUser: 0, capabilities: { drop: ['ALL'] }, allowPrivilegeEscalation: false, seccompProfile: { type: 'RuntimeDefault' } });
+  } else {
+    // The API server drops the reported user: unknown, so root with CAP_KILL alone, which can signal any user.
+    t.match(pod.spec?.ephemeralContainers?.[0]?.securityContext, { runAsUser: 0, capabilities: { drop: ['ALL'], add: ['KILL'] }, allowPrivilegeEscalation: false, seccompProfile: { type: 'RuntimeDefault' } });
+  }
   t.equal(findContainerStatus(pod, 'stop-proxy')?.state?.terminated?.exitCode, 0, 'the signal was allowed');
 
   await apply(cp, namespace, jobYaml('as-user', { annotations: exitAfter('main', '1s'), spec: '\n      securityContext:\n        runAsUser: 1337\n        runAsNonRoot: true', containers: `${main()}\n${killSidecar()}` }));
