@@ -6,14 +6,14 @@
 //   node scripts/test-matrix.ts                    every version of MATRIX
 //   node scripts/test-matrix.ts v1.29.15           only these (the others keep their last result)
 //   node scripts/test-matrix.ts --readme           rewrite the README table from the results, run nothing
-//   TAP_ARGS="test/e2e/native-sidecars.test.ts" node scripts/test-matrix.ts v1.33.10   a subset, recorded as such
+//   TAP_ARGS="test/e2e/native-sidecars.test.ts" node scripts/test-matrix.ts v1.33.4   a subset, recorded as such
 //   TAP_ARGS="--jobs=1" node scripts/test-matrix.ts v1.37.2   the whole suite, one file at a time (a busy machine)
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 
 /** The oldest supported release (native sidecars on by default), one in between (native sidecars GA), the newest. */
-export const MATRIX = ['v1.29.15', 'v1.33.10', 'v1.37.2'] as const;
+export const MATRIX = ['v1.29.15', 'v1.33.4', 'v1.37.2'] as const;
 const SUITE = ['test/e2e/*.test.ts', 'test/chart/cluster.test.ts'];
 
 const root = resolve(import.meta.dirname, '..');
