@@ -52,12 +52,12 @@ const EVERY_JOB: Partial<Record<Aspect, { why: string; applies(kruise: string, a
     applies: (kruise, addon) => typesAndReasons(kruise) === typesAndReasons(addon),
   },
   condition: {
-    why: 'sidecar-terminator sets `SidecarTerminated` on every pod whose sidecars it told to stop, not only with `..._IGNORE_EXIT_CODE`, in words of its own',
-    applies: (kruise, addon) => addon.startsWith('True ') && (kruise === 'none' || kruise.startsWith('True')),
+    why: 'with the terminal phase it sets (`..._IGNORE_EXIT_CODE`), sidecar-terminator writes `SidecarTerminated` as Kruise does, in words of its own',
+    applies: (kruise, addon) => kruise.startsWith('True') && addon.startsWith('True '),
   },
   label: {
-    why: "the webhook labels the pods to manage (the watcher watches only those), and the watcher labels them `done` when it is finished with them",
-    applies: (kruise) => kruise === 'none',
+    why: 'the webhook labels the pods to manage (the watcher watches only those, while their phase is not terminal); the watcher writes no label of its own',
+    applies: (kruise, addon) => kruise === 'none' && addon === 'true',
   },
 };
 
