@@ -1,7 +1,7 @@
 # Every version the project builds or runs against, pinned in one place. Each can be overridden
-# from the environment (K8S_VERSION=v1.37.2 make test). Sourced by the build scripts; the tests read
+# from the environment (K8S_VERSION=v1.29.15 make test). Sourced by the build scripts; the tests read
 # it through them.
-: "${K8S_VERSION:=v1.36.3}"
+: "${K8S_VERSION:=v1.37.2}"
 : "${ETCD_VERSION:=v3.6.16}"
 : "${HELM_VERSION:=v3.22.0}"
 # The real node: container runtime, OCI runtime, CNI plugins, the CRI command-line client.
