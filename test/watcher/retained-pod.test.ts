@@ -109,3 +109,10 @@ t.test('what the writes address by position stays complete and in order', async 
   const size = (pod: V1Pod) => JSON.stringify(pod).length;
   t.ok(size(retained) * 4 < size(served), `a fraction of the pod is kept (${size(retained)} of ${size(served)} bytes of JSON)`);
 });
+
+t.test('a pod without metadata, spec or status keeps nothing; a spec without containers keeps an empty list, a container without env none', async (t) => {
+  t.same(retainedPod({}), {});
+  t.same(retainedPod({ spec: {} as V1Pod['spec'] }), { spec: { containers: [] } });
+  t.same(retainedPod({ status: {} }), { status: {} });
+  t.same(retainedPod({ spec: { containers: [{ name: 'main', image: 'busybox:1.36' }] } }), { spec: { containers: [{ name: 'main', image: 'busybox:1.36' }] } }, 'a container without env');
+});
