@@ -242,6 +242,7 @@ function render(observed: Record<string, Record<Implementation, Observation>>): 
   }
   const head = [
     lines.slice(0, 3).join('\n'),
+    '',
     '## Summary',
     '',
     '| Job | OpenKruise v1.8.2 | sidecar-terminator | aspects that differ |',
