@@ -109,7 +109,7 @@ export class Watcher {
       const note = signalUserNote(version);
       if (note) this.options.logger.warn({ kubernetes: version.gitVersion }, note);
     } catch (error) {
-      this.options.logger.warn({ err: error }, 'could not read the Kubernetes version: the signal mechanism goes on as if it reports the user a container runs as');
+      this.options.logger.debug({ err: error }, 'could not read the Kubernetes version to say what the signal mechanism can know there');
     }
   }
 
