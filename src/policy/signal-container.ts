@@ -3,6 +3,7 @@
 // collide with any container of the pod, and its user, which must be allowed to signal the sidecar.
 import { createHash } from 'node:crypto';
 import type { V1Container, V1EphemeralContainer, V1Pod, V1SecurityContext } from '@kubernetes/client-node';
+import type { KubernetesVersion } from './native-sidecars.ts';
 
 /** What the signal container runs: SIGTERM to PID 1 of the sidecar's PID namespace (the add-on's image has node). */
 export const SIGNAL_COMMAND: readonly string[] = ['node', '-e', "process.kill(1, 'SIGTERM')"];
@@ -110,4 +111,20 @@ export function signalContainer(
       securityContext: user.securityContext,
     },
   };
+}
+
+/** The first minor release whose API server keeps status.containerStatuses[].user by default (SupplementalGroupsPolicy, beta). */
+export const CONTAINER_USER_KEPT_SINCE = 33;
+
+/**
+ * What the signal mechanism loses on an API server that drops the user kubelet reports, in words
+ * for the log when the watcher starts; undefined where that report reaches the watcher.
+ */
+export function signalUserNote(version: KubernetesVersion): string | undefined {
+  if (version.major > 1 || version.minor >= CONTAINER_USER_KEPT_SINCE) return undefined;
+  return (
+    `Kubernetes ${version.gitVersion} drops the user a container runs as from its status (status.containerStatuses[].user, kept from 1.${CONTAINER_USER_KEPT_SINCE}): ` +
+    "a signal container runs as its sidecar's runAsUser, else as root with only CAP_KILL; under runAsNonRoot a sidecar without runAsUser cannot be signalled " +
+    '(a SidecarTerminationFailed event names the field to set; or use --kill-mechanism crr, or a quick-exit image)'
+  );
 }

@@ -4,7 +4,8 @@
 // a periodic resync queues every managed pod again, and the sweeper labels pods the webhook missed.
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
-import { IN_FLIGHT_FIELD_SELECTOR, MANAGED, MANAGED_LABEL, retainedPod, sidecarsPendingSince, type KillMechanism, type SignalSettings } from '../policy/index.ts';
+import { IN_FLIGHT_FIELD_SELECTOR, MANAGED, MANAGED_LABEL, retainedPod, sidecarsPendingSince, signalUserNote, type KillMechanism, type SignalSettings } from '../policy/index.ts';
+import { readServerVersion } from '../kube/server-version.ts';
 import { resolveKillMechanism } from './discovery.ts';
 import { Executor } from './executor.ts';
 import type { WatcherMetrics } from './metrics.ts';
@@ -98,10 +99,22 @@ export class Watcher {
       logger: options.logger,
     });
     options.logger.info({ killMechanism: kill.mechanism, namespaces: options.namespaces }, 'watcher starting');
+    if (kill.mechanism === 'signal') await this.warnOfSignalLimits();
     options.metrics.observe({ queue: this.queue, pendingSince: () => this.pendingSince() });
     for (const reflector of this.reflectors) reflector.start();
     if (options.sweepIntervalMs > 0) this.every(options.sweepIntervalMs, () => this.sweep(), true);
     if (options.resyncIntervalMs > 0) this.every(options.resyncIntervalMs, async () => this.resync());
+  }
+
+  /** Says at start what the signal mechanism cannot know on this Kubernetes release (README, "Kubernetes versions"). */
+  private async warnOfSignalLimits(): Promise<void> {
+    try {
+      const version = await readServerVersion(this.options.kubeConfig);
+      const note = signalUserNote(version);
+      if (note) this.options.logger.warn({ kubernetes: version.gitVersion }, note);
+    } catch (error) {
+      this.options.logger.debug({ err: error }, 'could not read the Kubernetes version to say what the signal mechanism can know there');
+    }
   }
 
   /** Ready once every watched namespace has been listed. */

@@ -2,7 +2,7 @@
 // reconcile, and recognised when an earlier version sent it) and its user (one that may signal
 // the sidecar, or a refusal that names the field to set).
 import t from 'tap';
-import { existingSignalContainer, signalContainerName, signalUser } from '../../src/policy/index.ts';
+import { existingSignalContainer, signalContainerName, signalUser, signalUserNote } from '../../src/policy/index.ts';
 import { jobPod, killSidecar, main, status } from './pods.ts';
 
 t.test('the name: stop-<sidecar>, unless a container of the pod has it', async (t) => {
@@ -77,4 +77,10 @@ t.test('its user: runAsUser alone sets no group; a pod without a spec has no nam
   const bare = { metadata: { name: 'p' } };
   t.equal(signalContainerName(bare, 'proxy'), 'stop-proxy');
   t.match(signalUser(bare, 'proxy'), { basis: 'root' });
+});
+t.test('signalUserNote: said where the API server drops the user kubelet reports (before 1.33), nothing from 1.33', async (t) => {
+  t.match(signalUserNote({ gitVersion: 'v1.29.15', major: 1, minor: 29 }), /^Kubernetes v1\.29\.15 drops the user a container runs as .* kept from 1\.33.*runAsNonRoot.*--kill-mechanism crr/);
+  t.match(signalUserNote({ gitVersion: 'v1.32.0', major: 1, minor: 32 }), /v1\.32\.0 drops/);
+  t.equal(signalUserNote({ gitVersion: 'v1.33.4', major: 1, minor: 33 }), undefined);
+  t.equal(signalUserNote({ gitVersion: 'v2.0.0', major: 2, minor: 0 }), undefined);
 });
