@@ -99,7 +99,7 @@ const watcher: FenceRules = {
     { name: 'mainsExited', expression: 'variables.mainExitCodes.size() > 0 && !variables.mainExitCodes.exists(code, code == -1000)' },
   ],
   validations: [
-    // PodWriter.setLabel and the sweeper: the managed label, and nothing else of the metadata.
+    // The sweeper: the managed label, and nothing else of the metadata.
     {
       expression: `!variables.podUpdate || (${sameExcept('object.metadata', 'oldObject.metadata', [...SERVER_METADATA, 'labels'])})`,
       message: 'sidecar-terminator fence: the watcher may not change the annotations, owners, finalizers or other metadata of a pod',
