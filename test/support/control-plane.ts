@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { parseKubernetesVersion, type KubernetesVersion } from '../../src/policy/index.ts';
+import { CONTAINER_USER_KEPT_SINCE, parseKubernetesVersion, type KubernetesVersion } from '../../src/policy/index.ts';
 import { runCommand } from './command.ts';
 import { ManagedProcess, killOnExit, logTails, waitWhileRunning } from './managed-process.ts';
 import { freePort } from './net.ts';
@@ -118,8 +118,8 @@ export async function kubernetesVersion(binDir?: string): Promise<KubernetesVers
 export const apiFeatures = (version: KubernetesVersion) => ({
   /** admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy, which the fence needs: 1.30+. */
   validatingAdmissionPolicy: version.minor >= 30,
-  /** status.containerStatuses[].user kept (SupplementalGroupsPolicy beta, on by default): 1.33+. */
-  containerUser: version.minor >= 33,
+  /** status.containerStatuses[].user kept (SupplementalGroupsPolicy beta, on by default): the add-on's own threshold. */
+  containerUser: version.minor >= CONTAINER_USER_KEPT_SINCE,
 });
 
 interface Ports {
