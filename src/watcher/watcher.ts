@@ -99,7 +99,8 @@ export class Watcher {
       logger: options.logger,
     });
     options.logger.info({ killMechanism: kill.mechanism, namespaces: options.namespaces }, 'watcher starting');
-    if (kill.mechanism === 'signal') await this.warnOfSignalLimits();
+    // Not awaited: a word for the operator, which the watch need not wait for.
+    if (kill.mechanism === 'signal') void this.warnOfSignalLimits();
     options.metrics.observe({ queue: this.queue, pendingSince: () => this.pendingSince() });
     for (const reflector of this.reflectors) reflector.start();
     if (options.sweepIntervalMs > 0) this.every(options.sweepIntervalMs, () => this.sweep(), true);
