@@ -13,7 +13,7 @@
 //                                                production node_modules, dist/src), assembled here
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 
@@ -284,9 +284,19 @@ export function buildImage(name: string): { reference: string; archive: string }
   if (!spec) throw new Error(`no image "${name}": the images are ${Object.keys(IMAGES).join(', ')}`);
   mkdirSync(imagesDir, { recursive: true });
   const archive = join(imagesDir, `${name}-${inputsHash(spec)}.tar`);
-  if (!existsSync(archive)) {
+  if (existsSync(archive)) {
+    // Marks it as in use, so that another checkout's build below does not remove it.
+    const now = new Date();
+    utimesSync(archive, now, now);
+  } else {
     process.stderr.write(`[images] building ${spec.reference}\n`);
-    for (const old of readdirSync(imagesDir)) if (old.startsWith(`${name}-`) && /^[0-9a-f]{16}\.tar$/.test(old.slice(name.length + 1))) rmSync(join(imagesDir, old));
+    // Older archives of this image go once unused for a day: another checkout of a different
+    // tree may be using its own archive right now.
+    const staleBefore = Date.now() - 24 * 60 * 60 * 1000;
+    for (const old of readdirSync(imagesDir)) {
+      if (!old.startsWith(`${name}-`) || !/^[0-9a-f]{16}\.tar$/.test(old.slice(name.length + 1))) continue;
+      if (statSync(join(imagesDir, old)).mtimeMs < staleBefore) rmSync(join(imagesDir, old), { force: true });
+    }
     writeArchive(spec, archive);
   }
   return { reference: spec.reference, archive };
