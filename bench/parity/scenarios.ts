@@ -210,7 +210,7 @@ export const SCENARIOS: Scenario[] = [
     containers: [sidecar('worker', whenJobExit()), sidecar('proxy', whenJobExit())],
     difference: {
       aspects: ['admission', 'job', 'pod', 'stop', 'crr', 'events'],
-      why: 'Kruise stops every container as soon as all of them run, cutting the work short; sidecar-terminator refuses the Job at `kubectl apply` (a controller-created one is admitted, and nothing is stopped)',
+      why: 'Kruise stops every container as soon as all of them run, cutting the work short; sidecar-terminator refuses the Job at `kubectl apply` (one created by a controller, or admitted in warn mode, is stopped as Kruise stops it)',
     },
   },
 ];

@@ -54,7 +54,9 @@ export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
   const mains = roles.filter((role) => role.role === 'main');
   const sidecars = roles.filter((role) => role.role === 'sidecar');
   if (sidecars.length === 0) return { outcome: 'ignore', reason: 'the pod has no sidecar' };
-  if (mains.length === 0) return { outcome: 'ignore', reason: 'the pod has no main container' };
+  // No main container (every one is marked): OpenKruise counts the empty set of main containers
+  // as done once the kubelet reports every container, and stops them all. So does the watcher.
+  if (mains.length === 0 && !everyContainerReported(pod, roles)) return { outcome: 'wait', reason: 'every container is a sidecar; not all of them have started' };
 
   const terminalPhase = phase === 'Succeeded' || phase === 'Failed';
   const exitCodes = exitCodesByName(pod);
@@ -133,6 +135,12 @@ function stateOf(pod: PodLike, name: string): ContainerState | undefined {
     if (isRecord(raw) && raw.name === name) return (raw as ContainerStatus).state ?? undefined;
   }
   return undefined;
+}
+
+/** Whether the kubelet reports a status for every container of the spec, as Kruise's containersCompleted requires. */
+function everyContainerReported(pod: PodLike, roles: ContainerRole[]): boolean {
+  const reported = new Set(arrayOf(pod.status?.containerStatuses).flatMap((raw) => (isRecord(raw) ? [raw.name] : [])));
+  return roles.every((role) => reported.has(role.name));
 }
 
 function isRunning(pod: PodLike, name: string): boolean {

@@ -188,7 +188,7 @@ function validatePodLevel(
       rule: 'no-main-container',
       field: containersPath,
       type: 'Forbidden',
-      detail: 'every container is marked as a sidecar, so there is no main container to wait for and the sidecars would be stopped at once; remove the markers from the container that does the work',
+      detail: 'every container is marked as a sidecar, so there is no main container to wait for: as soon as all of them have started, every one is stopped (as OpenKruise does), cutting the work short; remove the markers from the container that does the work',
     });
   }
 

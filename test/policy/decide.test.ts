@@ -60,11 +60,10 @@ t.test('trigger: missing container statuses never count as finished', async (t) 
   t.same(actionsOf(decide(pod([main(), killSidecar()], { main: 0 }), normalNode)), [{ type: 'kill', container: 'proxy' }], 'sidecar status missing: still stopped');
 });
 
-t.test('pods left alone: deleted, pending, no sidecar, no main, sidecars terminated', async (t) => {
+t.test('pods left alone: deleted, pending, no sidecar, sidecars terminated', async (t) => {
   t.match(decide(pod([main(), killSidecar()], { main: 0, proxy: 'running' }, { deleting: true }), normalNode), { outcome: 'ignore' }, 'being deleted');
   t.match(decide(pod([main(), killSidecar()], { main: 'waiting', proxy: 'waiting' }, { phase: 'Pending' }), normalNode), { outcome: 'ignore' }, 'pending');
   t.match(decide(pod([main(), main('other')], { main: 0, other: 'running' }), normalNode), { outcome: 'ignore' }, 'no sidecar');
-  t.match(decide(pod([killSidecar()], { proxy: 'running' }), normalNode), { outcome: 'ignore' }, 'no main container');
   t.match(decide(pod([main(), killSidecar()], { main: 0, proxy: 143 }), normalNode), { outcome: 'finished' }, 'Never: sidecar exited 143 stays down');
   t.match(decide(pod([main(), killSidecar()], { main: 'running', proxy: 1 }), normalNode), { outcome: 'finished' }, 'Never: a crashed sidecar is not our business');
   t.match(decide(pod([main(), killSidecar()], { main: 0, proxy: 0 }, { restartPolicy: 'OnFailure' }), normalNode), { outcome: 'finished' }, 'OnFailure: sidecar exited 0');
@@ -74,6 +73,34 @@ t.test('pods left alone: deleted, pending, no sidecar, no main, sidecars termina
 t.test('OnFailure: a sidecar that exited non-zero is about to restart, so it is waited for', async (t) => {
   const decision = decide(pod([main(), killSidecar()], { main: 0, proxy: 143 }, { restartPolicy: 'OnFailure' }), normalNode);
   t.match(decision, { outcome: 'wait', reason: /restarting/ });
+});
+
+// OpenKruise v1.8.2, pkg/controller/sidecarterminator: isInterestingPod groups the containers into
+// main and sidecar sets, and the trigger is containersCompleted(pod, mains) for Never and
+// containersSucceeded(pod, mains) for OnFailure. Both are true of an empty set once the status
+// lists every container of the spec, so a pod whose every container is a sidecar has its
+// sidecars stopped as soon as the kubelet reports them all; markJobPodTerminated then sets
+// Succeeded (containersSucceeded of no container).
+t.test('every container a sidecar: stopped as OpenKruise stops them, once every container is reported', async (t) => {
+  const containers = [killSidecar(), killSidecar('sql')];
+  for (const restartPolicy of ['Never', 'OnFailure']) {
+    t.same(actionsOf(decide(pod(containers, { proxy: 'running', sql: 'running' }, { restartPolicy }), normalNode)), [
+      { type: 'kill', container: 'proxy' },
+      { type: 'kill', container: 'sql' },
+    ], `${restartPolicy}: the empty set of main containers is done`);
+    t.match(decide(pod(containers, { proxy: 'running' }, { restartPolicy }), normalNode), { outcome: 'wait' }, `${restartPolicy}: not while a container has no status (containersCompleted compares the counts)`);
+  }
+  t.same(actionsOf(decide(pod(containers, { proxy: 'running', sql: 'waiting' }), normalNode)), [
+    { type: 'kill', container: 'proxy' },
+    { type: 'kill', container: 'sql' },
+  ], 'a container still waiting has a status: Kruise does not wait for it to run');
+  t.match(decide(pod(containers, { proxy: 143, sql: 0 }), normalNode), { outcome: 'finished' }, 'once they have exited, nothing is left to do');
+  t.same(actionsOf(decide(pod([ignoreExitCodeSidecar()], { 'sql-proxy': 'running' }), normalNode)), [
+    { type: 'markTerminal', phase: 'Succeeded' },
+    { type: 'kill', container: 'sql-proxy' },
+  ], 'an ignore-exit-code sidecar: Succeeded first, as markJobPodTerminated sets it');
+  t.same(actionsOf(decide(pod([imageSidecar()], { logs: 'running' }), virtualNodeByLabel)), [{ type: 'replaceImage', container: 'logs', image: 'registry.example.com/quick-exit:1.0' }], 'on a virtual node, by the quick-exit image');
+  t.equal(sidecarsPendingSince(pod(containers, { proxy: 'running', sql: 'running' })), undefined, 'no main container finished: not counted as waiting on its sidecars');
 });
 
 t.test('mechanism per node: normal, virtual by label, virtual by taint', async (t) => {
