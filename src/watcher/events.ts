@@ -10,8 +10,6 @@ export { COMPONENT, type EventType } from '../kube/events.ts';
 
 export class EventRecorder {
   private readonly core: CoreV1Api;
-  /** Event ids already recorded, by pod uid. */
-  private readonly sent = new Map<string, Set<string>>();
 
   constructor(core: CoreV1Api) {
     this.core = core;
@@ -19,13 +17,15 @@ export class EventRecorder {
 
   /**
    * Records the event unless one with the same key exists for this pod; `key` defaults to the
-   * reason and message. True when this call created it: callers count it in their metrics then.
+   * reason and message. `sent` holds the ids of the pod's events recorded already: the caller
+   * keeps it for as long as it keeps the pod, so the recorder itself holds nothing per pod.
+   * True when this call created it: callers count it in their metrics then.
    */
-  async record(pod: V1Pod, type: EventType, reason: string, message: string, key = `${reason}\n${message}`): Promise<boolean> {
+  async record(pod: V1Pod, type: EventType, reason: string, message: string, sent: Set<string>, key = `${reason}\n${message}`): Promise<boolean> {
     const namespace = pod.metadata!.namespace!;
     const uid = pod.metadata?.uid ?? '';
     const id = createHash('sha256').update(`${uid}\n${key}`).digest('hex').slice(0, 16);
-    if (this.sent.get(uid)?.has(id)) return false;
+    if (sent.has(id)) return false;
     let created = true;
     try {
       const involvedObject = { kind: 'Pod', apiVersion: 'v1', namespace, name: pod.metadata!.name, uid: pod.metadata!.uid };
@@ -34,12 +34,7 @@ export class EventRecorder {
       if (!isApiError(error, 409)) throw error;
       created = false;
     }
-    this.sent.set(uid, (this.sent.get(uid) ?? new Set()).add(id));
+    sent.add(id);
     return created;
-  }
-
-  /** Forgets a pod once it leaves the watch, so memory follows the managed pods. */
-  forget(uid: string): void {
-    this.sent.delete(uid);
   }
 }

@@ -89,6 +89,7 @@ export class Watcher {
       custom: options.kubeConfig.makeApiClient(CustomObjectsApi),
       crrVersion: kill.mechanism === 'crr' ? kill.crrVersion : undefined,
       metrics: options.metrics,
+      inFlight: (pod) => this.findPod(podKey(pod))?.metadata?.uid === pod.metadata?.uid,
     });
     this.reconciler = new Reconciler({
       findPod: (key) => this.findPod(key),
