@@ -23,6 +23,7 @@ import { UsageError } from '../usage-error.ts';
 import { WatcherMetrics } from '../watcher/metrics.ts';
 import { Watcher } from '../watcher/watcher.ts';
 import { buildApp } from '../webhook/app.ts';
+import { registerCertificateExpiry } from '../webhook/metrics.ts';
 import { OwnerEventRecorder } from '../webhook/owner-events.ts';
 import { Drain, whileLeader, type Component, type Stop } from './lifecycle.ts';
 
@@ -129,6 +130,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     logger,
   });
   let served: CertificateBundle = await rotator.ensure();
+  registerCertificateExpiry(metrics, () => new Date(describeCertificate(served).notAfter));
   readinessChecks.push(() => (isServingCertificateValid(served, new Date()) ? { ready: true } : { ready: false, reason: 'the serving certificate is not valid now' }));
   logger.info({ store: store.description, ...describeCertificate(served) }, 'certificates loaded');
 

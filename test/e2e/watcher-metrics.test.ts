@@ -57,7 +57,11 @@ t.test('after five Jobs stopped by signal and one refusal, the metrics say so', 
     return value(current, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'refused' }) === 1 && current;
   });
   t.equal(value(text, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'ok' }), jobs, 'one signal per Job');
-  t.equal(value(text, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'error' }), undefined, 'no failed request');
+  t.equal(value(text, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'error' }), 0, 'no failed request: the series is there, at 0');
+  t.equal(value(text, 'sidecar_terminator_terminations_total', { mechanism: 'crr', result: 'failed' }), 0, 'every mechanism and result is there from the start');
+  t.equal(value(text, 'sidecar_terminator_leader'), 1, 'this process runs the watcher');
+  const notAfter = value(text, 'sidecar_terminator_certificate_expiration_timestamp_seconds');
+  t.ok(notAfter !== undefined && notAfter * 1000 > Date.now(), 'the serving certificate expires later');
   t.equal(value(text, 'sidecar_terminator_termination_latency_seconds_count', { mechanism: 'signal' }), jobs, 'a latency to the request per signal');
   t.equal(value(text, 'sidecar_terminator_stop_duration_seconds_count'), jobs, 'a stop duration per pod seen stopped, the refused one not');
   t.ok(value(text, 'sidecar_terminator_stop_duration_seconds_sum')! > 0, 'durations are positive');
