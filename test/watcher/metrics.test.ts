@@ -6,7 +6,7 @@ import { Registry } from 'prom-client';
 import { ACTION_RESULTS, MECHANISMS, WatcherMetrics } from '../../src/watcher/metrics.ts';
 import { registerCertificateExpiry } from '../../src/webhook/metrics.ts';
 
-async function samples(registry: Registry, name: string): Promise<Array<{ labels: Record<string, string | number>; value: number }>> {
+async function samples(registry: Registry, name: string): Promise<Array<{ labels: Partial<Record<string, string | number>>; value: number }>> {
   const metric = registry.getSingleMetric(name);
   if (!metric) throw new Error(`${name} is not registered`);
   return (await metric.get()).values;
