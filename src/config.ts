@@ -123,6 +123,11 @@ export const SERVE_FLAGS = {
   leaderElect: bool('leader-elect', 'Run the watcher only while holding a coordination.k8s.io Lease in --namespace, so several replicas never act twice; needed with more than one watcher replica.'),
   leaderElectionLease: text('leader-election-lease', 'Name of the Lease used for leader election.', 'sidecar-terminator-watcher'),
   leaderElectionDuration: duration('leader-election-duration', 'How long a leader holds the Lease without renewing it before another replica may take over.', '15s'),
+  leaderStartTimeout: duration(
+    'leader-start-timeout',
+    'How long a replica that became leader retries starting its watcher (the kill mechanism discovered anew each time, with backoff from 1s doubling up to 30s) before it releases the Lease for another replica and stands back for --leader-election-duration.',
+    '1m',
+  ),
   concurrency: {
     name: 'concurrency',
     env: envName('concurrency'),

@@ -21,6 +21,7 @@ import { secureContextOptions } from '../tls/secure-context.ts';
 import { directoryStore } from '../tls/store.ts';
 import { UsageError } from '../usage-error.ts';
 import { WatcherMetrics } from '../watcher/metrics.ts';
+import { exponentialBackoff } from '../watcher/queue.ts';
 import { Watcher } from '../watcher/watcher.ts';
 import { buildApp } from '../webhook/app.ts';
 import { registerCertificateExpiry } from '../webhook/metrics.ts';
@@ -96,11 +97,18 @@ async function startWatcher({ config, kubeConfig, namespace, logger, metrics, re
     retryPeriodMs: Math.max(500, config.leaderElectionDuration / 7),
     logger,
   });
-  const leading = whileLeader(elector, newWatcher, logger);
-  // A standby replica is ready: it serves probes and takes over when the leader goes.
+  const leading = whileLeader(elector, newWatcher, logger, {
+    backoff: exponentialBackoff(1000, 30_000),
+    giveUpAfterMs: config.leaderStartTimeout,
+    standBackMs: config.leaderElectionDuration,
+  });
+  // A standby replica is ready: it serves probes and takes over when the leader goes (a standby
+  // that were unready would hold up every rolling update). A leader is ready once its watcher
+  // runs; sidecar_terminator_leader says which replica that is.
   readinessChecks.push(() => {
+    if (!elector.isLeader()) return { ready: true };
     const watcher = leading.current();
-    return watcher ? watcherReadiness(watcher) : { ready: true };
+    return watcher ? watcherReadiness(watcher) : { ready: false, reason: 'this replica leads but its watcher has not started (its logs say why); it releases the Lease if the watcher cannot start within --leader-start-timeout' };
   });
   return leading.stop;
 }

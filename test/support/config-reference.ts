@@ -68,6 +68,7 @@ export const CHART_SETTINGS: Record<string, ChartSetting> = {
   leaderElect: { kind: 'value', path: 'watcher.leaderElection.enabled', sample: false, arg: null, components: ['watcher'], note: 'default true' },
   leaderElectionLease: { kind: 'value', path: 'watcher.leaderElection.leaseName', sample: 'my-lease', arg: 'my-lease', components: ['watcher'], note: 'default `<full name>-watcher`' },
   leaderElectionDuration: { kind: 'value', path: 'watcher.leaderElection.leaseDuration', sample: '30s', arg: '30s', components: ['watcher'] },
+  leaderStartTimeout: { kind: 'value', path: 'watcher.leaderElection.startTimeout', sample: '2m', arg: '2m', components: ['watcher'] },
   concurrency: { kind: 'value', path: 'watcher.concurrency', sample: 32, arg: '32', components: ['watcher'] },
 };
 

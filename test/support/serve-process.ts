@@ -37,6 +37,8 @@ export interface StartOptions {
   readyTimeoutMs?: number;
   /** Options for node itself, e.g. a heap limit. */
   nodeArgs?: string[];
+  /** Wait for /readyz to answer 200 (default); false resolves once the process is started. */
+  waitReady?: boolean;
 }
 
 /**
@@ -54,7 +56,7 @@ export async function startServe(args: string[] | ((port: number) => string[]), 
 export async function startWatcherProcess(args: string[], options: StartOptions = {}): Promise<ServeProcess> {
   const port = await freePort();
   const serve = spawnServe(['--no-webhook', '--probe-address', `127.0.0.1:${port}`, ...args], port, 'http', options.nodeArgs);
-  return await readyOrStopped(serve, options.readyTimeoutMs);
+  return options.waitReady === false ? serve : await readyOrStopped(serve, options.readyTimeoutMs);
 }
 
 async function readyOrStopped(serve: ServeProcess, timeoutMs = 30_000): Promise<ServeProcess> {
