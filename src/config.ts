@@ -1,6 +1,7 @@
 // Every flag of `sidecar-terminator serve`, with its environment variable, default and help
 // text. --help and the README are generated from this table, so nothing goes undocumented.
 import { parseDuration } from './duration.ts';
+import { WEBHOOK_TIMEOUT_SECONDS } from './kube/webhook-configurations.ts';
 import { NATIVE_SIDECARS_MODES, NATIVE_SIDECARS_NAMESPACE_LABEL, NATIVE_SIDECARS_OPT_OUT } from './policy/native-sidecars.ts';
 
 export type FlagValue = string | number | boolean | string[];
@@ -101,6 +102,7 @@ export const SERVE_FLAGS = {
   ),
   bodyLimit: bytes('body-limit', 'Largest AdmissionReview body accepted; larger requests get a 413.', 8 * 1024 * 1024),
   shutdownGrace: duration('shutdown-grace', 'On SIGTERM, how long in-flight requests and reconciles may take to finish.', '20s'),
+  shutdownDrain: duration('shutdown-drain', 'On SIGTERM, how long the webhook keeps listening, unready and closing each connection after its answer, before it stops listening (so the API server moves to another replica); part of --shutdown-grace.', '3s'),
   certDir: text('cert-dir', 'Keep the CA and serving certificate in this directory (local runs, e.g. certs/) instead of a Secret.', ''),
   tlsSecret: text('tls-secret', 'Name of the Secret holding the CA and serving certificate, shared by every replica.', 'sidecar-terminator-tls'),
   serviceName: text('service-name', 'Name of the webhook Service; its DNS names go into the serving certificate.', 'sidecar-terminator'),
@@ -115,6 +117,18 @@ export const SERVE_FLAGS = {
   webhookUrl: text('webhook-url', 'Register the webhooks with this base URL (e.g. https://127.0.0.1:9443) instead of the Service; for local runs.', ''),
   excludedNamespaces: list('excluded-namespaces', 'Namespaces the webhooks skip besides kube-system and --namespace (written into the registered configurations) and that the sweeper leaves alone.'),
   failurePolicy: oneOf('failure-policy', 'failurePolicy of registered webhooks.', ['Ignore', 'Fail'] as const, 'Ignore'),
+  webhookTimeoutSeconds: {
+    name: 'webhook-timeout-seconds',
+    env: envName('webhook-timeout-seconds'),
+    help: 'How long the API server waits for an admission answer before failurePolicy decides (timeoutSeconds of registered webhooks, 1 to 30); the HTTPS server gives a request as long to arrive, and closes a connection silent that long.',
+    default: WEBHOOK_TIMEOUT_SECONDS,
+    parse: (raw: string) => {
+      const value = Number(raw);
+      if (!Number.isInteger(value) || value < 1 || value > 30) throw new Error(`--webhook-timeout-seconds: expected a whole number of seconds from 1 to 30 (the API server's limits), got ${JSON.stringify(raw)}`);
+      return value;
+    },
+  },
+  validateWorkloads: bool('validate-workloads', 'Register the validating webhook for Deployment, StatefulSet and DaemonSet writes too (their pod templates get warnings, never a denial); off, only Pods, Jobs and CronJobs wait on the webhook.'),
   namespaces: list('namespaces', 'Namespaces whose managed pods the watcher acts on; empty means every namespace.'),
   killMechanism: oneOf('kill-mechanism', 'How sidecars on normal nodes are stopped: crr creates an OpenKruise ContainerRecreateRequest (kruise-daemon kills the container), signal adds an ephemeral container that sends SIGTERM to the sidecar, auto uses crr when the cluster serves the Kruise CRD and signal otherwise.', ['auto', 'crr', 'signal'] as const, 'auto'),
   signalImage: text('signal-image', "Image of the ephemeral container that signals a sidecar (it runs `node -e process.kill(1, 'SIGTERM')`); the chart sets it to the add-on's own image.", 'ghcr.io/sidecar-terminator/sidecar-terminator:0.1.0'),

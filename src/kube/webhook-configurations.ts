@@ -29,10 +29,19 @@ export interface WebhookTarget {
   excludedNamespaces: readonly string[];
   /** --native-sidecars: which namespaces the native-sidecars webhook serves; none registers no such webhook. */
   nativeSidecars?: NativeSidecarsMode;
+  /** --webhook-timeout-seconds; WEBHOOK_TIMEOUT_SECONDS without it. */
+  timeoutSeconds?: number;
+  /** --validate-workloads: Deployment, StatefulSet and DaemonSet writes go through /validate too (for warnings). */
+  validateWorkloads?: boolean;
 }
 
-/** How long the API server waits for an answer; the webhook's HTTPS server uses the same limit (webhook/app.ts). */
-export const WEBHOOK_TIMEOUT_SECONDS = 10;
+/**
+ * How long the API server waits for an answer by default (--webhook-timeout-seconds); the
+ * webhook's HTTPS server uses the same limit (webhook/app.ts). An answer takes milliseconds: a
+ * replica that is reachable but silent holds each pod creation this long before failurePolicy
+ * decides, so it is short.
+ */
+export const WEBHOOK_TIMEOUT_SECONDS = 3;
 
 type WebhookConfiguration = V1MutatingWebhookConfiguration | V1ValidatingWebhookConfiguration;
 
@@ -40,7 +49,8 @@ const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'sidecar-terminator' };
 const podCreate: V1RuleWithOperations = { apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' };
 // Pod UPDATE is left out on purpose: the watcher's in-place image replacement is one.
 const jobTemplates: V1RuleWithOperations = { apiGroups: ['batch'], apiVersions: ['v1'], resources: ['jobs', 'cronjobs'], operations: ['CREATE', 'UPDATE'], scope: 'Namespaced' };
-// Workloads only get warnings (a template shared with a Job shows its problems), never a denial.
+// Workloads only get warnings (a template shared with a Job shows its problems), never a denial:
+// with --validate-workloads only, as every write of those kinds then waits on the webhook.
 const workloadTemplates: V1RuleWithOperations = { apiGroups: ['apps'], apiVersions: ['v1'], resources: ['deployments', 'statefulsets', 'daemonsets'], operations: ['CREATE', 'UPDATE'], scope: 'Namespaced' };
 
 export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: string): { mutating: V1MutatingWebhookConfiguration; validating: V1ValidatingWebhookConfiguration } {
@@ -48,7 +58,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
     clientConfig: clientConfig(target, path, caBundle),
     admissionReviewVersions: ['v1'],
     failurePolicy: target.failurePolicy,
-    timeoutSeconds: WEBHOOK_TIMEOUT_SECONDS,
+    timeoutSeconds: target.timeoutSeconds ?? WEBHOOK_TIMEOUT_SECONDS,
     namespaceSelector: {
       matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excludedNamespaces(target.namespace, target.excludedNamespaces) }],
     },
@@ -78,7 +88,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
       metadata,
       // NoneOnDryRun: for an object a controller created despite errors it records an Event on the
       // owner, except on dry runs.
-      webhooks: [{ name: 'validate.sidecar-terminator.io', rules: [podCreate, jobTemplates, workloadTemplates], sideEffects: 'NoneOnDryRun', ...common('/validate') }],
+      webhooks: [{ name: 'validate.sidecar-terminator.io', rules: [podCreate, jobTemplates, ...(target.validateWorkloads ? [workloadTemplates] : [])], sideEffects: 'NoneOnDryRun', ...common('/validate') }],
     },
   };
 }

@@ -11,7 +11,7 @@ import { buildProbeApp, type Readiness } from '../health.ts';
 import { loadKubeConfig, resolveNamespace } from '../kube/client.ts';
 import { registerFence } from '../kube/fence.ts';
 import { LeaderElector } from '../kube/leader-election.ts';
-import { WEBHOOK_TIMEOUT_SECONDS, excludedNamespaces, registerWebhookConfigurations, syncCaBundles, type WebhookTarget } from '../kube/webhook-configurations.ts';
+import { excludedNamespaces, registerWebhookConfigurations, syncCaBundles, type WebhookTarget } from '../kube/webhook-configurations.ts';
 import { SIGNAL_COMMAND } from '../policy/index.ts';
 import { isServingCertificateValid, servingHosts, type CertificateBundle } from '../tls/certificates.ts';
 import { createRotator, describeCertificate } from '../tls/rotator.ts';
@@ -146,7 +146,8 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   // requests by a Service while the API server does not call it yet (or with an old caBundle).
   let configured = false;
   readinessChecks.push(() => (configured ? { ready: true } : { ready: false, reason: 'the webhook configurations are not checked yet' }));
-  const drain = new Drain({ graceMs: config.shutdownGrace, logger });
+  if (config.shutdownDrain >= config.shutdownGrace) throw new UsageError(`--shutdown-drain (${config.shutdownDrain} ms) must be shorter than --shutdown-grace (${config.shutdownGrace} ms), which it is part of`);
+  const drain = new Drain({ graceMs: config.shutdownGrace - config.shutdownDrain, drainMs: config.shutdownDrain, logger });
   readinessChecks.push(() => (drain.draining() ? { ready: false, reason: 'shutting down' } : { ready: true }));
   const ownerEvents = new OwnerEventRecorder({ core: kubeConfig.makeApiClient(CoreV1Api), logger, metrics });
   const nativeSidecars = await nativeSidecarsOn(config.nativeSidecars, kubeConfig, logger);
@@ -157,7 +158,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     enforcement: config.enforcement,
     quickExitImageAllowlist: config.quickExitImageAllowlist,
     bodyLimit: config.bodyLimit,
-    timeoutSeconds: WEBHOOK_TIMEOUT_SECONDS,
+    timeoutSeconds: config.webhookTimeoutSeconds,
     logger,
     metrics,
     https: { key: served.key, cert: served.cert },
@@ -165,6 +166,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   });
   drain.track(app.server);
   await app.listen(listenAddress);
+  logger.info({ address: config.listenAddress, timeoutSeconds: config.webhookTimeoutSeconds, drainMs: config.shutdownDrain }, 'admission webhook listening');
 
   const admissionApi = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
   const target: WebhookTarget = {
@@ -175,6 +177,8 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     failurePolicy: config.failurePolicy,
     excludedNamespaces: config.excludedNamespaces,
     nativeSidecars: config.nativeSidecars,
+    timeoutSeconds: config.webhookTimeoutSeconds,
+    validateWorkloads: config.validateWorkloads,
   };
   try {
     if (config.registerWebhooks) {

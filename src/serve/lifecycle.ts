@@ -132,9 +132,6 @@ export function whileLeader<S extends Service>(elector: LeaderElector, create: (
   };
 }
 
-/** How long a stopping webhook keeps serving (unready, closing each connection after its answer) before it stops listening. */
-export const SHUTDOWN_DRAIN_MS = 3000;
-
 /** The part of a fastify app the drain needs. */
 interface ClosableServer {
   server: HttpsServer;
@@ -144,18 +141,21 @@ interface ClosableServer {
 /**
  * The webhook's graceful stop. `draining()` turns true when stop() begins: /readyz then fails
  * (the Service drops this endpoint) and every answer carries `Connection: close` (clients move
- * to another replica) while the server still listens for SHUTDOWN_DRAIN_MS (at most a quarter of
- * the grace period); then it stops listening, answers what it has received, and closes what is
- * left when the grace period is over.
+ * to another replica) while the server still listens for `drainMs` (--shutdown-drain); then it
+ * stops listening, answers what it has received, and closes what is left when the grace period
+ * is over. A preStop sleep in front of it (the chart's) covers the time endpoints take to reach
+ * every API server and kube-proxy, while the server still answers normally.
  */
 export class Drain {
   private active = false;
   private closeUnused: () => void = () => {};
   private readonly graceMs: number;
+  private readonly drainMs: number;
   private readonly logger: Logger;
 
-  constructor(options: { graceMs: number; logger: Logger }) {
+  constructor(options: { graceMs: number; drainMs: number; logger: Logger }) {
     this.graceMs = options.graceMs;
+    this.drainMs = options.drainMs;
     this.logger = options.logger;
   }
 
@@ -168,7 +168,7 @@ export class Drain {
 
   async stop(app: ClosableServer): Promise<void> {
     this.active = true;
-    await sleep(Math.min(SHUTDOWN_DRAIN_MS, this.graceMs / 4));
+    await sleep(this.drainMs);
     const timer = setTimeout(() => {
       this.logger.warn({ graceMs: this.graceMs }, 'shutdown grace period over; closing the remaining connections');
       app.server.closeAllConnections();

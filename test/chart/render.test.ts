@@ -69,6 +69,9 @@ t.test('webhook: serve --no-watcher, two replicas kept by a PodDisruptionBudget,
   t.match(container.ports, [{ name: 'https', containerPort: 9443 }]);
   t.match(container.livenessProbe, { httpGet: { path: '/healthz', port: 'https', scheme: 'HTTPS' } });
   t.match(container.readinessProbe, { httpGet: { path: '/readyz', port: 'https', scheme: 'HTTPS' } });
+  t.same(container.lifecycle, { preStop: { sleep: { seconds: 5 } } }, 'a preStop sleep: the pod serves on while its endpoint removal spreads');
+  t.equal(flagValue(container.args!, 'shutdown-drain'), '3s', 'then the drain of --shutdown-drain');
+  t.notOk(podSpec(await render({ webhook: { shutdown: { preStopSleepSeconds: 0, drain: '3s' } } }), 'webhook').containers[0]!.lifecycle, 'preStopSleepSeconds 0: no preStop');
 
   const pdb = get(defaults, 'PodDisruptionBudget') as Manifest & { spec: { minAvailable: number; selector: { matchLabels: Record<string, string> } } };
   t.equal(pdb.spec.minAvailable, 1);

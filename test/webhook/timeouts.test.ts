@@ -25,6 +25,21 @@ t.test('by default the server uses the timeoutSeconds the webhooks are registere
   t.ok(app.server.keepAliveTimeout > 90_000, `an idle kept-alive connection outlives the 90 s of Go's client (${app.server.keepAliveTimeout} ms)`);
 });
 
+t.test('timeoutSeconds follows --webhook-timeout-seconds, 3 s by default; workload templates are sent only when asked', async (t) => {
+  t.equal(WEBHOOK_TIMEOUT_SECONDS, 3, 'a silent replica holds a pod creation 3 s at most, not the 10 s of the API server default');
+  const target = { name: 'x', namespace: 'ns', serviceName: 'svc', url: '', failurePolicy: 'Fail', excludedNamespaces: [] };
+  const registered = desiredWebhookConfigurations({ ...target, timeoutSeconds: 2 }, 'CA');
+  t.strictSame(new Set([...registered.mutating.webhooks!, ...registered.validating.webhooks!].map((webhook) => webhook.timeoutSeconds)), new Set([2]));
+  const app = buildApp({ ...DEFAULT_OPTIONS, https, timeoutSeconds: 2 });
+  t.teardown(() => app.close());
+  await app.ready();
+  t.equal(app.server.requestTimeout, 2000, 'and the server gives up when the API server does');
+
+  const groups = (validateWorkloads?: boolean) => desiredWebhookConfigurations({ ...target, ...(validateWorkloads === undefined ? {} : { validateWorkloads }) }, 'CA').validating.webhooks![0]!.rules!.map((rule) => `${rule.apiGroups?.[0] ?? ''}:${rule.resources?.join(',') ?? ''}`);
+  t.same(groups(), [':pods', 'batch:jobs,cronjobs'], 'Deployments, StatefulSets and DaemonSets are not sent by default');
+  t.same(groups(true), [':pods', 'batch:jobs,cronjobs', 'apps:deployments,statefulsets,daemonsets'], '--validate-workloads sends them for warnings');
+});
+
 // One second, so that the server's limits pass quickly; each wait below is bounded generously.
 const app = buildApp({ ...DEFAULT_OPTIONS, https, timeoutSeconds: 1 });
 await app.listen({ host: '127.0.0.1', port: 0 });
