@@ -115,6 +115,15 @@ export const SERVE_FLAGS = {
   watcherServiceAccount: text('watcher-service-account', "The watcher's ServiceAccount, in --namespace; with --register-webhooks, the admission policy that fences its writes is registered for it.", 'sidecar-terminator-watcher'),
   webhookServiceAccount: text('webhook-service-account', "The webhook's ServiceAccount, in --namespace; with --register-webhooks, the admission policy that fences its writes is registered for it.", 'sidecar-terminator-webhook'),
   webhookUrl: text('webhook-url', 'Register the webhooks with this base URL (e.g. https://127.0.0.1:9443) instead of the Service; for local runs.', ''),
+  namespaceLabels: {
+    ...list('namespace-labels', 'Serve only namespaces carrying every one of these labels (key=value): written into the namespaceSelector of the registered configurations, and the sweeper labels pods in those namespaces only (listing the namespaces by label).'),
+    parse: (raw: string) => {
+      const pairs = list('namespace-labels', '').parse(raw);
+      const bad = pairs.find((pair) => !/^[^=\s]+=[^=\s]*$/.test(pair));
+      if (bad !== undefined) throw new Error(`--namespace-labels: expected key=value pairs separated by commas, got ${JSON.stringify(bad)}`);
+      return pairs;
+    },
+  },
   excludedNamespaces: list('excluded-namespaces', 'Namespaces the webhooks skip besides kube-system and --namespace (written into the registered configurations) and that the sweeper leaves alone.'),
   failurePolicy: oneOf('failure-policy', 'failurePolicy of registered webhooks.', ['Ignore', 'Fail'] as const, 'Ignore'),
   webhookTimeoutSeconds: {

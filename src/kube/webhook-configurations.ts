@@ -27,6 +27,8 @@ export interface WebhookTarget {
   failurePolicy: string;
   /** Further namespaces the webhooks skip (--excluded-namespaces). */
   excludedNamespaces: readonly string[];
+  /** Labels a namespace needs for the webhooks to serve it (--namespace-labels); every namespace without. */
+  namespaceLabels?: Readonly<Record<string, string>>;
   /** --native-sidecars: which namespaces the native-sidecars webhook serves; none registers no such webhook. */
   nativeSidecars?: NativeSidecarsMode;
   /** --webhook-timeout-seconds; WEBHOOK_TIMEOUT_SECONDS without it. */
@@ -60,6 +62,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
     failurePolicy: target.failurePolicy,
     timeoutSeconds: target.timeoutSeconds ?? WEBHOOK_TIMEOUT_SECONDS,
     namespaceSelector: {
+      ...(target.namespaceLabels && Object.keys(target.namespaceLabels).length > 0 ? { matchLabels: { ...target.namespaceLabels } } : {}),
       matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excludedNamespaces(target.namespace, target.excludedNamespaces) }],
     },
   });
@@ -68,10 +71,11 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
   // selects the namespaces from its own cache: no namespace reads, nothing to keep in sync.
   const nativeSidecars = target.nativeSidecars ?? 'none';
   const nativeCommon = common('/native-sidecars');
-  const optIn = nativeSidecars === 'labelled' ? { matchLabels: { [NATIVE_SIDECARS_NAMESPACE_LABEL.key]: NATIVE_SIDECARS_NAMESPACE_LABEL.value } } : {};
+  const optIn: Record<string, string> = nativeSidecars === 'labelled' ? { [NATIVE_SIDECARS_NAMESPACE_LABEL.key]: NATIVE_SIDECARS_NAMESPACE_LABEL.value } : {};
+  const matchLabels: Record<string, string> = { ...target.namespaceLabels, ...optIn };
   const native = nativeSidecars === 'none'
     ? []
-    : [{ name: 'native-sidecars.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...nativeCommon, namespaceSelector: { ...optIn, ...nativeCommon.namespaceSelector } }];
+    : [{ name: 'native-sidecars.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...nativeCommon, namespaceSelector: { ...(Object.keys(matchLabels).length > 0 ? { matchLabels } : {}), matchExpressions: nativeCommon.namespaceSelector.matchExpressions } }];
   return {
     mutating: {
       apiVersion: 'admissionregistration.k8s.io/v1',

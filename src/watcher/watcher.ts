@@ -30,6 +30,8 @@ export interface WatcherOptions {
   sweepIntervalMs: number;
   /** Namespaces the webhook does not serve; the sweeper skips them. */
   excludedNamespaces: readonly string[];
+  /** Labels (key=value) of the namespaces the webhook serves; the sweeper skips the others. */
+  namespaceLabels: readonly string[];
   quickExitImageAllowlist: readonly string[];
 }
 
@@ -167,6 +169,7 @@ export class Watcher {
         core: this.core,
         namespaces: this.options.namespaces,
         excludedNamespaces: this.options.excludedNamespaces,
+        namespaceLabels: this.options.namespaceLabels,
         quickExitImageAllowlist: this.options.quickExitImageAllowlist,
       });
       if (labelled.length > 0) this.options.logger.info({ pods: labelled }, 'sweeper labelled pods the webhook missed');

@@ -78,6 +78,12 @@ const CALLS: Record<string, Call> = {
     why: 'the crr mechanism',
     when: usesCrr,
   },
+  listNamespace: {
+    sites: ['src/watcher/sweeper.ts'],
+    needs: [{ group: '', resource: 'namespaces', verb: 'list', scope: 'cluster' }],
+    why: 'the namespaces --namespace-labels selects, where the sweeper labels pods',
+    when: (config) => config.namespaceLabels.length > 0 && config.sweepInterval > 0,
+  },
   readNode: { sites: ['src/watcher/nodes.ts', 'src/status/cluster.ts'], needs: [{ group: '', resource: 'nodes', verb: 'get', scope: 'cluster' }], why: 'virtual-kubelet label or taint' },
   getAPIVersions: { sites: ['src/watcher/discovery.ts'], needs: [], why: 'is apps.kruise.io served?', when: usesCrr, notGranted: DISCOVERY },
   getAPIResources: { sites: ['src/watcher/discovery.ts'], needs: [], why: 'does it serve containerrecreaterequests?', when: usesCrr, notGranted: DISCOVERY },
@@ -278,6 +284,8 @@ const variants: Array<{ label: string; values: object; release?: string; namespa
   { label: 'kill mechanism signal', values: { watcher: { killMechanism: 'signal' } } },
   { label: 'without leader election', values: { watcher: { leaderElection: { enabled: false } } } },
   { label: '--namespaces, including the release namespace', values: { watcher: { namespaces: ['team-a', 'sidecar-terminator'] } } },
+  { label: 'namespaces opted in by label', values: { webhook: { namespaceLabels: { team: 'batch' } } } },
+  { label: 'namespaces opted in by label, no sweeper', values: { webhook: { namespaceLabels: { team: 'batch' } }, watcher: { sweepInterval: '0s' } } },
   { label: '--namespaces with signal, no leader election', values: { watcher: { namespaces: ['team-b'], killMechanism: 'signal', leaderElection: { enabled: false } } } },
   {
     label: 'another release, namespace and names',

@@ -129,6 +129,8 @@ t.test('the webhook configurations are the ones serve --register-webhooks writes
     { values: { webhook: { excludedNamespaces: ['kube-system', 'batch-legacy'] } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', excludedNamespaces: ['batch-legacy'] } },
     { values: { admission: { nativeSidecars: 'labelled' } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', nativeSidecars: 'labelled' as const } },
     { values: { admission: { nativeSidecars: 'all' }, webhook: { failurePolicy: 'Fail' } }, release: 'st', namespace: 'platform', target: { name: 'st-sidecar-terminator', serviceName: 'st-sidecar-terminator', failurePolicy: 'Fail', nativeSidecars: 'all' as const } },
+    { values: { admission: { nativeSidecars: 'labelled' }, webhook: { namespaceLabels: { team: 'batch' } } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', nativeSidecars: 'labelled' as const, namespaceLabels: { team: 'batch' } } },
+    { values: { admission: { validateWorkloads: true }, webhook: { timeoutSeconds: 7 } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', validateWorkloads: true, timeoutSeconds: 7 } },
   ];
   for (const { values, release, namespace, target } of cases) {
     const manifests = await render(values, { release, namespace });

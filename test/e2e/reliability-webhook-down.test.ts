@@ -152,3 +152,28 @@ async function waitForJobComplete(namespace: string, name: string): Promise<void
     { timeoutMs: 90_000, intervalMs: 500 },
   );
 }
+
+t.test('namespaces opted in by label: the sweeper labels pods in those only, as the webhook serves those only', async (t) => {
+  // The webhook configuration of the test above stays, failurePolicy Ignore, nothing answering:
+  // pods are admitted unlabelled. A watcher told the opt-in labels sweeps instead of the one above.
+  await watcher.stop();
+  const optedIn = await cp.createNamespace();
+  const notOptedIn = await cp.createNamespace();
+  t.equal((await cp.kubectl(['label', 'namespace', optedIn, 'team=batch', 'tier=jobs'])).code, 0, 'one namespace opts in');
+  t.equal((await cp.kubectl(['label', 'namespace', notOptedIn, 'team=batch'])).code, 0, 'the other carries one of the two labels only');
+  const labelled = await startWatcherProcess(['--kubeconfig', cp.kubeconfigPath, '--sweep-interval', '2s', '--kill-mechanism', 'signal', '--namespace-labels', 'team=batch,tier=jobs']);
+  t.teardown(() => labelled.stop());
+
+  const job = (name: string) => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: '2s' }, containers: `${mainContainer()}\n${killSidecar()}` });
+  for (const namespace of [optedIn, notOptedIn]) t.equal((await apply(namespace, job('swept'))).code, 0, `admitted unlabelled in ${namespace}`);
+  await waitForJobComplete(optedIn, 'swept');
+  const [opted] = (await core.listNamespacedPod({ namespace: optedIn, labelSelector: 'job-name=swept' })).items;
+  t.equal(opted?.metadata?.labels?.[MANAGED_LABEL], 'true', 'the pod of the namespace that opted in was labelled by the sweeper');
+
+  await sleep(5000); // two more sweeps
+  const [left] = (await core.listNamespacedPod({ namespace: notOptedIn, labelSelector: 'job-name=swept' })).items;
+  t.equal(left?.metadata?.labels?.[MANAGED_LABEL], undefined, 'the pod of the namespace that did not opt in is not labelled');
+  t.notOk(left?.spec?.ephemeralContainers, 'and its sidecar not signalled');
+  t.equal(left?.status?.phase, 'Running', 'it runs on, as it would without the add-on');
+  t.notOk(labelled.logs().some((line) => Number(line.level) >= 40), 'no warning: listing namespaces by label works');
+});

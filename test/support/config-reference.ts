@@ -60,6 +60,7 @@ export const CHART_SETTINGS: Record<string, ChartSetting> = {
     components: ['watcher'],
     note: 'a list, also written into both configurations; the sweeper skips them',
   },
+  namespaceLabels: { kind: 'value', path: 'webhook.namespaceLabels', sample: { team: 'batch', tier: 'jobs' }, arg: 'team=batch,tier=jobs', components: ['watcher'], note: 'a map, also written into both configurations; the sweeper lists the namespaces carrying them' },
   failurePolicy: { kind: 'value', path: 'webhook.failurePolicy', sample: 'Fail', arg: 'Fail', components: ['webhook'], note: 'also written into both configurations' },
   webhookTimeoutSeconds: { kind: 'value', path: 'webhook.timeoutSeconds', sample: 5, arg: '5', components: ['webhook'], note: 'also written into both configurations' },
   validateWorkloads: { kind: 'value', path: 'admission.validateWorkloads', sample: true, arg: 'true', components: ['webhook'], note: 'also decides the rules of the ValidatingWebhookConfiguration' },

@@ -91,6 +91,11 @@ app.kubernetes.io/component: {{ index . 1 }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 
+{{/* Whether the sweeper lists namespaces by label (webhook.namespaceLabels set, sweeper on): "true" or "". */}}
+{{- define "sidecar-terminator.sweepsLabelledNamespaces" -}}
+{{- if and .Values.webhook.namespaceLabels (not (regexMatch "^(0+(ms|s|m|h|d))+$" .Values.watcher.sweepInterval)) }}true{{ end }}
+{{- end }}
+
 {{/* Whether the watcher needs a permission for a kill mechanism: "true" or "". */}}
 {{- define "sidecar-terminator.usesCrr" -}}
 {{- if ne .Values.watcher.killMechanism "signal" }}true{{ end }}
