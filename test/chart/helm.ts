@@ -162,3 +162,17 @@ export function registeredMetrics(): Set<string> {
   })(join(repoRoot, 'src'));
   return new Set(files.flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/name: '(sidecar_terminator_\w+)'/g)].map(([, name = '']) => name)));
 }
+
+/** An alert of the chart's PrometheusRule. */
+export interface AlertRule {
+  alert: string;
+  expr: string;
+  for?: string;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+}
+
+/** The groups of the PrometheusRule the chart rendered. */
+export function alertGroups(manifests: Manifest[]): Array<{ name: string; rules: AlertRule[] }> {
+  return (get(manifests, 'PrometheusRule').spec as { groups: Array<{ name: string; rules: AlertRule[] }> }).groups;
+}
