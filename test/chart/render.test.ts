@@ -35,10 +35,13 @@ t.test('the default release renders the two Deployments and what they need, and 
   t.same(kinds, [
     'ClusterRole/sidecar-terminator-watcher',
     'ClusterRole/sidecar-terminator-webhook',
+    'ClusterRole/sidecar-terminator-webhooks-cleanup',
     'ClusterRoleBinding/sidecar-terminator-watcher',
     'ClusterRoleBinding/sidecar-terminator-webhook',
+    'ClusterRoleBinding/sidecar-terminator-webhooks-cleanup',
     'Deployment/sidecar-terminator-watcher',
     'Deployment/sidecar-terminator-webhook',
+    'Job/sidecar-terminator-webhooks-cleanup',
     'MutatingWebhookConfiguration/sidecar-terminator',
     'PodDisruptionBudget/sidecar-terminator-webhook',
     'Role/sidecar-terminator-watcher-leader',
@@ -48,17 +51,22 @@ t.test('the default release renders the two Deployments and what they need, and 
     'Service/sidecar-terminator',
     'ServiceAccount/sidecar-terminator-watcher',
     'ServiceAccount/sidecar-terminator-webhook',
+    'ServiceAccount/sidecar-terminator-webhooks-cleanup',
+    'ValidatingAdmissionPolicy/sidecar-terminator-watcher',
+    'ValidatingAdmissionPolicy/sidecar-terminator-webhook',
+    'ValidatingAdmissionPolicyBinding/sidecar-terminator-watcher',
+    'ValidatingAdmissionPolicyBinding/sidecar-terminator-webhook',
     'ValidatingWebhookConfiguration/sidecar-terminator',
   ]);
   for (const manifest of [...defaults, ...(await render(everything))]) {
     t.not(manifest.kind, 'Secret', 'the TLS Secret is never pre-created: the webhook creates it with its own type');
     t.equal(manifest.metadata.labels?.['app.kubernetes.io/instance'], 'sidecar-terminator', `${manifest.kind}/${manifest.metadata.name} carries the release labels`);
-    const clusterScoped = ['ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration'].includes(manifest.kind);
+    const clusterScoped = ['ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'].includes(manifest.kind);
     t.equal(manifest.metadata.namespace === undefined, clusterScoped, `${manifest.kind}/${manifest.metadata.name}: namespace set exactly when namespaced`);
   }
 });
 
-t.test('webhook: serve --no-watcher, two replicas kept by a PodDisruptionBudget, HTTPS probes', async (t) => {
+t.test('webhook: serve --no-watcher, two replicas under a PodDisruptionBudget that never blocks a drain, HTTPS probes', async (t) => {
   const deployment = get(defaults, 'Deployment', 'sidecar-terminator-webhook');
   const spec = deployment.spec as { replicas: number; strategy: { rollingUpdate: { maxUnavailable: number } }; selector: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string> } } };
   t.equal(spec.replicas, 2);
@@ -73,8 +81,10 @@ t.test('webhook: serve --no-watcher, two replicas kept by a PodDisruptionBudget,
   t.equal(flagValue(container.args!, 'shutdown-drain'), '3s', 'then the drain of --shutdown-drain');
   t.notOk(podSpec(await render({ webhook: { shutdown: { preStopSleepSeconds: 0, drain: '3s' } } }), 'webhook').containers[0]!.lifecycle, 'preStopSleepSeconds 0: no preStop');
 
-  const pdb = get(defaults, 'PodDisruptionBudget') as Manifest & { spec: { minAvailable: number; selector: { matchLabels: Record<string, string> } } };
-  t.equal(pdb.spec.minAvailable, 1);
+  const pdb = get(defaults, 'PodDisruptionBudget') as Manifest & { spec: { minAvailable?: number; maxUnavailable: number; unhealthyPodEvictionPolicy: string; selector: { matchLabels: Record<string, string> } } };
+  t.equal(pdb.spec.maxUnavailable, 1, 'one pod at a time: with one replica a drain still goes through (minAvailable: 1 would block it)');
+  t.equal(pdb.spec.minAvailable, undefined);
+  t.equal(pdb.spec.unhealthyPodEvictionPolicy, 'AlwaysAllow', 'a replica that is not ready never holds a drain up');
   t.same(pdb.spec.selector.matchLabels, spec.selector.matchLabels, 'the budget covers the webhook pods');
   const service = get(defaults, 'Service', 'sidecar-terminator') as Manifest & { spec: { selector: Record<string, string>; ports: unknown[] } };
   t.same(service.spec.selector, spec.selector.matchLabels, 'the Service sends to the webhook pods only');
