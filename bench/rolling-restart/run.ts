@@ -1,7 +1,7 @@
 // A rolling restart of the webhook under admission load: does any request get lost?
 //
 //   node bench/rolling-restart/run.ts [--client autocannon|node] [--duration 30] [--connections 16]
-//        [--path /mutate] [--body pod5] [--endpoint-lag 0] [--shutdown-grace 20s] [--root DIR] [--label NAME]
+//        [--path /mutate] [--body pod5] [--endpoint-lag 0] [--pre-stop 0] [--shutdown-grace 20s] [--root DIR] [--label NAME]
 //
 // A real control plane (serve needs an API server), two `serve --no-watcher` replicas sharing a
 // certificate directory, and the loopback round-robin TCP proxy of test/support/tcp-balancer.ts
@@ -12,7 +12,8 @@
 // replica is replaced in turn, as a Deployment's rolling update does with maxSurge 1 and
 // maxUnavailable 0: the new replica is started and, once /readyz answers, added to the proxy;
 // then the old one is taken out of the proxy (its endpoint removed) `--endpoint-lag` ms after
-// it gets SIGTERM, and the run waits for it to exit. Connections already open to the old
+// Kubernetes decides to stop it, which sends SIGTERM at once, or `--pre-stop` ms later (the
+// chart's preStop sleep: it serves as usual meanwhile), and the run waits for it to exit. Connections already open to the old
 // replica stay with it until it closes them, as conntrack keeps established flows.
 //
 // Reported: requests sent, 2xx, non-2xx (by status), requests lost without an answer (a
@@ -43,6 +44,7 @@ const connections = Number(args.get('connections') ?? 16);
 const path = args.get('path') ?? '/mutate';
 const bodyId = args.get('body') ?? 'pod5';
 const endpointLagMs = Number(args.get('endpoint-lag') ?? 0);
+const preStopMs = Number(args.get('pre-stop') ?? 0);
 const shutdownGrace = args.get('shutdown-grace') ?? '20s';
 const root = resolve(args.get('root') ?? join(import.meta.dirname, '../..'));
 const label = args.get('label');
@@ -192,9 +194,10 @@ try {
     balancer.add(backendOf(fresh));
     replicas[slot] = fresh;
     const at = performance.now();
+    const removed = sleep(endpointLagMs).then(() => balancer.remove(backendOf(old)));
+    if (preStopMs > 0) await sleep(preStopMs);
     old.child.kill('SIGTERM');
-    if (endpointLagMs > 0) await sleep(endpointLagMs);
-    balancer.remove(backendOf(old));
+    await removed;
     const exit = await old.exited;
     restarts.push({
       old: old.name,
@@ -223,7 +226,7 @@ try {
     date: new Date().toISOString(),
     command: `node bench/rolling-restart/run.ts ${process.argv.slice(2).join(' ')}`.trim(),
     root,
-    settings: { client, durationS, connections, path, bodyId, bodyBytes: Buffer.byteLength(body), endpointLagMs, shutdownGrace },
+    settings: { client, durationS, connections, path, bodyId, bodyBytes: Buffer.byteLength(body), endpointLagMs, preStopMs, shutdownGrace },
     load: machineLoad(),
     sent,
     responses,
@@ -245,7 +248,7 @@ try {
   const markdown = [
     `## Rolling restart under load${label ? ` (${label})` : ''}`,
     '',
-    `\`${summary.command}\`, ${summary.date}; client ${client}, ${durationS} s, ${connections} connections, POST ${path} (${bodyId}, ${summary.settings.bodyBytes} bytes), endpoint removed ${endpointLagMs} ms after SIGTERM, --shutdown-grace ${shutdownGrace}; load average ${summary.load}.`,
+    `\`${summary.command}\`, ${summary.date}; client ${client}, ${durationS} s, ${connections} connections, POST ${path} (${bodyId}, ${summary.settings.bodyBytes} bytes), endpoint removed ${endpointLagMs} ms after the stop began, SIGTERM ${preStopMs} ms after it (preStop), --shutdown-grace ${shutdownGrace}; load average ${summary.load}.`,
     '',
     table(
       ['sent', '2xx', 'non-2xx', 'lost (connection closed under it)', 'errors', 'timeouts', 'cut at the end of the run', 'connections refused (retried by the proxy)'],
@@ -262,7 +265,7 @@ try {
     ),
     '',
     table(
-      ['replaced', 'by', 'SIGTERM at', 'exited after', 'exit', 'grace period used up'],
+      ['replaced', 'by', 'stop began at', 'exited after', 'exit', 'grace period used up'],
       restarts.map((r) => [r.old, r.new, `${r.at} s`, `${r.exitAfterMs} ms`, r.exit, r.gracePeriodUsedUp ? 'yes' : 'no']),
     ),
     '',
