@@ -95,6 +95,9 @@ t.test('every container a sidecar: stopped as OpenKruise stops them, once every 
     { type: 'kill', container: 'sql' },
   ], 'a container still waiting has a status: Kruise does not wait for it to run');
   t.match(decide(pod(containers, { proxy: 143, sql: 0 }), normalNode), { outcome: 'finished' }, 'once they have exited, nothing is left to do');
+  const garbled = pod(containers, { proxy: 'running' });
+  (garbled.status.containerStatuses as unknown[]).push(null, 'sql');
+  t.match(decide(garbled, normalNode), { outcome: 'wait' }, 'a status entry that is not an object reports nothing');
   t.same(actionsOf(decide(pod([ignoreExitCodeSidecar()], { 'sql-proxy': 'running' }), normalNode)), [
     { type: 'markTerminal', phase: 'Succeeded' },
     { type: 'kill', container: 'sql-proxy' },
