@@ -4,11 +4,12 @@
 import type {
   AdmissionregistrationV1Api,
   AdmissionregistrationV1WebhookClientConfig,
+  V1MatchCondition,
   V1MutatingWebhookConfiguration,
   V1RuleWithOperations,
   V1ValidatingWebhookConfiguration,
 } from '@kubernetes/client-node';
-import { NATIVE_SIDECARS_NAMESPACE_LABEL, type NativeSidecarsMode } from '../policy/index.ts';
+import { MARKER_NAMES, NATIVE_SIDECARS_NAMESPACE_LABEL, type NativeSidecarsMode } from '../policy/index.ts';
 import { isApiError } from './api-errors.ts';
 
 /** Namespaces the webhook never sees (so the sweeper leaves them alone too): kube-system, the add-on's own, and any configured. */
@@ -55,6 +56,49 @@ const jobTemplates: V1RuleWithOperations = { apiGroups: ['batch'], apiVersions: 
 // with --validate-workloads only, as every write of those kinds then waits on the webhook.
 const workloadTemplates: V1RuleWithOperations = { apiGroups: ['apps'], apiVersions: ['v1'], resources: ['deployments', 'statefulsets', 'daemonsets'], operations: ['CREATE', 'UPDATE'], scope: 'Namespaced' };
 
+/**
+ * CEL conditions the API server evaluates before it calls a webhook (matchConditions), so that
+ * objects that cannot matter never reach it. The chart's templates/webhook-configurations.yaml
+ * writes the same (test/chart/render.test.ts compares them).
+ *
+ * The mutating webhooks keep every pod that can finish (restartPolicy Never or OnFailure) in
+ * reach, marked or not: a mutating webhook skipped in the first round is never called in the
+ * reinvocation round (k8s.io/apiserver, mutating/dispatcher.go), so one that matched marked pods
+ * only would never see a marked sidecar that a later webhook injects. Other pods reach them only
+ * with a marker (for the warning an Always pod with markers gets). The validating webhook runs
+ * after every mutation, so it matches on the markers themselves: pods, and Job, CronJob and
+ * workload templates, that carry one. Every field is tested with has() first: a mutating
+ * webhook sees the object before the API server validates it, and a condition that fails to
+ * evaluate leaves the decision to failurePolicy.
+ */
+const MARKERS = `[${MARKER_NAMES.map((name) => `'${name}'`).join(', ')}]`;
+const anyMarked = (containers: string) => `${containers}.exists(c, has(c.env) && c.env.exists(e, has(e.name) && e.name in ${MARKERS}))`;
+/** A pod spec (a CEL path) with a marker on a container or an init container. */
+const markedSpec = (spec: string) => `(has(${spec}.containers) && ${anyMarked(`${spec}.containers`)}) || (has(${spec}.initContainers) && ${anyMarked(`${spec}.initContainers`)})`;
+/** The object's pod spec is reached field by field: each step is tested first. */
+const markedAt = (...path: string[]) => {
+  const steps = path.map((_, index) => `has(object.${path.slice(0, index + 1).join('.')})`);
+  return `${steps.join(' && ')} && (${markedSpec(`object.${path.join('.')}`)})`;
+};
+
+export const MATCH_CONDITIONS: { mutating: V1MatchCondition[]; validating: V1MatchCondition[] } = {
+  mutating: [
+    {
+      name: 'may-finish-or-marked',
+      expression: `has(object.spec) && ((has(object.spec.restartPolicy) && object.spec.restartPolicy in ['Never', 'OnFailure']) || ${markedSpec('object.spec')})`,
+    },
+  ],
+  validating: [
+    {
+      name: 'marked',
+      expression:
+        `request.resource.resource == 'pods' ? (${markedAt('spec')}) : ` +
+        `request.resource.resource == 'cronjobs' ? (${markedAt('spec', 'jobTemplate', 'spec', 'template', 'spec')}) : ` +
+        `(${markedAt('spec', 'template', 'spec')})`,
+    },
+  ],
+};
+
 export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: string): { mutating: V1MutatingWebhookConfiguration; validating: V1ValidatingWebhookConfiguration } {
   const common = (path: string) => ({
     clientConfig: clientConfig(target, path, caBundle),
@@ -75,7 +119,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
   const matchLabels: Record<string, string> = { ...target.namespaceLabels, ...optIn };
   const native = nativeSidecars === 'none'
     ? []
-    : [{ name: 'native-sidecars.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...nativeCommon, namespaceSelector: { ...(Object.keys(matchLabels).length > 0 ? { matchLabels } : {}), matchExpressions: nativeCommon.namespaceSelector.matchExpressions } }];
+    : [{ name: 'native-sidecars.sidecar-terminator.io', rules: [podCreate], matchConditions: MATCH_CONDITIONS.mutating, reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...nativeCommon, namespaceSelector: { ...(Object.keys(matchLabels).length > 0 ? { matchLabels } : {}), matchExpressions: nativeCommon.namespaceSelector.matchExpressions } }];
   return {
     mutating: {
       apiVersion: 'admissionregistration.k8s.io/v1',
@@ -84,7 +128,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
       // IfNeeded: called again when a later webhook changed the pod (a service mesh or log agent
       // injecting a marked sidecar), so that sidecar's pod is labelled too. Mutation is
       // idempotent: a pod labelled already gets no patch.
-      webhooks: [...native, { name: 'mutate.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...common('/mutate') }],
+      webhooks: [...native, { name: 'mutate.sidecar-terminator.io', rules: [podCreate], matchConditions: MATCH_CONDITIONS.mutating, reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...common('/mutate') }],
     },
     validating: {
       apiVersion: 'admissionregistration.k8s.io/v1',
@@ -92,7 +136,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
       metadata,
       // NoneOnDryRun: for an object a controller created despite errors it records an Event on the
       // owner, except on dry runs.
-      webhooks: [{ name: 'validate.sidecar-terminator.io', rules: [podCreate, jobTemplates, ...(target.validateWorkloads ? [workloadTemplates] : [])], sideEffects: 'NoneOnDryRun', ...common('/validate') }],
+      webhooks: [{ name: 'validate.sidecar-terminator.io', rules: [podCreate, jobTemplates, ...(target.validateWorkloads ? [workloadTemplates] : [])], matchConditions: MATCH_CONDITIONS.validating, sideEffects: 'NoneOnDryRun', ...common('/validate') }],
     },
   };
 }
@@ -158,6 +202,22 @@ export async function syncCaBundles(api: AdmissionregistrationV1Api, name: strin
     patched.push(kind.kind);
   }
   return patched;
+}
+
+/**
+ * The webhooks of both configurations named `name` that carry no matchConditions, although every
+ * one is written with them (by --register-webhooks or the chart): an API server that drops the
+ * field (Kubernetes 1.27, and 1.28 or 1.29 with the AdmissionWebhookMatchConditions feature gate
+ * turned off; beta and on by default there, GA and always on from 1.30) calls them for every
+ * object their rules match, as before the field existed.
+ */
+export async function webhooksWithoutMatchConditions(api: AdmissionregistrationV1Api, name: string): Promise<string[]> {
+  const unmatched: string[] = [];
+  for (const kind of Object.values(configurationApis(api))) {
+    const existing = await readIfExists(kind, name);
+    for (const webhook of existing?.webhooks ?? []) if (!webhook.matchConditions?.length) unmatched.push(webhook.name);
+  }
+  return unmatched;
 }
 
 async function readIfExists<T>(kind: Pick<ClusterObjectApi<T & object>, 'read'>, name: string): Promise<T | undefined> {

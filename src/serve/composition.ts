@@ -11,7 +11,7 @@ import { buildProbeApp, type Readiness } from '../health.ts';
 import { loadKubeConfig, resolveNamespace } from '../kube/client.ts';
 import { registerFence } from '../kube/fence.ts';
 import { LeaderElector } from '../kube/leader-election.ts';
-import { excludedNamespaces, registerWebhookConfigurations, syncCaBundles, type WebhookTarget } from '../kube/webhook-configurations.ts';
+import { excludedNamespaces, registerWebhookConfigurations, syncCaBundles, webhooksWithoutMatchConditions, type WebhookTarget } from '../kube/webhook-configurations.ts';
 import { SIGNAL_COMMAND } from '../policy/index.ts';
 import { isServingCertificateValid, servingHosts, type CertificateBundle } from '../tls/certificates.ts';
 import { createRotator, describeCertificate } from '../tls/rotator.ts';
@@ -190,6 +190,13 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     } else {
       const patched = await syncCaBundles(admissionApi, target.name, served.caBundle);
       logger.info({ name: target.name, patched }, 'caBundle of existing webhook configurations checked');
+    }
+    const unmatched = await webhooksWithoutMatchConditions(admissionApi, target.name);
+    if (unmatched.length > 0) {
+      logger.warn(
+        { name: target.name, webhooks: unmatched },
+        'the API server keeps no matchConditions on these webhooks (Kubernetes before 1.30 with the AdmissionWebhookMatchConditions feature gate off): every pod creation, Job and CronJob write of the served namespaces is sent to the webhook, as without them',
+      );
     }
   } catch (err) {
     await app.close();

@@ -171,6 +171,8 @@ t.test('helm install: both Deployments run in a namespace enforcing the restrict
   const notes = await helm(['get', 'notes', RELEASE, '--namespace', NS], { env });
   t.match(notes.stdout, /`helm uninstall` leaves behind what the add-on created itself, not the chart:\s+the Secret sidecar-terminator-tls \(the webhook's CA and certificate\) and the Lease sidecar-terminator-watcher \(leader election\)/, 'the notes name what uninstalling leaves behind');
   t.match(notes.stdout, /kubectl -n sidecar-terminator delete lease sidecar-terminator-watcher/, 'and how to delete it');
+  t.match(notes.stdout, /The webhooks never see namespaces kube-system, sidecar-terminator\./, 'the notes name the namespaces the webhooks skip');
+  t.match(notes.stdout, /sends every pod creation to the webhook, as without them; the webhook's log then says so/, 'and what an API server without matchConditions does');
 });
 
 t.test('the webhook with the chart permissions: creates its Secret, patches both caBundles; helm upgrade keeps them', { skip }, async (t) => {

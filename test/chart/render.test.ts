@@ -136,7 +136,7 @@ t.test('the webhook configurations are the ones serve --register-webhooks writes
     { values: {}, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore' } },
     { values: { webhook: { failurePolicy: 'Fail' } }, release: 'st', namespace: 'platform', target: { name: 'st-sidecar-terminator', serviceName: 'st-sidecar-terminator', failurePolicy: 'Fail' } },
     { values: { webhook: { configurationName: 'sidecars' } }, release: 'sidecar-terminator', namespace: 'kube-system', target: { name: 'sidecars', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore' } },
-    { values: { webhook: { excludedNamespaces: ['kube-system', 'batch-legacy'] } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', excludedNamespaces: ['batch-legacy'] } },
+    { values: { webhook: { excludedNamespaces: ['batch-legacy'] } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', excludedNamespaces: ['batch-legacy'] } },
     { values: { admission: { nativeSidecars: 'labelled' } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', nativeSidecars: 'labelled' as const } },
     { values: { admission: { nativeSidecars: 'all' }, webhook: { failurePolicy: 'Fail' } }, release: 'st', namespace: 'platform', target: { name: 'st-sidecar-terminator', serviceName: 'st-sidecar-terminator', failurePolicy: 'Fail', nativeSidecars: 'all' as const } },
     { values: { admission: { nativeSidecars: 'labelled' }, webhook: { namespaceLabels: { team: 'batch' } } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', nativeSidecars: 'labelled' as const, namespaceLabels: { team: 'batch' } } },
@@ -156,15 +156,42 @@ t.test('the webhook configurations are the ones serve --register-webhooks writes
     t.ok(find(manifests, 'Service', target.serviceName), 'which exists');
   }
 
-  const custom = await render({ webhook: { excludedNamespaces: ['kube-system', 'istio-system'], namespaceLabels: { team: 'batch' }, timeoutSeconds: 5 } });
+  const custom = await render({ webhook: { excludedNamespaces: ['istio-system'], namespaceLabels: { team: 'batch' }, timeoutSeconds: 5 } });
   const webhook = (get(custom, 'ValidatingWebhookConfiguration') as Manifest & { webhooks: Array<Record<string, unknown>> }).webhooks[0];
   t.same(webhook?.namespaceSelector, {
     matchLabels: { team: 'batch' },
     matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'istio-system', 'sidecar-terminator'] }],
-  }, 'more exclusions, opt-in labels; the release namespace stays excluded');
+  }, 'more exclusions, opt-in labels; kube-system and the release namespace stay excluded');
   t.equal(webhook?.timeoutSeconds, 5);
 
   const native = await render({ admission: { nativeSidecars: 'labelled' }, webhook: { namespaceLabels: { team: 'batch' } } });
+
+t.test('kube-system and the release namespace are excluded from every webhook, whatever webhook.excludedNamespaces says', async (t) => {
+  const lists = [[], ['team-x'], ['team-x', 'kube-system'], ['platform', 'team-x']];
+  for (const excludedNamespaces of lists) {
+    const manifests = await render({ webhook: { excludedNamespaces }, admission: { nativeSidecars: 'all' } }, { namespace: 'platform' });
+    const webhooks = ['MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration'].flatMap((kind) => (get(manifests, kind) as Manifest & { webhooks: Array<{ name: string; namespaceSelector: { matchExpressions: Array<{ key: string; operator: string; values: string[] }> } }> }).webhooks);
+    t.equal(webhooks.length, 3, 'native-sidecars, mutate and validate');
+    for (const webhook of webhooks) {
+      const [excluded, ...more] = webhook.namespaceSelector.matchExpressions;
+      t.same(more, [], `${webhook.name}: one expression`);
+      t.match(excluded, { key: 'kubernetes.io/metadata.name', operator: 'NotIn' });
+      t.same(excluded?.values, [...new Set(['kube-system', ...excludedNamespaces, 'platform'])], `${webhook.name}, excludedNamespaces ${JSON.stringify(excludedNamespaces)}: kube-system, the list, the release namespace`);
+    }
+  }
+});
+
+t.test('every webhook carries matchConditions: the mutating ones for pods that can finish or are marked, the validating one for marked objects', async (t) => {
+  const manifests = await render({ admission: { nativeSidecars: 'labelled', validateWorkloads: true } });
+  const webhooksOf = (kind: string) => (get(manifests, kind) as Manifest & { webhooks: Array<{ name: string; matchConditions?: Array<{ name: string; expression: string }> }> }).webhooks;
+  for (const webhook of webhooksOf('MutatingWebhookConfiguration')) {
+    t.same(webhook.matchConditions?.map((c) => c.name), ['may-finish-or-marked'], webhook.name);
+    t.match(webhook.matchConditions?.[0]?.expression, "object.spec.restartPolicy in ['Never', 'OnFailure']", `${webhook.name}: every pod that can finish, marked or not`);
+  }
+  const [validating] = webhooksOf('ValidatingWebhookConfiguration');
+  t.same(validating?.matchConditions?.map((c) => c.name), ['marked'], 'the validating webhook: marked objects only');
+  t.notMatch(validating?.matchConditions?.[0]?.expression, 'restartPolicy', 'whatever their restartPolicy');
+});
   const [migrating, labelling] = (get(native, 'MutatingWebhookConfiguration') as Manifest & { webhooks: Array<Record<string, unknown>> }).webhooks;
   t.equal(migrating?.name, 'native-sidecars.sidecar-terminator.io', 'the native-sidecars webhook comes first');
   const exclusions = [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'sidecar-terminator'] }];

@@ -2,17 +2,19 @@
 // the kubelet simulator: a Job and a CronJob created before the add-on, with a configuration
 // Kruise accepts and finishes but the rules flag (the sidecar's KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE
 // is "yes", which counts as "false"); a sidecar injected by a mutating webhook ordered after
-// ours; a marker listed twice.
+// ours, with the matchConditions of serve --register-webhooks and then of the chart in force; a
+// marker listed twice.
 import { once } from 'node:events';
 import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AdmissionregistrationV1Api, type V1Job, type V1Pod } from '@kubernetes/client-node';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
+import { render } from '../chart/helm.ts';
 import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
 import { finishedByWatcher, startCluster } from '../support/stack.ts';
@@ -141,9 +143,17 @@ t.test("the CronJob's next Job and its pods are created, the Job completes, and 
 });
 
 t.test('a marked sidecar injected by a mutating webhook ordered after ours: the pod is labelled, the Job completes', async (t) => {
+  await injectedSidecarStopped(t, 'sidecar-terminator');
+});
+
+/**
+ * A Job without a sidecar, in a namespace where an injector adds a marked one after our mutating
+ * webhook (configuration `ours`) has seen the pod: the pod is still labelled, on reinvocation.
+ */
+async function injectedSidecarStopped(t: Test, ours: string): Promise<void> {
   const injected = await cp.createNamespace();
   const injector = await startInjector(t, injected);
-  t.ok(injector.configurationName > 'sidecar-terminator', 'the API server calls mutating webhooks in the order of their configuration names');
+  t.ok(injector.configurationName > ours, 'the API server calls mutating webhooks in the order of their configuration names');
 
   const applied = await cp.kubectl(['apply', '-f', '-'], { namespace: injected, input: job('injected') });
   t.equal(applied.code, 0, 'applied', { stderr: applied.stderr });
@@ -159,8 +169,8 @@ t.test('a marked sidecar injected by a mutating webhook ordered after ours: the 
   t.same(pod.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['log-agent'], 'the injected sidecar was stopped');
   t.ok(injector.calls() >= 1, 'the injector was called');
   const mutations = serve.logs().filter((line) => line.endpoint === 'mutate' && line.namespace === injected && !line.dryRun).map((line) => line.result);
-  t.same(mutations, ['allowed', 'patched'], 'called before the injection (nothing to label), then again after it (labelled)');
-});
+  t.same(mutations, ['allowed', 'patched'], 'called before the injection (nothing to label: the pod can finish, so matchConditions let it through), then again after it (labelled)');
+}
 
 t.test('a marker listed twice, "true" then "false": a warning at admission, and the sidecar is stopped', async (t) => {
   const result = await kubectl(['apply', '-f', '-'], job('twice', `{name: ${ENV_WHEN_JOB_EXIT}, value: "true"}, {name: ${ENV_WHEN_JOB_EXIT}, value: "false"}`));
@@ -170,6 +180,24 @@ t.test('a marker listed twice, "true" then "false": a warning at admission, and 
   const [pod] = await podsOf('twice');
   t.same(pod?.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['proxy'], 'stopped, as OpenKruise would');
   t.equal(pod?.status?.phase, 'Succeeded');
+});
+
+t.test("the same with the chart's webhook configurations, matchConditions and all, in place of the ones serve registered", async (t) => {
+  const deleted = await cp.kubectl(['delete', 'mutatingwebhookconfiguration,validatingwebhookconfiguration', 'sidecar-terminator']);
+  t.equal(deleted.code, 0, "serve's own configurations are gone", { stderr: deleted.stderr });
+  const rendered = await render({ webhook: { failurePolicy: 'Fail' } }, { release: 'chart', namespace: 'sidecar-terminator' });
+  const caBundle = Buffer.from(await readFile(join(certDir, 'ca.crt'))).toString('base64');
+  // The chart calls its Service; here the same serve answers, at its own address.
+  const configurations = rendered
+    .filter((m) => m.kind === 'MutatingWebhookConfiguration' || m.kind === 'ValidatingWebhookConfiguration')
+    .map((m) => ({ ...m, webhooks: (m.webhooks as Array<{ clientConfig: { service: { path: string } } }>).map((webhook) => ({ ...webhook, clientConfig: { url: `${serve.url}${webhook.clientConfig.service.path}`, caBundle } })) }));
+  const applied = await cp.kubectl(['apply', '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: configurations }) });
+  t.equal(applied.code, 0, "the chart's configurations applied", { stderr: applied.stderr });
+  t.teardown(() => cp.kubectl(['delete', 'mutatingwebhookconfiguration,validatingwebhookconfiguration', 'chart-sidecar-terminator']));
+  const mutating = await cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api).readMutatingWebhookConfiguration({ name: 'chart-sidecar-terminator' });
+  t.same(mutating.webhooks?.map((webhook) => webhook.matchConditions?.map((condition) => condition.name)), [['may-finish-or-marked']], 'in force on the API server');
+  await waitFor("the API server to call the chart's webhooks", async () => (await kubectl(['create', '--dry-run=server', '-f', '-'], job('dry-run', KRUISE_ACCEPTS))).stderr.includes('denied the request'));
+  await injectedSidecarStopped(t, 'chart-sidecar-terminator');
 });
 
 /**

@@ -196,3 +196,36 @@ namespaceSelector:
       values:
         {{- toYaml (index . 2) | nindent 8 }}
 {{- end }}
+
+{{/*
+matchConditions: the CEL the API server evaluates before calling a webhook, the same as
+src/kube/webhook-configurations.ts writes (MATCH_CONDITIONS; test/chart/render.test.ts compares
+them). The mutating webhooks keep every pod that can finish (restartPolicy Never or OnFailure) in
+reach, marked or not: a mutating webhook skipped in the first round is never called again in the
+reinvocation round, so it could not label a marked sidecar a later webhook injects. Other pods
+reach them only with a marker. The validating webhook, called after every mutation, only sees
+pods and templates that carry a marker.
+*/}}
+{{- define "sidecar-terminator.markedSpec" -}}
+{{- $anyMarked := "%s.exists(c, has(c.env) && c.env.exists(e, has(e.name) && e.name in ['KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE', 'KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE']))" -}}
+(has({{ . }}.containers) && {{ printf $anyMarked (printf "%s.containers" .) }}) || (has({{ . }}.initContainers) && {{ printf $anyMarked (printf "%s.initContainers" .) }})
+{{- end }}
+
+{{/* A marker in the object's pod spec at this path (a list of fields), each step tested with has() first. */}}
+{{- define "sidecar-terminator.markedAt" -}}
+{{- $steps := list }}
+{{- range $index, $_ := . }}{{ $steps = append $steps (printf "has(object.%s)" (slice $ 0 (add1 $index) | join ".")) }}{{ end -}}
+{{ join " && " $steps }} && ({{ include "sidecar-terminator.markedSpec" (printf "object.%s" (join "." .)) }})
+{{- end }}
+
+{{- define "sidecar-terminator.mutatingMatchConditions" -}}
+matchConditions:
+  - name: may-finish-or-marked
+    expression: {{ printf "has(object.spec) && ((has(object.spec.restartPolicy) && object.spec.restartPolicy in ['Never', 'OnFailure']) || %s)" (include "sidecar-terminator.markedSpec" "object.spec") | quote }}
+{{- end }}
+
+{{- define "sidecar-terminator.validatingMatchConditions" -}}
+matchConditions:
+  - name: marked
+    expression: {{ printf "request.resource.resource == 'pods' ? (%s) : request.resource.resource == 'cronjobs' ? (%s) : (%s)" (include "sidecar-terminator.markedAt" (list "spec")) (include "sidecar-terminator.markedAt" (list "spec" "jobTemplate" "spec" "template" "spec")) (include "sidecar-terminator.markedAt" (list "spec" "template" "spec")) | quote }}
+{{- end }}

@@ -1,0 +1,152 @@
+// Which objects reach the webhooks, decided by the API server itself: the matchConditions that
+// `serve --register-webhooks` writes (the chart's are the same, test/chart/render.test.ts), on a
+// real API server whose controllers create the pods (no node: they stay Pending). Counted twice,
+// by the webhook's own sidecar_terminator_admission_requests_total and by the API server's
+// apiserver_admission_webhook_request_total. And the chart's namespaceSelector: kube-system and
+// the release namespace are never sent to the webhooks, whatever webhook.excludedNamespaces says.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import t, { type Test } from 'tap';
+import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
+import { render } from '../chart/helm.ts';
+import { startControlPlane } from '../support/control-plane.ts';
+import { waitFor } from '../support/kubelet-simulator.ts';
+import { apiServerMetrics, scrape, sumSamples } from '../support/metrics.ts';
+import { registeringWebhooks, startServe } from '../support/serve-process.ts';
+
+const cp = await startControlPlane();
+t.teardown(() => cp.stop());
+const core = cp.kubeConfig.makeApiClient(CoreV1Api);
+const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
+t.teardown(() => rm(certDir, { recursive: true, force: true }));
+const serve = await startServe((port) => ['--kubeconfig', cp.kubeconfigPath, '--cert-dir', certDir, '--no-watcher', '--native-sidecars', 'all', '--validate-workloads', ...registeringWebhooks(port, 'Fail')]);
+t.teardown(() => serve.stop());
+
+const WEBHOOKS = { mutate: 'mutate.sidecar-terminator.io', 'native-sidecars': 'native-sidecars.sidecar-terminator.io', validate: 'validate.sidecar-terminator.io' } as const;
+type Endpoint = keyof typeof WEBHOOKS;
+type Counts = Record<Endpoint, { webhook: number; apiServer: number }>;
+
+/** Admission calls so far, per webhook: as the webhook counted them, and as the API server did. */
+async function calls(): Promise<Counts> {
+  const [own, apiServer] = await Promise.all([scrape(`${serve.url}/metrics`), apiServerMetrics(cp)]);
+  const count = (endpoint: Endpoint) => ({
+    webhook: sumSamples(own, 'sidecar_terminator_admission_requests_total', { endpoint }),
+    apiServer: sumSamples(apiServer, 'apiserver_admission_webhook_request_total', { name: WEBHOOKS[endpoint] }),
+  });
+  return { mutate: count('mutate'), 'native-sidecars': count('native-sidecars'), validate: count('validate') };
+}
+
+/** The calls `action` caused, per webhook, both counts; each webhook's count must agree with the API server's. */
+async function callsDuring(t: Test, action: () => Promise<void>): Promise<Record<Endpoint, number>> {
+  const before = await calls();
+  await action();
+  const after = await calls();
+  const delta = {} as Record<Endpoint, number>;
+  for (const endpoint of Object.keys(WEBHOOKS) as Endpoint[]) {
+    const webhook = after[endpoint].webhook - before[endpoint].webhook;
+    t.equal(after[endpoint].apiServer - before[endpoint].apiServer, webhook, `${endpoint}: the API server counts the calls the webhook counts`);
+    delta[endpoint] = webhook;
+  }
+  return delta;
+}
+
+async function apply(namespace: string, manifest: object): Promise<void> {
+  const result = await cp.kubectl(['apply', '-f', '-'], { namespace, input: JSON.stringify(manifest) });
+  if (result.code !== 0) throw new Error(`kubectl apply: ${result.stderr}`);
+}
+
+async function podsCreated(namespace: string, labelSelector: string, count: number): Promise<void> {
+  await waitFor(`${count} pods (${labelSelector}) in ${namespace}`, async () => (await core.listNamespacedPod({ namespace, labelSelector })).items.length === count, { timeoutMs: 60_000 });
+}
+
+const marker = [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }];
+const podSpec = (restartPolicy: string, marked: boolean) => ({
+  restartPolicy,
+  containers: [{ name: 'main', image: 'busybox:1.36' }, { name: 'proxy', image: 'envoyproxy/envoy:v1.31.0', ...(marked ? { env: marker } : {}) }],
+});
+const deployment = (name: string, replicas: number, marked: boolean) => ({
+  apiVersion: 'apps/v1',
+  kind: 'Deployment',
+  metadata: { name },
+  spec: { replicas, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: podSpec('Always', marked) } },
+});
+const job = (name: string, marked: boolean) => ({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name }, spec: { backoffLimit: 0, template: { spec: podSpec('Never', marked) } } });
+const cronJob = (name: string, marked: boolean) => ({ apiVersion: 'batch/v1', kind: 'CronJob', metadata: { name }, spec: { schedule: '0 0 1 1 *', jobTemplate: { spec: { template: { spec: podSpec('Never', marked) } } } } });
+const pod = (name: string, restartPolicy: string, marked: boolean) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name }, spec: podSpec(restartPolicy, marked) });
+
+// The API server calls a webhook a moment after it is registered: a marked bad Job is denied then.
+await waitFor('the API server to call the webhooks', async () => {
+  const result = await cp.kubectl(['create', '--dry-run=server', '-f', '-'], { namespace: 'default', input: JSON.stringify(job('dry-run', true)).replace('"true"', '"yes"') });
+  return result.stderr.includes('denied the request');
+});
+
+t.test('the API server keeps the matchConditions serve registers, so serve has nothing to warn about', async (t) => {
+  const admission = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+  const webhooks = [
+    ...((await admission.readMutatingWebhookConfiguration({ name: 'sidecar-terminator' })).webhooks ?? []),
+    ...((await admission.readValidatingWebhookConfiguration({ name: 'sidecar-terminator' })).webhooks ?? []),
+  ];
+  t.same(webhooks.map((webhook) => [webhook.name, webhook.matchConditions?.map((condition) => condition.name)]), [
+    ['native-sidecars.sidecar-terminator.io', ['may-finish-or-marked']],
+    ['mutate.sidecar-terminator.io', ['may-finish-or-marked']],
+    ['validate.sidecar-terminator.io', ['marked']],
+  ]);
+  t.notOk(serve.logs().some((line) => String(line.msg).includes('keeps no matchConditions')), 'no warning in the log');
+});
+
+t.test('the pods of a Deployment (restartPolicy Always, no marker) and the Deployment itself reach no webhook', async (t) => {
+  const namespace = await cp.createNamespace();
+  const delta = await callsDuring(t, async () => {
+    await apply(namespace, deployment('web', 20, false));
+    await apply(namespace, pod('bare', 'Always', false));
+    await podsCreated(namespace, 'app=web', 20);
+  });
+  t.same(delta, { mutate: 0, 'native-sidecars': 0, validate: 0 }, '21 pods and a Deployment created, no call');
+});
+
+t.test("a Job's pod without a marker still reaches the mutating webhooks (a later webhook may inject a marked sidecar), not the validating one", async (t) => {
+  const namespace = await cp.createNamespace();
+  const delta = await callsDuring(t, async () => {
+    for (const name of ['plain-1', 'plain-2', 'plain-3']) await apply(namespace, job(name, false));
+    await apply(namespace, pod('on-failure', 'OnFailure', false));
+    await apply(namespace, cronJob('nightly-plain', false));
+    await podsCreated(namespace, 'batch.kubernetes.io/controller-uid', 3);
+  });
+  t.same(delta, { mutate: 4, 'native-sidecars': 4, validate: 0 }, 'one mutating call per pod (3 Jobs, 1 OnFailure pod); neither the Jobs, the CronJob nor the pods are validated');
+});
+
+t.test('marked objects reach the validating webhook, and a marked pod reaches the mutating ones whatever its restartPolicy', async (t) => {
+  const namespace = await cp.createNamespace();
+  const delta = await callsDuring(t, async () => {
+    await apply(namespace, job('marked', true));
+    await apply(namespace, cronJob('nightly', true));
+    await apply(namespace, deployment('marked-web', 2, true));
+    await podsCreated(namespace, 'job-name=marked', 1);
+    await podsCreated(namespace, 'app=marked-web', 2);
+  });
+  // validate: the Job, its pod, the CronJob, the Deployment and its 2 pods; mutate: the 3 pods.
+  t.same(delta, { mutate: 3, 'native-sidecars': 3, validate: 6 });
+});
+
+t.test("the chart's webhooks skip kube-system and the release namespace even when webhook.excludedNamespaces lists neither", async (t) => {
+  for (const name of ['st-platform', 'team-x']) await cp.createNamespace(name);
+  // Nothing serves the chart's Service here: with failurePolicy Fail, every call fails and refuses the pod.
+  const rendered = await render({ webhook: { excludedNamespaces: ['team-x'], failurePolicy: 'Fail' } }, { release: 'excluded', namespace: 'st-platform' });
+  const configurations = rendered.filter((m) => m.kind === 'MutatingWebhookConfiguration' || m.kind === 'ValidatingWebhookConfiguration');
+  t.equal(configurations.length, 2);
+  await apply('default', { apiVersion: 'v1', kind: 'List', items: configurations });
+  t.teardown(() => cp.kubectl(['delete', 'mutatingwebhookconfiguration,validatingwebhookconfiguration', 'excluded-sidecar-terminator']));
+  const served = await cp.createNamespace();
+  const create = (namespace: string) => cp.kubectl(['create', '-f', '-'], { namespace, input: JSON.stringify(pod(`probe-${Date.now()}`, 'Never', true)) });
+  await waitFor("the API server to call the chart's webhooks", async () => (await create(served)).stderr.includes('failed calling webhook'));
+
+  const refused = await create(served);
+  t.not(refused.code, 0, 'a served namespace: refused, as no webhook answers');
+  t.match(refused.stderr, /failed calling webhook ".*sidecar-terminator\.io"/);
+  for (const namespace of ['kube-system', 'st-platform', 'team-x']) {
+    const result = await create(namespace);
+    t.equal(result.code, 0, `${namespace}: created without calling the webhooks`, { stderr: result.stderr });
+  }
+});
