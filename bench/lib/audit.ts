@@ -3,35 +3,13 @@
 // users in MEASURED_GROUP and nothing else. Each measured process runs with a client certificate
 // of its own user in that group (and in system:masters), so its requests are told apart from the
 // benchmark driver's and the kubelet simulator's.
-import { closeSync, openSync, readSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
+import { auditEvents, auditFlags as auditFlagsOf } from '../../test/support/audit.ts';
 
 export const MEASURED_GROUP = 'bench:measured';
 
-/** Writes the audit policy into `dir`; the kube-apiserver flags that log to `dir`/audit.log. */
-export function auditFlags(dir: string): { apiServerArgs: string[]; logPath: string } {
-  const policy = join(dir, 'audit-policy.json');
-  const logPath = join(dir, 'audit.log');
-  writeFileSync(
-    policy,
-    JSON.stringify({
-      apiVersion: 'audit.k8s.io/v1',
-      kind: 'Policy',
-      // One line per request, when its response is complete (a watch: when it ends).
-      omitStages: ['RequestReceived', 'ResponseStarted'],
-      rules: [{ level: 'Metadata', userGroups: [MEASURED_GROUP] }, { level: 'None' }],
-    }),
-  );
-  // The default blocking mode writes each line before the response: the log is complete when the request is.
-  return { apiServerArgs: ['--audit-policy-file', policy, '--audit-log-path', logPath, '--audit-log-format', 'json', '--audit-log-maxsize', '0'], logPath };
-}
-
-interface AuditEvent {
-  verb: string;
-  user?: { username?: string };
-  objectRef?: { resource?: string; subresource?: string };
-  requestURI?: string;
-}
+/** The kube-apiserver flags that log the requests of MEASURED_GROUP's users to `dir`/audit.log. */
+export const auditFlags = (dir: string): { apiServerArgs: string[]; logPath: string } => auditFlagsOf(dir, MEASURED_GROUP);
 
 export class AuditLog {
   private readonly path: string;
@@ -52,11 +30,7 @@ export class AuditLog {
   /** The requests of `user` logged after `from`, by `verb resource[/subresource]` (or the path of a non-resource request). */
   count(user: string, from: number): Record<string, number> {
     const counts: Record<string, number> = {};
-    const text = this.read(from);
-    // The last line may still be being written.
-    for (const line of text.slice(0, text.lastIndexOf('\n') + 1).split('\n')) {
-      if (!line) continue;
-      const event = JSON.parse(line) as AuditEvent;
+    for (const event of auditEvents(this.read(from))) {
       if (event.user?.username !== user) continue;
       const { resource, subresource } = event.objectRef ?? {};
       const key = resource ? `${event.verb} ${resource}${subresource ? `/${subresource}` : ''}` : `${event.verb} ${event.requestURI?.split('?')[0]}`;

@@ -58,3 +58,19 @@ export function reuseConnections(kubeConfig: KubeConfig): KubeConfig {
   };
   return kubeConfig;
 }
+
+/**
+ * The same client, each of whose requests carries the signal `signalFor()` gives it (a timeout,
+ * or the end of a leadership term): when the signal aborts, so does the request, wherever it
+ * hangs. Watches keep their own signal (client-node's Watch ignores this one).
+ */
+export function withRequestSignal(kubeConfig: KubeConfig, signalFor: () => AbortSignal): KubeConfig {
+  const bounded = Object.create(kubeConfig) as KubeConfig;
+  bounded.applySecurityAuthentication = async (context: RequestContext) => {
+    const signal = signalFor();
+    signal.throwIfAborted();
+    await KubeConfig.prototype.applySecurityAuthentication.call(bounded, context);
+    context.setSignal(signal);
+  };
+  return bounded;
+}

@@ -9,6 +9,7 @@ import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { ServeConfig } from '../config.ts';
 import { buildProbeApp, type Readiness } from '../health.ts';
 import { loadKubeConfig, resolveNamespace } from '../kube/client.ts';
+import { fencedKubeConfig } from '../kube/fenced-client.ts';
 import { registerFence } from '../kube/fence.ts';
 import { LeaderElector } from '../kube/leader-election.ts';
 import { excludedNamespaces, registerWebhookConfigurations, syncCaBundles, webhooksWithoutMatchConditions, type WebhookTarget } from '../kube/webhook-configurations.ts';
@@ -66,9 +67,10 @@ export function compose(config: ServeConfig): { logger: PinoLogger; components: 
 /** The watcher: acts on the pods the webhook labelled; with --leader-elect only while holding the Lease. */
 async function startWatcher({ config, kubeConfig, namespace, logger, metrics, readinessChecks }: Context): Promise<Stop> {
   const watcherMetrics = new WatcherMetrics(metrics);
-  const newWatcher = () =>
+  // With leader election, the watcher's requests end with its term (src/kube/fenced-client.ts).
+  const newWatcher = (term?: AbortSignal) =>
     new Watcher({
-      kubeConfig,
+      kubeConfig: term ? fencedKubeConfig(kubeConfig, term) : kubeConfig,
       namespaces: config.namespaces,
       killMechanism: config.killMechanism,
       signal: { image: config.signalImage, command: [...SIGNAL_COMMAND] },

@@ -62,16 +62,19 @@ export interface LeaderStartPolicy {
 
 /**
  * Runs a fresh service from `create` each time this replica becomes leader and stops it when
- * leadership is lost, so a standby runs nothing. A leader is working or gives the Lease up: a
- * service that fails to start is stopped and a fresh one started again, with `policy.backoff`,
- * until it starts or `policy.giveUpAfterMs` has passed; then the Lease is released for another
- * replica (a problem of this replica's own, such as its network, is left behind) and this one
- * stands back before campaigning again. `current()` is the running service, once started. The
- * returned stop ends the service first, then hands the Lease over.
+ * leadership is lost, so a standby runs nothing. Each term has its signal, which `create` hands
+ * to the service's API client (src/kube/fenced-client.ts): when leadership is lost it aborts at
+ * once, so nothing of the term reaches the API server any more, before the service is stopped.
+ * A leader is working or gives the Lease up: a service that fails to start is stopped and a fresh
+ * one started again, with `policy.backoff`, until it starts or `policy.giveUpAfterMs` has passed;
+ * then the Lease is released for another replica (a problem of this replica's own, such as its
+ * network, is left behind) and this one stands back before campaigning again. `current()` is the
+ * running service, once started. The returned stop ends the service first (still leading, it
+ * finishes what it is doing), then the term, then hands the Lease over.
  */
-export function whileLeader<S extends Service>(elector: LeaderElector, create: () => S, logger: Logger, policy: LeaderStartPolicy): { current(): S | undefined; stop: Stop } {
+export function whileLeader<S extends Service>(elector: LeaderElector, create: (term: AbortSignal) => S, logger: Logger, policy: LeaderStartPolicy): { current(): S | undefined; stop: Stop } {
   let service: S | undefined;
-  /** Aborted when the leadership that started it ends: a start in its retries stops retrying. */
+  /** Aborted when the leadership that started it ends: its requests stop, a start in its retries stops retrying. */
   let term = new AbortController();
   // Start and stop in turn, never overlapping: a quick loss and regain waits for the stop.
   let transitions: Promise<void> = Promise.resolve();
@@ -79,7 +82,7 @@ export function whileLeader<S extends Service>(elector: LeaderElector, create: (
   const startLeading = async (signal: AbortSignal): Promise<void> => {
     const firstFailure = Date.now();
     for (let attempt = 1; !signal.aborted; attempt++) {
-      const candidate = create();
+      const candidate = create(signal);
       try {
         await candidate.start();
       } catch (error) {
@@ -122,11 +125,13 @@ export function whileLeader<S extends Service>(elector: LeaderElector, create: (
   return {
     current: () => service,
     async stop() {
-      term.abort();
+      // A start still in its retries stops retrying; a running service finishes what it does first.
+      if (!service) term.abort();
       await transitions;
       const stopped = service;
       service = undefined;
       await stopped?.stop();
+      term.abort();
       await elector.stop();
     },
   };

@@ -5,12 +5,12 @@
 // admission goes on through the other.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationV1Api, type V1Pod } from '@kubernetes/client-node';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { MANAGED_LABEL } from '../../src/policy/index.ts';
 import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
 import { httpStatus } from '../support/net.ts';
 import { registeringWebhooks, servedCertificate, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
-import { jobYaml, killSidecar, mainContainer, startCluster } from '../support/stack.ts';
+import { actedOnceEach, jobYaml, killSidecar, mainContainer, startCluster } from '../support/stack.ts';
 import { startTcpBalancer } from '../support/tcp-balancer.ts';
 
 const { cp, core, batch } = await startCluster(t, { sim: { restartDelayMs: 200 } });
@@ -54,23 +54,6 @@ async function waitForJobs(namespace: string, names: string[]): Promise<void> {
   );
 }
 
-/** One ephemeral container for the one kill sidecar and one SidecarTerminator event, on every pod. */
-async function assertActedOnceEach(t: Test, namespace: string): Promise<V1Pod[]> {
-  const pods = (await core.listNamespacedPod({ namespace })).items;
-  t.same(
-    pods.filter((pod) => JSON.stringify(pod.spec?.ephemeralContainers?.map((c) => c.targetContainerName)) !== '["proxy"]').map((pod) => pod.metadata?.name),
-    [],
-    `exactly one ephemeral container on each of the ${pods.length} pods`,
-  );
-  const events = (await core.listNamespacedEvent({ namespace })).items.filter((e) => e.source?.component === 'sidecar-terminator' && e.reason === 'SidecarTerminator');
-  t.same(
-    pods.map((pod) => pod.metadata!.name!).filter((name) => events.filter((e) => e.involvedObject.name === name).reduce((sum, e) => sum + (e.count ?? 1), 0) !== 1),
-    [],
-    'exactly one SidecarTerminator event per pod',
-  );
-  return pods;
-}
-
 t.test('two watcher replicas: one leads, a killed leader is replaced, no pod is acted on twice', async (t) => {
   const namespace = await cp.createNamespace();
   const replicaArgs = ['--kubeconfig', cp.kubeconfigPath, '--namespace', addonNamespace, '--leader-elect', '--leader-election-duration', '5s', '--kill-mechanism', 'signal'];
@@ -106,7 +89,7 @@ t.test('two watcher replicas: one leads, a killed leader is replaced, no pod is 
   const byNewLeader = actedOn(standby);
   t.ok(after.every((name) => byNewLeader.some((pod) => pod.startsWith(`${namespace}/${name}-`))), 'the new leader acted on the Jobs created after the takeover');
 
-  const pods = await assertActedOnceEach(t, namespace);
+  const pods = await actedOnceEach(t, { core }, namespace);
   t.equal(pods.length, first.length + burst.length + after.length, 'one pod per Job');
   t.same(pods.filter((pod) => pod.status?.phase !== 'Succeeded').map((pod) => pod.metadata?.name), [], 'every pod succeeded');
   const leaseNow = await leases.readNamespacedLease({ namespace: addonNamespace, name: 'sidecar-terminator-watcher' });
@@ -141,7 +124,7 @@ t.test('a leader stopped with SIGTERM releases the lease and the other replica t
   t.equal((await apply(namespace, goodJob('after'))).code, 0, 'applied');
   await waitForJobs(namespace, ['after']);
   t.ok(actedOn(standby).some((pod) => pod.startsWith(`${namespace}/after-`)), 'the new leader acts');
-  await assertActedOnceEach(t, namespace);
+  await actedOnceEach(t, { core }, namespace);
 });
 
 t.test('two webhook replicas sharing the certificate Secret behind a round-robin proxy: one killed, admission goes on', async (t) => {

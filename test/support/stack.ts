@@ -199,3 +199,20 @@ export const killSidecar = (value = '"true"', env: EnvVars = []): string => cont
 /** The sidecar `logs`, stopped by its quick-exit image(s): one ..._WITH_IMAGE per image, after `env`. */
 export const imageSidecar = (images: readonly string[] = ['registry.example.com/quick-exit:1.0'], env: EnvVars = []): string =>
   containerYaml('logs', 'fluent/fluent-bit:3.1', [...env, ...images.map((image) => [ENV_WITH_IMAGE, `"${image}"`] as const)]);
+
+/** One ephemeral container for the one kill sidecar (`proxy`) and one SidecarTerminator event, on every pod of the namespace. */
+export async function actedOnceEach(t: { same(found: unknown, wanted: unknown, message: string): unknown }, stack: Pick<Clients, 'core'>, namespace: string): Promise<V1Pod[]> {
+  const pods = (await stack.core.listNamespacedPod({ namespace })).items;
+  t.same(
+    pods.filter((pod) => JSON.stringify(pod.spec?.ephemeralContainers?.map((c) => c.targetContainerName)) !== '["proxy"]').map((pod) => pod.metadata?.name),
+    [],
+    `exactly one ephemeral container on each of the ${pods.length} pods`,
+  );
+  const events = (await stack.core.listNamespacedEvent({ namespace })).items.filter((e) => e.source?.component === 'sidecar-terminator' && e.reason === EVENT_REASONS.stopping);
+  t.same(
+    pods.map((pod) => pod.metadata!.name!).filter((name) => events.filter((e) => e.involvedObject.name === name).reduce((sum, e) => sum + (e.count ?? 1), 0) !== 1),
+    [],
+    'exactly one SidecarTerminator event per pod',
+  );
+  return pods;
+}

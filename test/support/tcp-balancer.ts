@@ -8,6 +8,13 @@
 // retried on the next backend and the refusing one is left out for `downForMs`. Connections
 // already piped to a backend stay with it until either side closes them, as conntrack keeps
 // established flows on a removed endpoint.
+//
+// blackhole() makes it a network that stops carrying data, without closing anything: it reads
+// nothing from either side of any connection (bytes pile up in the kernel's buffers, as unacked
+// data does on a dead path) and connects new clients to no backend, until heal(), which resumes
+// everything where it stopped, as TCP retransmission would. A side that resets its connection
+// meanwhile (RST) loses what it had sent and not yet seen forwarded; one that merely closes it
+// (FIN) has its bytes forwarded first.
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 
 export interface Backend {
@@ -33,6 +40,9 @@ export interface TcpBalancer {
   add(backend: Backend): void;
   /** Takes a backend out of rotation for new connections; established ones are left alone. */
   remove(backend: Backend): void;
+  /** Stops carrying data, on every connection and for new ones, until heal(). */
+  blackhole(): void;
+  heal(): void;
   stats(): BalancerStats;
   /** Closes the listener and every piped connection. */
   stop(): Promise<void>;
@@ -47,6 +57,10 @@ export async function startTcpBalancer(initial: Backend[] = [], options: { host?
   const downUntil = new Map<string, number>();
   const sockets = new Set<Socket>();
   const stats: BalancerStats = { accepted: 0, routed: {}, refused: 0, dropped: 0 };
+  /** The piped pairs, to stop and resume. */
+  const pairs = new Set<{ client: Socket; upstream: Socket }>();
+  /** Clients that arrived during a black hole, connected once it heals. */
+  let held: Socket[] | undefined;
 
   /** The backends to try for one connection, starting at the next in turn; those marked down go last. */
   function candidates(): Backend[] {
@@ -77,6 +91,10 @@ export async function startTcpBalancer(initial: Backend[] = [], options: { host?
       connected = true;
       stats.routed[keyOf(backend)] = (stats.routed[keyOf(backend)] ?? 0) + 1;
       upstream.setNoDelay(true);
+      const pair = { client, upstream };
+      pairs.add(pair);
+      upstream.once('close', () => pairs.delete(pair));
+      if (held) return; // a black hole began while it connected: carried from heal() on
       client.pipe(upstream);
       upstream.pipe(client);
       client.resume();
@@ -104,7 +122,8 @@ export async function startTcpBalancer(initial: Backend[] = [], options: { host?
     track(client);
     client.setNoDelay(true);
     client.on('error', () => client.destroy());
-    connectTo(client, candidates());
+    if (held) held.push(client);
+    else connectTo(client, candidates());
   });
   await new Promise<void>((resolveListen, reject) => {
     server.once('error', reject);
@@ -122,6 +141,25 @@ export async function startTcpBalancer(initial: Backend[] = [], options: { host?
     },
     remove(backend) {
       rotation = rotation.filter((b) => keyOf(b) !== keyOf(backend));
+    },
+    blackhole() {
+      if (held) return;
+      held = [];
+      for (const { client, upstream } of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        client.pause();
+        upstream.pause();
+      }
+    },
+    heal() {
+      const waiting = held ?? [];
+      held = undefined;
+      for (const { client, upstream } of pairs) {
+        client.pipe(upstream);
+        upstream.pipe(client);
+      }
+      for (const client of waiting) if (!client.destroyed) connectTo(client, candidates());
     },
     stats: () => structuredClone(stats),
     async stop() {

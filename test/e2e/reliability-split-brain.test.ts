@@ -1,0 +1,106 @@
+// Leader election cannot split, proven with a real fault: the leader's connection to the API
+// server goes through a TCP proxy that stops carrying data (a black hole: nothing is closed, the
+// bytes wait, as on a network path that died), while a standby runs. The leader's Lease calls
+// time out well inside the renew deadline, its term ends at that deadline (its requests in
+// progress aborted, its connections reset), and only after the lease duration does the standby
+// take over; when the path heals, nothing the old leader had sent arrives any more. The API
+// server's audit log, of every write each replica makes (its own client certificate), shows the
+// two never acting in the same period, while Jobs keep finishing throughout.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import t from 'tap';
+import { auditFlags, readAuditLog, type AuditEvent } from '../support/audit.ts';
+import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { httpStatus } from '../support/net.ts';
+import { registeringWebhooks, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
+import { actedOnceEach, jobYaml, killSidecar, mainContainer, startCluster } from '../support/stack.ts';
+import { startTcpBalancer } from '../support/tcp-balancer.ts';
+
+const REPLICAS = 'st:replicas';
+const LEASE_SECONDS = 6;
+const dir = mkdtempSync(join(tmpdir(), 'st-split-brain-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+const audit = auditFlags(dir, REPLICAS);
+const cluster = await startCluster(t, { sim: { restartDelayMs: 200 }, controlPlane: { apiServerArgs: audit.apiServerArgs } });
+const { cp, batch } = cluster;
+const addonNamespace = await cp.createNamespace('st-system');
+
+// A webhook labels the Jobs' pods; its requests are not audited.
+const webhook = await startServe((port) => ['--kubeconfig', cp.kubeconfigPath, '--namespace', addonNamespace, '--no-watcher', ...registeringWebhooks(port, 'Fail')]);
+t.teardown(() => webhook.stop());
+
+/** A kubeconfig for `user` (audited), reaching the API server at `server`. */
+async function replicaKubeconfig(user: string, server = cp.serverUrl): Promise<string> {
+  const path = await cp.clientKubeconfig(user, ['system:masters', REPLICAS]);
+  const config = JSON.parse(readFileSync(path, 'utf8')) as { clusters: Array<{ cluster: { server: string } }> };
+  config.clusters[0]!.cluster.server = server;
+  const rewritten = join(dir, `${user}.kubeconfig`);
+  writeFileSync(rewritten, JSON.stringify(config));
+  return rewritten;
+}
+
+const logTime = (replica: ServeProcess, msg: string) => replica.logs().filter((line) => line.msg === msg).map((line) => Number(line.time));
+const actedOn = (replica: ServeProcess) => replica.logs().filter((line) => line.msg === 'stopping sidecars').map((line) => String(line.pod));
+/** Microseconds since the epoch of an audit timestamp (RFC 3339 with six fractional digits). */
+const micros = (timestamp: string) => Date.parse(`${timestamp.slice(0, 23)}Z`) * 1000 + Number(timestamp.slice(23, 26).padEnd(3, '0'));
+const WRITES = new Set(['create', 'update', 'patch', 'delete', 'deletecollection']);
+
+t.test("the leader's path to the API server is black-holed while a standby runs: no two replicas ever act in the same period", async (t) => {
+  const namespace = await cp.createNamespace();
+  const apiServer = new URL(cp.serverUrl);
+  const path = await startTcpBalancer([{ host: apiServer.hostname, port: Number(apiServer.port) }]);
+  t.teardown(() => path.stop());
+  const args = (kubeconfig: string) => ['--kubeconfig', kubeconfig, '--namespace', addonNamespace, '--leader-elect', '--leader-election-duration', `${LEASE_SECONDS}s`, '--kill-mechanism', 'signal'];
+  const leader = await startWatcherProcess(args(await replicaKubeconfig('replica-a', `https://127.0.0.1:${path.port}`)));
+  t.teardown(() => leader.stop());
+  await waitFor('replica A to lead', () => logTime(leader, 'became leader').length > 0);
+  const standby = await startWatcherProcess(args(await replicaKubeconfig('replica-b')));
+  t.teardown(() => standby.stop());
+
+  // Jobs whose main containers finish one after the other, half a second apart, for half a minute.
+  const jobs = Array.from({ length: 60 }, (_, i) => `job-${i}`);
+  const manifests = jobs.map((name, i) => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: `${1 + i * 0.5}s` }, containers: `${mainContainer()}\n${killSidecar()}` }));
+  const applied = await cp.kubectl(['apply', '-f', '-'], { namespace, input: manifests.join('\n---\n') });
+  t.equal(applied.code, 0, 'the Jobs applied', { stderr: applied.stderr });
+  await waitFor('the leader to act on a few pods', () => actedOn(leader).length >= 5, { timeoutMs: 120_000 });
+
+  path.blackhole();
+  const blackholedAt = Date.now();
+  t.comment(`black hole after the leader acted on ${actedOn(leader).length} pods`);
+  await waitFor('replica B to take over', () => logTime(standby, 'became leader').length > 0, { timeoutMs: 60_000, intervalMs: 100 });
+  // Long enough for anything the old leader still had under way to show, had it not been stopped.
+  await sleep(Math.max(0, blackholedAt + 4 * LEASE_SECONDS * 1000 - Date.now()));
+  path.heal();
+  const healedAt = Date.now();
+
+  await waitFor('every Job to complete', async () => {
+    const list = (await batch.listNamespacedJob({ namespace })).items;
+    return list.filter((job) => job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True')).length === jobs.length;
+  }, { timeoutMs: 180_000, intervalMs: 1000 });
+  await sleep(2000); // what the healed path would still carry
+
+  const [lost] = logTime(leader, 'lost leadership: the lease could not be renewed within the renew deadline; stopping before another replica may take over');
+  const [tookOver] = logTime(standby, 'became leader');
+  t.ok(lost, 'A saw it could not renew, and ended its term');
+  t.ok(lost! - blackholedAt < LEASE_SECONDS * 1000, `within the lease duration of the black hole (${lost! - blackholedAt} ms)`);
+  t.ok(tookOver! - lost! > 0, `B took over ${tookOver! - lost!} ms after A stopped`);
+
+  // Every write of either replica, as the API server received it; the Lease is the election itself.
+  const writes = (events: AuditEvent[], user: string) =>
+    events.filter((event) => event.user?.username === user && WRITES.has(event.verb) && event.objectRef?.resource !== 'leases').map((event) => micros(event.requestReceivedTimestamp!));
+  const events = readAuditLog(audit.logPath);
+  const [byA, byB] = [writes(events, 'replica-a'), writes(events, 'replica-b')];
+  t.ok(byA.length > 0 && byB.length > 0, `both acted: A ${byA.length} writes, B ${byB.length}`);
+  const lastA = Math.max(...byA);
+  const firstB = Math.min(...byB);
+  t.ok(lastA < firstB, `A's last write was received ${((firstB - lastA) / 1000).toFixed(0)} ms before B's first`);
+  t.ok(lastA / 1000 < blackholedAt + 1000, "no write of A's arrived after the black hole began, healed or not");
+  t.comment(`black hole ${healedAt - blackholedAt} ms; A stopped ${lost! - blackholedAt} ms in, B led ${tookOver! - blackholedAt} ms in; writes: A ${byA.length}, B ${byB.length}`);
+
+  await actedOnceEach(t, cluster, namespace);
+  t.ok(jobs.every((name) => [...actedOn(leader), ...actedOn(standby)].some((pod) => pod.startsWith(`${namespace}/${name}-`))), 'every pod was acted on by one replica or the other');
+  t.equal(await httpStatus(`${leader.url}/readyz`), 200, 'A, back on a healed path, is a ready standby');
+  t.equal(logTime(leader, 'became leader').length, 1, 'and did not lead again');
+});
