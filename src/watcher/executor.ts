@@ -9,6 +9,7 @@ import { EventRecorder } from './events.ts';
 import type { WatcherMetrics } from './metrics.ts';
 import { PodChanged, PodWriter } from './pod-writes.ts';
 import type { Result } from './queue.ts';
+import { REFUSED_RETRY_MS, isRefusal } from './retries.ts';
 
 export interface ExecutorOptions {
   core: CoreV1Api;
@@ -118,13 +119,25 @@ export class Executor {
           log.debug({ err: error }, 'the pod changed since it was read; looking at it again');
           return { requeueAfterMs: AFTER_POD_CHANGED_MS };
         }
-        if (STOP_REQUESTS.has(step.type)) {
+        // A refusal is reported by reportRefused, once, whichever request it was.
+        if (STOP_REQUESTS.has(step.type) && !isRefusal(error)) {
           await this.events.record(pod, 'Warning', EVENT_REASONS.failed, `could not stop the sidecars: ${apiErrorMessage(error)}`, state.events).catch(() => undefined);
         }
         throw error;
       }
     }
     return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : {};
+  }
+
+  /**
+   * Tells, in a Warning event on the pod, that the API server refused a request for it in a way
+   * retrying cannot fix (retries.ts), and when it is tried again: once per pod and refusal, so
+   * the slow retries that follow say nothing new. Best effort: the event may be refused too.
+   */
+  async reportRefused(pod: V1Pod, error: unknown): Promise<void> {
+    const code = (error as { code?: unknown }).code;
+    const message = `the API server refused a request for this pod (HTTP ${String(code)}): ${apiErrorMessage(error)}; retrying cannot fix that by itself, so it is tried again about every ${REFUSED_RETRY_MS / 60_000}m: check the watcher's RBAC and the admission policies in its way`;
+    await this.events.record(pod, 'Warning', EVENT_REASONS.failed, message, this.stateOf(pod).events, `refused\n${String(code)}\n${apiErrorMessage(error)}`).catch(() => undefined);
   }
 
   /**

@@ -20,8 +20,8 @@ export interface QueueObserver {
 export interface WorkQueueOptions<K> {
   concurrency: number;
   process(key: K): Promise<Result | void>;
-  /** Delay before the n-th retry (n starts at 1). */
-  backoff?(attempt: number): number;
+  /** Delay before the n-th retry (n starts at 1) after `error`. */
+  backoff?(attempt: number, error: unknown): number;
   onError?(key: K, error: unknown, attempt: number, retryInMs: number): void;
   observer?: QueueObserver;
 }
@@ -40,7 +40,7 @@ interface Scheduled {
 }
 
 export class WorkQueue<K> {
-  private readonly options: WorkQueueOptions<K> & { backoff(attempt: number): number };
+  private readonly options: WorkQueueOptions<K> & { backoff(attempt: number, error: unknown): number };
   private readonly waiting: K[] = [];
   private readonly queued = new Set<K>();
   private readonly active = new Set<K>();
@@ -148,7 +148,7 @@ export class WorkQueue<K> {
       this.options.observer?.processed('error', seconds());
       const attempt = (this.failures.get(key) ?? 0) + 1;
       this.failures.set(key, attempt);
-      const delayMs = this.options.backoff(attempt);
+      const delayMs = this.options.backoff(attempt, error);
       this.options.onError?.(key, error, attempt, delayMs);
       this.options.observer?.retrying?.(attempt, delayMs);
       this.addAfter(key, delayMs, true);

@@ -12,6 +12,7 @@ import type { WatcherMetrics } from './metrics.ts';
 import { NodeLookup } from './nodes.ts';
 import { WorkQueue } from './queue.ts';
 import { Reconciler } from './reconciler.ts';
+import { isRefusal, retryDelay } from './retries.ts';
 import { PodReflector, podKey } from './reflector.ts';
 import { sweep } from './sweeper.ts';
 
@@ -52,7 +53,12 @@ export class Watcher {
     this.queue = new WorkQueue({
       concurrency: options.concurrency,
       process: (key) => this.reconciler!.reconcile(key),
-      onError: (key, error, attempt, retryInMs) => options.logger.warn({ pod: key, attempt, retryInMs, err: error }, 'reconcile failed, will retry'),
+      backoff: retryDelay,
+      onError: (key, error, attempt, retryInMs) => {
+        options.logger.warn({ pod: key, attempt, retryInMs, refused: isRefusal(error), err: error }, 'reconcile failed, will retry');
+        const pod = isRefusal(error) ? this.findPod(key) : undefined;
+        if (pod) void this.executor?.reportRefused(pod, error);
+      },
       observer: options.metrics.queue,
     });
     const namespaces = options.namespaces.length > 0 ? options.namespaces : [undefined];

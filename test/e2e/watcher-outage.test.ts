@@ -3,19 +3,24 @@
 // time, each on its own control plane:
 // - the API server stopped for 6 minutes just as three Jobs finish, so that every request the
 //   watcher makes for them fails all that time, then started again: all three complete;
-// - the creation of ContainerRecreateRequests refused by an admission webhook (a small HTTPS
-//   server here) for 6 minutes, then allowed: the Job completes.
+// - the creation of ContainerRecreateRequests refused (403) by an admission webhook (a small HTTPS
+//   server here), as a policy would: a refusal retrying cannot fix, so the pod gets one Warning
+//   event and is tried again only every few minutes (src/watcher/retries.ts), not in a loop;
+//   once the webhook allows it, the Job completes at the next attempt.
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AdmissionregistrationV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { EVENT_REASONS, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { REFUSED_RETRY_MS } from '../../src/watcher/retries.ts';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
 import { CRR, findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
 import { apply, eventsOf, jobYaml, mainAndKillSidecars, startStack, waitForJob, waitForJobsComplete, type Stack } from '../support/stack.ts';
 
 const OUTAGE_MS = 6 * 60_000;
+/** Long enough for a loop of fast retries to show (a backoff from 0.5 s would have made eight). */
+const DENIAL_MS = 2 * 60_000;
 /** The longest the watcher waits between two attempts (src/watcher/queue.ts), plus room. */
 const AFTER_OUTAGE_MS = 4 * 60_000;
 
@@ -41,11 +46,13 @@ t.test('each failure longer than the old retry cap ends with every Job complete'
     t.comment(`all three complete ${Math.round(outage.completedAfterStartMs / 1000)}s after the API server started again`);
   });
 
-  t.test('ContainerRecreateRequests denied for 6 minutes, then allowed: the Job completes', async (t) => {
-    t.ok(denial.denied >= 2, `the webhook denied the request again and again (${denial.denied} times)`);
+  t.test('ContainerRecreateRequests refused for 2 minutes: one event, no retry loop; once allowed, the Job completes', async (t) => {
+    t.equal(denial.denied, 1, 'refused once in those 2 minutes: a refusal is tried again only every few minutes');
     t.equal(denial.complete, true, 'the Job completes');
+    t.ok(denial.secondAttemptAfterMs >= REFUSED_RETRY_MS * 0.8 - 5000, `the next attempt came ${Math.round(denial.secondAttemptAfterMs / 1000)}s after the refusal`);
     t.equal(denial.crrs, 1, 'one ContainerRecreateRequest, created once allowed');
-    t.match(denial.warning, /could not stop the sidecars: admission webhook "deny-crr.test.sidecar-terminator.io" denied the request: not now/, 'the denial is a Warning event on the pod');
+    t.equal(denial.warnings.length, 1, 'one Warning event on the pod');
+    t.match(denial.warnings[0], /^the API server refused a request for this pod \(HTTP 403\): admission webhook "deny-crr.test.sidecar-terminator.io" denied the request: not now; retrying cannot fix that by itself, so it is tried again about every 5m/, 'saying what was refused and what happens next');
     t.comment(`the Job completed ${Math.round(denial.completedAfterAllowMs / 1000)}s after the webhook allowed the request`);
   });
 });
@@ -104,12 +111,15 @@ interface DenialResult {
   denied: number;
   complete: boolean;
   completedAfterAllowMs: number;
+  /** From the refusal to the next attempt, which the allowing webhook let through. */
+  secondAttemptAfterMs: number;
   crrs: number;
-  warning: string | undefined;
+  warnings: string[];
 }
 
 async function crrCreationDenied(t: Test): Promise<DenialResult> {
-  const stack = await startStack(t, { installCrrCrd: true });
+  // No resync in the test's time: the next attempt is the refused reconcile's own.
+  const stack = await startStack(t, { installCrrCrd: true, serveArgs: ['--resync-interval', '30m'] });
   const { cp } = stack;
   const gate = await startCrrGate();
   t.teardown(() => gate.close());
@@ -147,29 +157,32 @@ async function crrCreationDenied(t: Test): Promise<DenialResult> {
   await apply(cp, namespace, jobYaml('denied', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers }));
   await waitFor('the first denial', async () => gate.denials.length > 0, { timeoutMs: 120_000 });
   t.comment('the watcher is denied its ContainerRecreateRequest');
-  await sleep(OUTAGE_MS);
+  await sleep(DENIAL_MS);
   gate.allow();
   const allowedAt = Date.now();
-  t.comment(`the webhook allows ContainerRecreateRequests again, after ${gate.denials.length} denials`);
+  const denied = gate.denials.length;
+  t.comment(`the webhook allows ContainerRecreateRequests again, after ${denied} denials`);
 
-  const job = await waitForJob(stack, namespace, 'denied', 'Complete', AFTER_OUTAGE_MS).catch(() => undefined);
+  // The next attempt comes after a refused reconcile's delay (or the resync, 5m), then the Job completes.
+  const job = await waitForJob(stack, namespace, 'denied', 'Complete', REFUSED_RETRY_MS * 1.2 + 60_000).catch(() => undefined);
   const pod = (await stack.core.listNamespacedPod({ namespace, labelSelector: 'job-name=denied' })).items[0];
   const crrs = ((await custom.listNamespacedCustomObject({ ...CRR, namespace })) as { items: unknown[] }).items;
-  const warning = pod && (await eventsOf(stack, namespace, pod.metadata!.name!)).find((e) => e.reason === EVENT_REASONS.failed)?.message;
-  return { denied: gate.denials.length, complete: job !== undefined, completedAfterAllowMs: Date.now() - allowedAt, crrs: crrs.length, warning };
+  const warnings = pod ? (await eventsOf(stack, namespace, pod.metadata!.name!)).filter((e) => e.reason === EVENT_REASONS.failed).map((e) => e.message ?? '') : [];
+  return { denied, complete: job !== undefined, completedAfterAllowMs: Date.now() - allowedAt, secondAttemptAfterMs: (gate.allowed[0] ?? Infinity) - gate.denials[0]!, crrs: crrs.length, warnings };
 }
 
 /** An admission webhook that denies every request until told to allow them, and counts its denials. */
-async function startCrrGate(): Promise<{ port: number; caBundle: string; denials: number[]; allow(): void; close(): Promise<void> }> {
+async function startCrrGate(): Promise<{ port: number; caBundle: string; denials: number[]; allowed: number[]; allow(): void; close(): Promise<void> }> {
   const bundle = await issueWithNewCa({ hosts: ['127.0.0.1'], validityMs: 24 * 3_600_000, now: new Date() });
   let allowing = false;
   const denials: number[] = [];
+  const allowed: number[] = [];
   const server: Server = createServer({ key: bundle.key, cert: bundle.cert }, (request, response) => {
     let body = '';
     request.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
     request.on('end', () => {
       const review = JSON.parse(body) as { request: { uid: string; dryRun?: boolean } };
-      if (!allowing && !review.request.dryRun) denials.push(Date.now());
+      if (!review.request.dryRun) (allowing ? allowed : denials).push(Date.now());
       const answer = allowing ? { allowed: true } : { allowed: false, status: { code: 403, message: 'not now' } };
       response.setHeader('Content-Type', 'application/json');
       response.end(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: review.request.uid, ...answer } }));
@@ -180,6 +193,7 @@ async function startCrrGate(): Promise<{ port: number; caBundle: string; denials
     port: (server.address() as AddressInfo).port,
     caBundle: bundle.caBundle,
     denials,
+    allowed,
     allow: () => (allowing = true),
     close: () => new Promise((resolveClose) => server.close(() => resolveClose())),
   };
