@@ -139,7 +139,12 @@ export const SERVE_FLAGS = {
   },
   validateWorkloads: bool('validate-workloads', 'Register the validating webhook for Deployment, StatefulSet and DaemonSet writes too (their pod templates get warnings, never a denial); off, only Pods, Jobs and CronJobs wait on the webhook.'),
   namespaces: list('namespaces', 'Namespaces whose managed pods the watcher acts on; empty means every namespace.'),
-  killMechanism: oneOf('kill-mechanism', 'How sidecars on normal nodes are stopped: crr creates an OpenKruise ContainerRecreateRequest (kruise-daemon kills the container), signal adds an ephemeral container that sends SIGTERM to the sidecar, auto uses crr when the cluster serves the Kruise CRD and signal otherwise.', ['auto', 'crr', 'signal'] as const, 'auto'),
+  killMechanism: oneOf('kill-mechanism', 'How sidecars on normal nodes are stopped: crr creates an OpenKruise ContainerRecreateRequest (kruise-daemon kills the container), signal adds an ephemeral container that sends SIGTERM to the sidecar, auto uses crr while the cluster serves the Kruise CRD and signal otherwise (see --kill-mechanism-check-interval).', ['auto', 'crr', 'signal'] as const, 'auto'),
+  killMechanismCheckInterval: duration(
+    'kill-mechanism-check-interval',
+    'With --kill-mechanism auto, how often the watcher asks the API server again whether it serves ContainerRecreateRequests, and switches mechanism when OpenKruise was installed or removed (a log line, and an event on the Lease with --leader-elect); a pod whose sidecars were told to stop already finishes with the mechanism it began with. 0s: only at start.',
+    '1m',
+  ),
   signalImage: text('signal-image', "Image of the ephemeral container that signals a sidecar (it runs `node -e process.kill(1, 'SIGTERM')`); the chart sets it to the add-on's own image.", 'ghcr.io/sidecar-terminator/sidecar-terminator:0.1.0'),
   resyncInterval: duration('resync-interval', 'How often the watcher queues every managed pod again, whatever its watch says (a pod whose reconcile fails is also retried on its own for as long as it fails: with jittered exponential backoff up to 2m apart, or about every 5m when the API server refuses the request); 0s turns it off.', '5m'),
   sweepInterval: duration('sweep-interval', 'How often the watcher lists running Never/OnFailure pods without the managed label and labels those with sidecar markers (pods admitted while the webhook was down); 0s turns it off.', '5m'),

@@ -15,6 +15,7 @@
 import { CONDITION_REASONS, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, EVENT_REASONS, MANAGED, MANAGED_LABEL, SIGNAL_COMMAND, TERMINATED_CONDITION } from '../policy/index.ts';
 import { BUNDLE_KEYS } from '../tls/store.ts';
 import { crrName, CRR_GROUP } from '../watcher/crr.ts';
+import { KILL_MECHANISM_CHANGED } from '../watcher/events.ts';
 import { OWNER_EVENT_REASON } from '../webhook/owner-events.ts';
 import { COMPONENT } from './events.ts';
 
@@ -200,13 +201,15 @@ const watcher: FenceRules = {
       message:
         'sidecar-terminator fence: the watcher may create a ContainerRecreateRequest only with podName, the containers by name, and the strategy failurePolicy Ignore, forceRecreate true',
     },
-    // EventRecorder: its events on pods.
+    // EventRecorder: its events on pods, and on its Lease when the kill mechanism follows the cluster.
     {
       expression:
-        '!variables.eventCreate || (object.involvedObject.?kind == optional.of("Pod") && object.involvedObject.?apiVersion == optional.of("v1") && ' +
-        'object.involvedObject.?namespace == optional.of(request.namespace) && object.metadata.name.startsWith(object.involvedObject.?name.orValue("") + ".") && ' +
-        `object.reason in ${list(Object.values(EVENT_REASONS))} && object.?source.?component == optional.of(${literal(COMPONENT)}) && object.?reportingComponent == optional.of(${literal(COMPONENT)}))`,
-      message: `sidecar-terminator fence: the watcher may create only its own events (reason ${Object.values(EVENT_REASONS).join(' or ')}, component ${COMPONENT}) on a pod of the event's namespace`,
+        `!variables.eventCreate || (object.metadata.name.startsWith(object.involvedObject.?name.orValue("") + ".") && object.involvedObject.?namespace == optional.of(request.namespace) && ` +
+        `object.?source.?component == optional.of(${literal(COMPONENT)}) && object.?reportingComponent == optional.of(${literal(COMPONENT)}) && (` +
+        `(object.involvedObject.?kind == optional.of("Pod") && object.involvedObject.?apiVersion == optional.of("v1") && object.reason in ${list(Object.values(EVENT_REASONS))}) || ` +
+        `(object.involvedObject.?kind == optional.of("Lease") && object.involvedObject.?apiVersion == optional.of("coordination.k8s.io/v1") && request.namespace == variables.ownNamespace && ` +
+        `object.involvedObject.?name == optional.of(variables.leaseName) && object.reason == ${literal(KILL_MECHANISM_CHANGED)})))`,
+      message: `sidecar-terminator fence: the watcher may create only its own events (component ${COMPONENT}): ${Object.values(EVENT_REASONS).join(' or ')} on a pod of the event's namespace, ${KILL_MECHANISM_CHANGED} on its Lease`,
     },
     // LeaderElector: its Lease, in the add-on's namespace.
     {

@@ -73,6 +73,8 @@ async function startWatcher({ config, kubeConfig, namespace, logger, metrics, re
       kubeConfig: term ? fencedKubeConfig(kubeConfig, term) : kubeConfig,
       namespaces: config.namespaces,
       killMechanism: config.killMechanism,
+      killMechanismCheckIntervalMs: config.killMechanismCheckInterval,
+      ...(config.leaderElect ? { lease: { namespace, name: config.leaderElectionLease } } : {}),
       signal: { image: config.signalImage, command: [...SIGNAL_COMMAND] },
       concurrency: config.concurrency,
       resyncIntervalMs: config.resyncInterval,

@@ -8,6 +8,18 @@ import { eventBody, type EventType } from '../kube/events.ts';
 
 export { COMPONENT, type EventType } from '../kube/events.ts';
 
+/** The object an event is about: a pod, or the watcher's Lease. */
+export interface InvolvedObject {
+  kind: string;
+  apiVersion: string;
+  namespace: string;
+  name: string;
+  uid?: string;
+}
+
+/** Normal, on the watcher's Lease: the kill mechanism followed the cluster (--kill-mechanism auto). */
+export const KILL_MECHANISM_CHANGED = 'KillMechanismChanged';
+
 export class EventRecorder {
   private readonly core: CoreV1Api;
 
@@ -22,14 +34,18 @@ export class EventRecorder {
    * True when this call created it: callers count it in their metrics then.
    */
   async record(pod: V1Pod, type: EventType, reason: string, message: string, sent: Set<string>, key = `${reason}\n${message}`): Promise<boolean> {
-    const namespace = pod.metadata!.namespace!;
-    const uid = pod.metadata?.uid ?? '';
+    const involvedObject = { kind: 'Pod', apiVersion: 'v1', namespace: pod.metadata!.namespace!, name: pod.metadata!.name!, uid: pod.metadata?.uid ?? '' };
+    return this.recordOn(involvedObject, type, reason, message, sent, key);
+  }
+
+  /** The same, about any object of a namespace (the watcher's Lease). */
+  async recordOn(involvedObject: InvolvedObject, type: EventType, reason: string, message: string, sent: Set<string>, key = `${reason}\n${message}`): Promise<boolean> {
+    const { namespace, name, uid = '' } = involvedObject;
     const id = createHash('sha256').update(`${uid}\n${key}`).digest('hex').slice(0, 16);
     if (sent.has(id)) return false;
     let created = true;
     try {
-      const involvedObject = { kind: 'Pod', apiVersion: 'v1', namespace, name: pod.metadata!.name, uid: pod.metadata!.uid };
-      await this.core.createNamespacedEvent({ namespace, body: eventBody(`${pod.metadata!.name}.${id}`, involvedObject, type, reason, message) });
+      await this.core.createNamespacedEvent({ namespace, body: eventBody(`${name}.${id}`, involvedObject, type, reason, message) });
     } catch (error) {
       if (!isApiError(error, 409)) throw error;
       created = false;

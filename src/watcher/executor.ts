@@ -2,7 +2,7 @@
 // events and metrics they come with. The one place where the watcher acts.
 import type { CoreV1Api, CustomObjectsApi, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
-import { EVENT_REASONS, TERMINATED_CONDITION, mainsFinishedAt, type Mechanism, type Plan, type Step } from '../policy/index.ts';
+import { EVENT_REASONS, TERMINATED_CONDITION, mainsFinishedAt, type KillMechanism, type Mechanism, type Plan, type Step } from '../policy/index.ts';
 import { apiErrorMessage } from '../kube/api-errors.ts';
 import { createCrr } from './crr.ts';
 import { EventRecorder } from './events.ts';
@@ -14,8 +14,8 @@ import { REFUSED_RETRY_MS, isRefusal } from './retries.ts';
 export interface ExecutorOptions {
   core: CoreV1Api;
   custom: CustomObjectsApi;
-  /** The apps.kruise.io version serving ContainerRecreateRequests, with --kill-mechanism crr. */
-  crrVersion: string | undefined;
+  /** The apps.kruise.io version serving ContainerRecreateRequests, with --kill-mechanism crr; read at each request (the watcher's is a getter: the mechanism follows the cluster). */
+  readonly crrVersion: string | undefined;
   metrics: WatcherMetrics;
   /**
    * Whether the pod is still in the watch (the same uid under its key). What the executor keeps
@@ -35,6 +35,8 @@ interface PodState {
   crr: boolean;
   /** The events recorded for it, by id (EventRecorder). */
   events: Set<string>;
+  /** The kill mechanism its sidecars were told to stop with: a pod finishes with the mechanism it began with. */
+  started?: KillMechanism;
 }
 
 /** A pod that changed under a write is looked at again once the watch has brought the change. */
@@ -53,6 +55,11 @@ export class Executor {
     this.options = options;
     this.writer = new PodWriter(options.core);
     this.events = new EventRecorder(options.core);
+  }
+
+  /** The kill mechanism this watcher told the pod's sidecars to stop with, if it did. */
+  startedWith(pod: V1Pod): KillMechanism | undefined {
+    return this.pods.get(pod.metadata?.uid ?? '')?.started;
   }
 
   /** Pods the executor keeps something of. */
@@ -101,11 +108,13 @@ export class Executor {
             const crrVersion = this.options.crrVersion!;
             requested((await this.requested(pod, 'crr', 1, () => createCrr(this.options.custom, crrVersion, current, step.containers))) === 'created');
             state.crr = true;
+            state.started ??= 'crr';
             break;
           }
           case 'addSignalContainers':
             current = await this.requested(pod, 'signal', step.containers.length, () => this.writer.addEphemeralContainers(current, step.containers));
             requested(true);
+            state.started ??= 'signal';
             break;
           case 'setCondition':
             current = await this.writer.setStatus(current, { type: TERMINATED_CONDITION, ...step.condition });

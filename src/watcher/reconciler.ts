@@ -14,7 +14,8 @@ export interface ReconcilerOptions {
   findPod: (key: string) => V1Pod | undefined;
   nodes: NodeLookup;
   core: Pick<CoreV1Api, 'readNamespacedPod'>;
-  settings: StopSettings;
+  /** The same for every pod, or per pod (its kill mechanism is the one its stop began with). */
+  settings: StopSettings | ((pod: V1Pod) => StopSettings);
   executor: Pick<Executor, 'execute'>;
   logger: Logger;
 }
@@ -32,13 +33,14 @@ export class Reconciler {
     if (!pod) return {};
     const log = logger.child({ pod: key, uid: pod.metadata?.uid });
     const node = await nodes.get(pod.spec?.nodeName);
-    let plan = planStop(pod, node, settings, Date.now());
+    const settingsOf = (pod: V1Pod) => (typeof settings === 'function' ? settings(pod) : settings);
+    let plan = planStop(pod, node, settingsOf(pod), Date.now());
     // That a sidecar still runs after its grace period is read from the absence of a change, and
     // the watch's copy can lag (an outage, a slow watch): it is said only of the pod as it is now.
     if (plan.steps.some((step) => step.type === 'warn' && step.count?.result === 'ignored')) {
       pod = await this.current(pod);
       if (!pod) return {};
-      plan = planStop(pod, node, settings, Date.now());
+      plan = planStop(pod, node, settingsOf(pod), Date.now());
     }
     if (plan.steps.length === 0) log.debug({ reason: plan.reason }, 'nothing to do');
     return executor.execute(pod, plan, log);

@@ -6,7 +6,8 @@ import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Pod } from '@kuber
 import type { Logger } from '../logger.ts';
 import { IN_FLIGHT_FIELD_SELECTOR, MANAGED, MANAGED_LABEL, retainedPod, sidecarsPendingSince, signalUserNote, type KillMechanism, type SignalSettings } from '../policy/index.ts';
 import { readServerVersion } from '../kube/server-version.ts';
-import { resolveKillMechanism } from './discovery.ts';
+import { KillMechanismFollower, killMechanismFor, type ResolvedKillMechanism } from './discovery.ts';
+import { EventRecorder, KILL_MECHANISM_CHANGED } from './events.ts';
 import { Executor } from './executor.ts';
 import type { WatcherMetrics } from './metrics.ts';
 import { NodeLookup } from './nodes.ts';
@@ -21,6 +22,10 @@ export interface WatcherOptions {
   /** Namespaces to watch; every namespace when empty. */
   namespaces: readonly string[];
   killMechanism: 'auto' | KillMechanism;
+  /** With auto, how often the API server is asked again whether it serves ContainerRecreateRequests; 0: only at start. */
+  killMechanismCheckIntervalMs?: number;
+  /** The Lease the watcher runs under (leader election): a change of kill mechanism is an event on it. */
+  lease?: { namespace: string; name: string };
   signal: SignalSettings;
   concurrency: number;
   logger: Logger;
@@ -44,6 +49,7 @@ export class Watcher {
   private readonly synced = new Set<PodReflector>();
   private reconciler: Reconciler | undefined;
   private executor: Executor | undefined;
+  private killMechanism: KillMechanismFollower | undefined;
   private readonly timers: NodeJS.Timeout[] = [];
   private stopped = false;
 
@@ -91,20 +97,31 @@ export class Watcher {
 
   async start(): Promise<void> {
     const { options } = this;
-    const kill = await resolveKillMechanism(options.kubeConfig, options.killMechanism);
-    this.executor = new Executor({
+    const follower = (this.killMechanism = new KillMechanismFollower({
+      kubeConfig: options.kubeConfig,
+      option: options.killMechanism,
+      intervalMs: options.killMechanismCheckIntervalMs ?? 0,
+      logger: options.logger,
+      onChange: (previous, next) => void this.announce(previous, next),
+    }));
+    const kill = await follower.start();
+    const executor = (this.executor = new Executor({
       core: this.core,
       custom: options.kubeConfig.makeApiClient(CustomObjectsApi),
-      crrVersion: kill.mechanism === 'crr' ? kill.crrVersion : undefined,
+      // Read at each request: the version served now.
+      get crrVersion() {
+        return follower.crrVersion;
+      },
       metrics: options.metrics,
       inFlight: (pod) => this.findPod(podKey(pod))?.metadata?.uid === pod.metadata?.uid,
-    });
+    }));
+    const { signal, quickExitImageAllowlist } = options;
     this.reconciler = new Reconciler({
       findPod: (key) => this.findPod(key),
       nodes: new NodeLookup(this.core),
       core: this.core,
-      settings: { killMechanism: kill.mechanism, signal: options.signal, quickExitImageAllowlist: options.quickExitImageAllowlist },
-      executor: this.executor,
+      settings: (pod) => ({ killMechanism: killMechanismFor(pod, executor.startedWith(pod), follower.current), signal, quickExitImageAllowlist }),
+      executor,
       logger: options.logger,
     });
     options.logger.info({ killMechanism: kill.mechanism, namespaces: options.namespaces }, 'watcher starting');
@@ -127,6 +144,20 @@ export class Watcher {
     }
   }
 
+  /** Says that the kill mechanism followed the cluster: a log line, and an event on the Lease the watcher runs under. */
+  private async announce(previous: ResolvedKillMechanism, next: ResolvedKillMechanism): Promise<void> {
+    const served = next.mechanism === 'crr' ? `the cluster now serves apps.kruise.io/${next.crrVersion} ContainerRecreateRequest` : 'the cluster no longer serves apps.kruise.io ContainerRecreateRequest';
+    const message = `kill mechanism ${previous.mechanism} -> ${next.mechanism}: ${served}; a pod whose sidecars were told to stop already finishes with the mechanism it began with`;
+    this.options.logger.info({ previous: previous.mechanism, killMechanism: next.mechanism }, message);
+    const { lease } = this.options;
+    if (!lease) return;
+    const involvedObject = { kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', ...lease };
+    // A key of its own for every change: crr, signal, then crr again is three events.
+    await new EventRecorder(this.core).recordOn(involvedObject, 'Normal', KILL_MECHANISM_CHANGED, message, new Set(), `${message}\n${Date.now()}`).catch((error: unknown) => {
+      this.options.logger.warn({ err: error, lease }, 'could not record the change of kill mechanism as an event on the Lease');
+    });
+  }
+
   /** Ready once every watched namespace has been listed. */
   ready(): boolean {
     return this.synced.size === this.reflectors.length;
@@ -134,6 +165,7 @@ export class Watcher {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.killMechanism?.stop();
     for (const timer of this.timers) clearTimeout(timer);
     for (const reflector of this.reflectors) reflector.stop();
     this.options.metrics.observe(undefined);

@@ -23,6 +23,8 @@ interface Need {
   scope: Scope;
   /** The object names the call touches, when Kubernetes can limit the verb to them (never for create). */
   names?: (config: ServeConfig) => string[];
+  /** When this one is needed, given the process's flags (always, without). */
+  when?: (config: ServeConfig) => boolean;
 }
 
 interface Call {
@@ -67,8 +69,12 @@ const CALLS: Record<string, Call> = {
   patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal mechanism', when: usesSignal },
   createNamespacedEvent: {
     sites: ['src/watcher/events.ts', 'src/webhook/owner-events.ts'],
-    needs: [pods('create', 'events')],
-    why: "the watcher's events on pods; the webhook's InvalidSidecarConfiguration events on the owners of objects admitted despite errors",
+    needs: [
+      pods('create', 'events'),
+      // KillMechanismChanged on the watcher's Lease, when the kill mechanism follows the cluster.
+      { group: '', resource: 'events', verb: 'create', scope: 'own', when: (config) => config.leaderElect && config.killMechanism === 'auto' && config.killMechanismCheckInterval > 0 },
+    ],
+    why: "the watcher's events on pods, and on its Lease when the kill mechanism changes; the webhook's InvalidSidecarConfiguration events on the owners of objects admitted despite errors",
   },
   createNamespacedCustomObject: {
     sites: ['src/watcher/crr.ts'],
@@ -256,6 +262,7 @@ function requirements(manifests: Manifest[], releaseNamespace: string): Requirem
     for (const [method, call] of Object.entries(CALLS)) {
       if (!call.sites.some((file) => componentOf(file) === component) || (call.when && !call.when(config))) continue;
       for (const need of call.needs) {
+        if (need.when && !need.when(config)) continue;
         const namespaces = need.scope === 'own' ? [config.namespace] : need.scope === 'watched' && config.namespaces.length > 0 ? config.namespaces : ['*'];
         for (const namespace of namespaces) {
           result.push({ call: method, serviceAccount, group: need.group, resource: need.resource, verb: need.verb, namespace, names: need.names ? need.names(config) : '*' });
@@ -291,6 +298,8 @@ t.test('every Kubernetes call in src/ is in the table, at the sites it lists, in
 const variants: Array<{ label: string; values: object; release?: string; namespace?: string }> = [
   { label: 'defaults', values: {} },
   { label: 'kill mechanism crr', values: { watcher: { killMechanism: 'crr' } } },
+  { label: 'auto, following the cluster, with --namespaces', values: { watcher: { namespaces: ['team-a'] } } },
+  { label: 'auto, resolved only at start, with --namespaces', values: { watcher: { namespaces: ['team-a'], killMechanismCheckInterval: '0s' } } },
   { label: 'kill mechanism signal', values: { watcher: { killMechanism: 'signal' } } },
   { label: 'without leader election', values: { watcher: { leaderElection: { enabled: false } } } },
   { label: '--namespaces, including the release namespace', values: { watcher: { namespaces: ['team-a', 'sidecar-terminator'] } } },

@@ -317,9 +317,16 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
         reportingComponent: 'sidecar-terminator',
       });
     const pod = { kind: 'Pod', apiVersion: 'v1', namespace: victims, name: 'managed', uid: managed.metadata!.uid };
-    const own = /may create only its own events \(reason SidecarTerminator or SidecarTerminationFailed, component sidecar-terminator\) on a pod of the event's namespace/;
+    const own = /may create only its own events \(component sidecar-terminator\): SidecarTerminator or SidecarTerminationFailed on a pod of the event's namespace, KillMechanismChanged on its Lease/;
     await refused(t, watcherKubeconfig, 'another reason', ['create', '-f', '-'], own, event('Killing', pod));
     await refused(t, watcherKubeconfig, 'an event about a Secret', ['create', '-f', '-'], own, event('SidecarTerminator', { kind: 'Secret', apiVersion: 'v1', namespace: victims, name: 'managed' }));
+    await refused(t, watcherKubeconfig, "the Lease's reason on a pod", ['create', '-f', '-'], own, event('KillMechanismChanged', pod));
+    const leaseEvent = (name: string, namespace: string) =>
+      JSON.stringify({ ...(JSON.parse(event('KillMechanismChanged', { kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', namespace, name })) as object), metadata: { name: `${name}.changed`, namespace } });
+    await refused(t, watcherKubeconfig, 'an event on another Lease', ['create', '-f', '-'], own, leaseEvent('another', NS));
+    await refused(t, watcherKubeconfig, 'an event on a Lease of that name elsewhere', ['create', '-f', '-'], own, leaseEvent('sidecar-terminator-watcher', victims));
+    const ownLease = await kubectlAs(watcherKubeconfig, ['create', '-f', '-'], leaseEvent('sidecar-terminator-watcher', NS));
+    t.equal(ownLease.code, 0, 'KillMechanismChanged on its own Lease passes', { stderr: ownLease.stderr });
     const lease = JSON.stringify({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'another', namespace: NS }, spec: {} });
     await refused(t, watcherKubeconfig, 'another Lease', ['create', '-f', '-'], /may write only the Lease sidecar-terminator\/sidecar-terminator-watcher/, lease);
 

@@ -66,6 +66,7 @@ export const CHART_SETTINGS: Record<string, ChartSetting> = {
   validateWorkloads: { kind: 'value', path: 'admission.validateWorkloads', sample: true, arg: 'true', components: ['webhook'], note: 'also decides the rules of the ValidatingWebhookConfiguration' },
   namespaces: { kind: 'value', path: 'watcher.namespaces', sample: ['team-a', 'team-b'], arg: 'team-a,team-b', components: ['watcher'], note: 'a list; RBAC becomes a Role per namespace' },
   killMechanism: { kind: 'value', path: 'watcher.killMechanism', sample: 'crr', arg: 'crr', components: ['watcher'] },
+  killMechanismCheckInterval: { kind: 'value', path: 'watcher.killMechanismCheckInterval', sample: '5m', arg: '5m', components: ['watcher'] },
   signalImage: { kind: 'value', path: 'watcher.signalImage', sample: 'registry.example.com/signal:1.0', arg: 'registry.example.com/signal:1.0', components: ['watcher'], note: "default: the chart's own image" },
   resyncInterval: { kind: 'value', path: 'watcher.resyncInterval', sample: '10m', arg: '10m', components: ['watcher'] },
   sweepInterval: { kind: 'value', path: 'watcher.sweepInterval', sample: '10m', arg: '10m', components: ['watcher'] },

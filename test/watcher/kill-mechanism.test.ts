@@ -1,0 +1,31 @@
+// Which kill mechanism a pod gets when the cluster's changes (src/watcher/discovery.ts): the one
+// its stop began with, else the cluster's now; a ContainerRecreateRequest gone with its API is
+// replaced by a signal, never added to one.
+import t from 'tap';
+import { killMechanismFor, type ResolvedKillMechanism } from '../../src/watcher/discovery.ts';
+import { jobPod, killSidecar, main } from './pods.ts';
+
+const crr: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1alpha1' };
+const signal: ResolvedKillMechanism = { mechanism: 'signal' };
+const fresh = () => jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
+const signalled = () => jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
+
+t.test('a pod not told to stop yet gets the cluster mechanism of now', async (t) => {
+  t.equal(killMechanismFor(fresh(), undefined, crr), 'crr');
+  t.equal(killMechanismFor(fresh(), undefined, signal), 'signal');
+});
+
+t.test('a pod signalled already keeps the signal when Kruise arrives, whoever sent it', async (t) => {
+  t.equal(killMechanismFor(signalled(), undefined, crr), 'signal', 'its signal container says so (a watcher before this one sent it)');
+  t.equal(killMechanismFor(fresh(), 'signal', crr), 'signal', 'this watcher says so (its write not in the watch yet)');
+});
+
+t.test('a pod stopped by a ContainerRecreateRequest keeps it while the API is served, and is signalled once it is gone', async (t) => {
+  t.equal(killMechanismFor(fresh(), 'crr', crr), 'crr');
+  t.equal(killMechanismFor(fresh(), 'crr', signal), 'signal', 'deleting the CRD deleted its request: nothing else would stop the sidecar');
+});
+
+t.test('a signal container for another container than a sidecar does not count', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { ephemeralContainers: [{ name: 'debugger', image: 'busybox', targetContainerName: 'main' }] });
+  t.equal(killMechanismFor(pod, undefined, crr), 'crr');
+});
