@@ -104,6 +104,11 @@ export const SERVE_FLAGS = {
   shutdownGrace: duration('shutdown-grace', 'On SIGTERM, how long in-flight requests and reconciles may take to finish.', '20s'),
   shutdownDrain: duration('shutdown-drain', 'On SIGTERM, how long the webhook keeps listening, unready and closing each connection after its answer, before it stops listening (so the API server moves to another replica); part of --shutdown-grace.', '3s'),
   certDir: text('cert-dir', 'Keep the CA and serving certificate in this directory (local runs, e.g. certs/) instead of a Secret.', ''),
+  tlsCertDir: text(
+    'tls-cert-dir',
+    'Serve tls.crt and tls.key from this directory, issued and renewed by someone else (a mounted kubernetes.io/tls Secret that cert-manager keeps current), re-read every --cert-check-interval: the webhook then issues no certificate, writes no Secret and patches no caBundle (cert-manager\'s cainjector does). Empty: the webhook issues its own, in --tls-secret (or --cert-dir).',
+    '',
+  ),
   tlsSecret: text('tls-secret', 'Name of the Secret holding the CA and serving certificate, shared by every replica.', 'sidecar-terminator-tls'),
   serviceName: text('service-name', 'Name of the webhook Service; its DNS names go into the serving certificate.', 'sidecar-terminator'),
   certHosts: list('cert-hosts', 'Extra DNS names or IP addresses for the serving certificate (127.0.0.1 and localhost are always included).'),

@@ -17,6 +17,7 @@ import { SIGNAL_COMMAND } from '../policy/index.ts';
 import { isServingCertificateValid, servingHosts, type CertificateBundle } from '../tls/certificates.ts';
 import { createRotator, describeCertificate } from '../tls/rotator.ts';
 import { nativeSidecarsOn } from '../kube/server-version.ts';
+import { mountedCertificate } from '../tls/mounted.ts';
 import { secretStore } from '../tls/secret-store.ts';
 import { secureContextOptions } from '../tls/secure-context.ts';
 import { directoryStore } from '../tls/store.ts';
@@ -133,19 +134,24 @@ async function startProbes({ config, metrics, readiness, logger }: Context): Pro
 /** The admission webhook: certificates, the HTTPS server, the webhook configurations. */
 async function startWebhook({ config, kubeConfig, namespace, logger, metrics, readiness, readinessChecks }: Context): Promise<Stop> {
   const listenAddress = parseListenAddress(config.listenAddress, 'listen-address');
+  // The certificate: issued outside and mounted (cert-manager), or issued and renewed here.
+  const mounted = config.tlsCertDir ? mountedCertificate(config.tlsCertDir, { checkIntervalMs: config.certCheckInterval, logger }) : undefined;
   const store = config.certDir ? directoryStore(config.certDir) : secretStore(kubeConfig.makeApiClient(CoreV1Api), namespace, config.tlsSecret);
-  const rotator = createRotator({
-    store,
-    hosts: servingHosts(config.serviceName, namespace, config.certHosts),
-    validityMs: config.certValidity,
-    renewBeforeMs: config.certRenewBefore,
-    checkIntervalMs: config.certCheckInterval,
-    logger,
-  });
-  let served: CertificateBundle = await rotator.ensure();
+  const rotator = mounted
+    ? undefined
+    : createRotator({
+        store,
+        hosts: servingHosts(config.serviceName, namespace, config.certHosts),
+        validityMs: config.certValidity,
+        renewBeforeMs: config.certRenewBefore,
+        checkIntervalMs: config.certCheckInterval,
+        logger,
+      });
+  let served: CertificateBundle = mounted ? await mounted.load() : await rotator!.ensure();
+  if (mounted && config.registerWebhooks && !served.caBundle) throw new UsageError(`--tls-cert-dir ${config.tlsCertDir}: --register-webhooks needs the CA to trust in ca.crt there`);
   registerCertificateExpiry(metrics, () => new Date(describeCertificate(served).notAfter));
   readinessChecks.push(() => (isServingCertificateValid(served, new Date()) ? { ready: true } : { ready: false, reason: 'the serving certificate is not valid now' }));
-  logger.info({ store: store.description, ...describeCertificate(served) }, 'certificates loaded');
+  logger.info({ store: mounted?.description ?? store.description, ...describeCertificate(served) }, 'certificates loaded');
 
   // Ready once the webhook configurations are in place: a replica ready earlier may be sent
   // requests by a Service while the API server does not call it yet (or with an old caBundle).
@@ -191,11 +197,12 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
       await registerWebhookConfigurations(admissionApi, target, served.caBundle);
       logger.info({ name: target.name, via: target.url || `service ${namespace}/${target.serviceName}` }, 'webhook configurations registered');
       await registerFenceFor(admissionApi, config, namespace, logger);
-    } else {
+    } else if (!mounted) {
       const patched = await syncCaBundles(admissionApi, target.name, served.caBundle);
       logger.info({ name: target.name, patched }, 'caBundle of existing webhook configurations checked');
     }
-    const unmatched = await webhooksWithoutMatchConditions(admissionApi, target.name);
+    // A mounted certificate's webhook reads no configuration (cert-manager's cainjector keeps their caBundle).
+    const unmatched = mounted && !config.registerWebhooks ? [] : await webhooksWithoutMatchConditions(admissionApi, target.name);
     if (unmatched.length > 0) {
       logger.warn(
         { name: target.name, webhooks: unmatched },
@@ -208,18 +215,22 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   }
   configured = true;
 
-  rotator.watch(async (bundle) => {
-    // The API server must trust a new CA before any replica serves a certificate it signed.
-    const patched = await syncCaBundles(admissionApi, target.name, bundle.caBundle);
-    if (patched.length > 0) logger.info({ name: target.name, patched }, 'caBundle of the webhook configurations updated');
-    if (bundle.cert === served.cert) return;
+  const serve = (bundle: CertificateBundle) => {
     app.server.setSecureContext(secureContextOptions(bundle));
     served = bundle;
     logger.info(describeCertificate(bundle), 'serving the renewed certificate');
+  };
+  mounted?.watch(serve);
+  rotator?.watch(async (bundle) => {
+    // The API server must trust a new CA before any replica serves a certificate it signed.
+    const patched = await syncCaBundles(admissionApi, target.name, bundle.caBundle);
+    if (patched.length > 0) logger.info({ name: target.name, patched }, 'caBundle of the webhook configurations updated');
+    if (bundle.cert !== served.cert) serve(bundle);
   });
 
   return async () => {
-    await rotator.stop();
+    mounted?.stop();
+    await rotator?.stop();
     await drain.stop(app);
     await ownerEvents.idle();
   };

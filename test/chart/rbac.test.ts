@@ -50,6 +50,10 @@ const webhookConfigurations = (verb: string, kind: 'mutating' | 'validating'): N
   names: configurations,
 });
 const usesSignal = (config: ServeConfig) => config.killMechanism !== 'crr';
+/** The webhook issues its own certificate (not --tls-cert-dir, where cert-manager does). */
+const issuesCertificate = (config: ServeConfig) => config.tlsCertDir === '';
+/** It reads (and patches) the webhook configurations: its own certificate's CA, or it registers them itself. */
+const ownCertificate = (config: ServeConfig) => issuesCertificate(config) || config.registerWebhooks;
 const usesCrr = (config: ServeConfig) => config.killMechanism !== 'signal';
 const REGISTER_ONLY = 'only `serve --register-webhooks` (local runs) writes the configurations; the chart creates them itself';
 const FENCE_REGISTER_ONLY = 'only `serve --register-webhooks` (local runs) writes the fence; the chart installs it itself';
@@ -111,14 +115,14 @@ const CALLS: Record<string, Call> = {
     why: 'acquire, renew and release the Lease',
     when: (config) => config.leaderElect,
   },
-  // The webhook.
-  readNamespacedSecret: { sites: ['src/tls/secret-store.ts'], needs: [{ group: '', resource: 'secrets', verb: 'get', scope: 'own', names: tlsSecret }], why: 'load the certificates' },
-  createNamespacedSecret: { sites: ['src/tls/secret-store.ts'], needs: [{ group: '', resource: 'secrets', verb: 'create', scope: 'own' }], why: 'the first replica stores the certificates' },
-  replaceNamespacedSecret: { sites: ['src/tls/secret-store.ts'], needs: [{ group: '', resource: 'secrets', verb: 'update', scope: 'own', names: tlsSecret }], why: 'store renewed certificates' },
-  readMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('get', 'mutating')], why: 'compare the caBundle' },
-  readValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('get', 'validating')], why: 'compare the caBundle' },
-  patchMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('patch', 'mutating')], why: 'set the caBundle' },
-  patchValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('patch', 'validating')], why: 'set the caBundle' },
+  // The webhook. With --tls-cert-dir (the chart's webhook.tls.certManager) it issues no certificate: cert-manager keeps the Secret and the caBundle.
+  readNamespacedSecret: { sites: ['src/tls/secret-store.ts'], needs: [{ group: '', resource: 'secrets', verb: 'get', scope: 'own', names: tlsSecret }], why: 'load the certificates', when: issuesCertificate },
+  createNamespacedSecret: { sites: ['src/tls/secret-store.ts'], needs: [{ group: '', resource: 'secrets', verb: 'create', scope: 'own' }], why: 'the first replica stores the certificates', when: issuesCertificate },
+  replaceNamespacedSecret: { sites: ['src/tls/secret-store.ts'], needs: [{ group: '', resource: 'secrets', verb: 'update', scope: 'own', names: tlsSecret }], why: 'store renewed certificates', when: issuesCertificate },
+  readMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('get', 'mutating')], why: 'compare the caBundle; are the matchConditions kept?', when: ownCertificate },
+  readValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('get', 'validating')], why: 'compare the caBundle; are the matchConditions kept?', when: ownCertificate },
+  patchMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('patch', 'mutating')], why: 'set the caBundle', when: ownCertificate },
+  patchValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('patch', 'validating')], why: 'set the caBundle', when: ownCertificate },
   createMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
   createValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
   replaceMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
@@ -298,6 +302,7 @@ t.test('every Kubernetes call in src/ is in the table, at the sites it lists, in
 const variants: Array<{ label: string; values: object; release?: string; namespace?: string }> = [
   { label: 'defaults', values: {} },
   { label: 'kill mechanism crr', values: { watcher: { killMechanism: 'crr' } } },
+  { label: 'certificates from cert-manager', values: { webhook: { tls: { certManager: { enabled: true, issuerRef: { name: 'ca' } } } } } },
   { label: 'auto, following the cluster, with --namespaces', values: { watcher: { namespaces: ['team-a'] } } },
   { label: 'auto, resolved only at start, with --namespaces', values: { watcher: { namespaces: ['team-a'], killMechanismCheckInterval: '0s' } } },
   { label: 'kill mechanism signal', values: { watcher: { killMechanism: 'signal' } } },

@@ -38,6 +38,11 @@
 {{- .Values.webhook.tls.secretName | default (include "sidecar-terminator.componentName" (list . "tls")) }}
 {{- end }}
 
+{{/* The cert-manager Certificate of the serving certificate (webhook.tls.certManager). */}}
+{{- define "sidecar-terminator.certificateName" -}}
+{{- include "sidecar-terminator.componentName" (list . "serving") }}
+{{- end }}
+
 {{/* The watcher's leader election Lease (--leader-election-lease). */}}
 {{- define "sidecar-terminator.leaseName" -}}
 {{- .Values.watcher.leaderElection.leaseName | default (include "sidecar-terminator.componentName" (list . "watcher")) }}
@@ -228,4 +233,12 @@ matchConditions:
 matchConditions:
   - name: marked
     expression: {{ printf "request.resource.resource == 'pods' ? (%s) : request.resource.resource == 'cronjobs' ? (%s) : (%s)" (include "sidecar-terminator.markedAt" (list "spec")) (include "sidecar-terminator.markedAt" (list "spec" "jobTemplate" "spec" "template" "spec")) (include "sidecar-terminator.markedAt" (list "spec" "template" "spec")) | quote }}
+{{- end }}
+
+{{/* With webhook.tls.certManager, cert-manager's cainjector writes the caBundle from this Certificate. */}}
+{{- define "sidecar-terminator.injectCa" -}}
+{{- if .Values.webhook.tls.certManager.enabled }}
+annotations:
+  cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "sidecar-terminator.certificateName" .) }}
+{{- end }}
 {{- end }}
