@@ -181,6 +181,33 @@ t.test('kube-system and the release namespace are excluded from every webhook, w
   }
 });
 
+t.test('webhook.tls.certManager: a Certificate from the chosen issuer, cainjector\'s annotation, the Secret mounted, no certificate permissions', async (t) => {
+  const values = { webhook: { tls: { extraHosts: ['webhook.example.com', '10.0.0.7'], certManager: { enabled: true, issuerRef: { name: 'corp-ca', kind: 'ClusterIssuer', group: 'cert-manager.io' }, duration: '2160h', renewBefore: '' } } } };
+  const manifests = await render(values, { release: 'st', namespace: 'platform' });
+  const certificate = get(manifests, 'Certificate', 'st-sidecar-terminator-serving') as Manifest & { spec: Record<string, unknown> };
+  t.equal(certificate.apiVersion, 'cert-manager.io/v1');
+  t.same(certificate.spec, {
+    secretName: 'st-sidecar-terminator-tls',
+    dnsNames: ['st-sidecar-terminator', 'st-sidecar-terminator.platform', 'st-sidecar-terminator.platform.svc', 'st-sidecar-terminator.platform.svc.cluster.local', 'webhook.example.com'],
+    ipAddresses: ['10.0.0.7'],
+    issuerRef: { name: 'corp-ca', kind: 'ClusterIssuer', group: 'cert-manager.io' },
+    privateKey: { algorithm: 'ECDSA', size: 256, rotationPolicy: 'Always' },
+    usages: ['digital signature', 'server auth'],
+    duration: '2160h',
+  }, "the names of the webhook's own certificate, for the Secret the webhook serves");
+  for (const kind of ['MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']) {
+    t.same(get(manifests, kind).metadata.annotations, { 'cert-manager.io/inject-ca-from': 'platform/st-sidecar-terminator-serving' }, `${kind}: cainjector writes its caBundle`);
+  }
+  const webhook = podSpec(manifests, 'webhook');
+  t.equal(flagValue(webhook.containers[0]!.args!, 'tls-cert-dir'), '/tls');
+  t.match(webhook.containers[0], { volumeMounts: [{ name: 'tmp' }, { name: 'tls', mountPath: '/tls', readOnly: true }] });
+  t.match(webhook.volumes, [{ name: 'tmp' }, { name: 'tls', secret: { secretName: 'st-sidecar-terminator-tls' } }]);
+  t.notOk(find(manifests, 'Role', 'st-sidecar-terminator-webhook'), 'no Secret permissions');
+  t.same((get(manifests, 'ClusterRole', 'st-sidecar-terminator-webhook') as Manifest & { rules: Array<{ resources: string[] }> }).rules.map((rule) => rule.resources), [['events']], 'and none on the webhook configurations: events only');
+  t.notOk(find(defaults, 'Certificate'), 'off by default');
+  t.notOk(get(defaults, 'MutatingWebhookConfiguration').metadata.annotations, 'and no annotation then');
+});
+
 t.test('every webhook carries matchConditions: the mutating ones for pods that can finish or are marked, the validating one for marked objects', async (t) => {
   const manifests = await render({ admission: { nativeSidecars: 'labelled', validateWorkloads: true } });
   const webhooksOf = (kind: string) => (get(manifests, kind) as Manifest & { webhooks: Array<{ name: string; matchConditions?: Array<{ name: string; expression: string }> }> }).webhooks;

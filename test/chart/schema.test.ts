@@ -36,6 +36,9 @@ const bad: Array<[string, object, RegExp]> = [
   ['a dashboard namespace Kubernetes refuses', { grafanaDashboard: { namespace: 'Monitoring' } }, /\/grafanaDashboard\/namespace/],
   ['failurePolicy Fail with one webhook replica', { webhook: { failurePolicy: 'Fail', replicas: 1 } }, /\/webhook\/replicas': minimum: got 1, want 2/],
   ['failurePolicy Fail without the PodDisruptionBudget', { webhook: { failurePolicy: 'Fail', podDisruptionBudget: { enabled: false, maxUnavailable: 1 } } }, /\/webhook\/podDisruptionBudget\/enabled/],
+  ['cert-manager without an issuer to ask', { webhook: { tls: { certManager: { enabled: true } } } }, /\/webhook\/tls\/certManager\/issuerRef\/name/],
+  ['a cert-manager issuer of another kind', { webhook: { tls: { certManager: { enabled: true, issuerRef: { name: 'ca', kind: 'Vault' } } } } }, /\/webhook\/tls\/certManager\/issuerRef\/kind/],
+  ['a cert-manager duration in days (cert-manager reads Go durations)', { webhook: { tls: { certManager: { enabled: true, issuerRef: { name: 'ca' }, duration: '90d' } } } }, /\/webhook\/tls\/certManager\/duration/],
   ['a budget that blocks every drain', { webhook: { podDisruptionBudget: { enabled: true, maxUnavailable: 0 } } }, /\/webhook\/podDisruptionBudget\/maxUnavailable/],
   ['the minAvailable of earlier versions', { webhook: { podDisruptionBudget: { enabled: true, maxUnavailable: 1, minAvailable: 1 } } }, /minAvailable/],
 ];
