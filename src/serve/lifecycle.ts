@@ -92,6 +92,7 @@ export function whileLeader<S extends Service>(elector: LeaderElector, create: (
         if (failingForMs + retryInMs > policy.giveUpAfterMs) {
           logger.error({ err: error, attempt, failingForMs, standBackMs: policy.standBackMs }, 'could not start after becoming leader; releasing the Lease for another replica');
           await elector.release(policy.standBackMs);
+          term.abort(); // the term ends with the Lease given up
           return;
         }
         logger.error({ err: error, attempt, retryInMs }, 'failed to start after becoming leader; retrying');
