@@ -1,6 +1,6 @@
 // Reproduces every figure of bench/README.md (`make bench` runs this).
 //
-//   node bench/run.ts [--quick] [--only webhook,profile,watcher,client,rolling,parity]
+//   node bench/run.ts [--quick] [--only webhook,profile,watcher,client,rolling,parity,reach]
 //                     [--before REV] [--watcher-before REV] [--no-before]
 //
 // webhook: admission latency/throughput next to the empty fastify route (bench/webhook/run.ts)
@@ -10,6 +10,7 @@
 // client:  cost of one API request through src/kube/client.ts (bench/watcher/client-requests.ts)
 // rolling: requests lost by a rolling restart of the webhook under load (bench/rolling-restart/run.ts)
 // parity:  the same Jobs under OpenKruise's controller and the add-on (bench/parity/run.ts, bench/parity.md)
+// reach:   which pod creations reach the webhook, and their latency with and without it (bench/reach/run.ts)
 //
 // The before/after figures: unless --no-before, src/ as it was at --before (by default the
 // commit before the changes the profiles suggested) is extracted to /tmp and measured in the
@@ -28,7 +29,7 @@ import { parseArgs } from './lib/stats.ts';
 const repoRoot = resolve(import.meta.dirname, '..');
 const args = parseArgs(process.argv.slice(2));
 const quick = args.has('quick') ? ['--quick'] : [];
-const only = (args.get('only') ?? 'webhook,profile,watcher,client,rolling,parity').split(',');
+const only = (args.get('only') ?? 'webhook,profile,watcher,client,rolling,parity,reach').split(',');
 
 function node(script: string, scriptArgs: string[]): void {
   const started = Date.now();
@@ -74,6 +75,7 @@ try {
     }
   }
   if (only.includes('parity')) node('bench/parity/run.ts', []);
+  if (only.includes('reach')) node('bench/reach/run.ts', quick);
   process.stderr.write(`\nResults: ${readdirSync(join(repoRoot, 'bench/results')).filter((f) => f.endsWith('.md')).map((f) => `bench/results/${f}`).join(', ')}\n`);
 } finally {
   for (const dir of [before, watcherBefore]) if (dir) rmSync(dir, { recursive: true, force: true });

@@ -28,8 +28,9 @@ export interface AuditEvent {
   user?: { username?: string };
   objectRef?: { resource?: string; subresource?: string; namespace?: string; name?: string };
   requestURI?: string;
-  /** When the API server received the request (RFC 3339 with microseconds). */
+  /** When the API server received the request, and when it logged this stage (its response complete): RFC 3339 with microseconds. */
   requestReceivedTimestamp?: string;
+  stageTimestamp?: string;
   responseStatus?: { code?: number };
 }
 
