@@ -1,8 +1,7 @@
 // The core/v1 Events the add-on writes, on pods (the watcher) and on the owners of admitted
 // objects (the webhook): one shape, one source name, one reporting instance per process.
 import type { CoreV1Event, V1ObjectReference } from '@kubernetes/client-node';
-
-export const COMPONENT = 'sidecar-terminator';
+import { COMPONENT } from '../policy/index.ts';
 
 export type EventType = 'Normal' | 'Warning';
 

@@ -7,7 +7,7 @@
 import type { V1EphemeralContainer, V1Node, V1Pod } from '@kubernetes/client-node';
 import { decide, type Action } from './decide.ts';
 import { isAllowedImage } from './image.ts';
-import { CONDITION_REASONS, TERMINATED_CONDITION } from './reporting.ts';
+import { CONDITION_REASONS, TERMINATED_CONDITION } from './names.ts';
 import { existingSignalContainer, signalContainer, type SignalSettings } from './signal-container.ts';
 
 export type KillMechanism = 'crr' | 'signal';

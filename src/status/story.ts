@@ -18,11 +18,11 @@ import {
   nodeKindOf,
   restartPolicyOf,
   stopMechanism,
+  TERMINATED_CONDITION,
   type ContainerRole,
   type Decision,
 } from '../policy/index.ts';
 import { RULES } from '../policy/rules.ts';
-import { TERMINATED_CONDITION } from '../policy/index.ts';
 
 export type PodState = 'waiting for main' | 'stopping' | 'stopped' | 'failed' | 'not managed';
 

@@ -6,8 +6,6 @@ import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { isApiError } from '../kube/api-errors.ts';
 import { eventBody, type EventType } from '../kube/events.ts';
 
-export { COMPONENT, type EventType } from '../kube/events.ts';
-
 export class EventRecorder {
   private readonly core: CoreV1Api;
   /** Event ids already recorded, by pod uid. */

@@ -79,8 +79,8 @@ const CALLS: Record<string, Call> = {
     when: usesCrr,
   },
   readNode: { sites: ['src/watcher/nodes.ts', 'src/status/cluster.ts'], needs: [{ group: '', resource: 'nodes', verb: 'get', scope: 'cluster' }], why: 'virtual-kubelet label or taint' },
-  getAPIVersions: { sites: ['src/watcher/discovery.ts'], needs: [], why: 'is apps.kruise.io served?', when: usesCrr, notGranted: DISCOVERY },
-  getAPIResources: { sites: ['src/watcher/discovery.ts'], needs: [], why: 'does it serve containerrecreaterequests?', when: usesCrr, notGranted: DISCOVERY },
+  getAPIVersions: { sites: ['src/kube/discovery.ts'], needs: [], why: 'is apps.kruise.io served?', when: usesCrr, notGranted: DISCOVERY },
+  getAPIResources: { sites: ['src/kube/discovery.ts'], needs: [], why: 'does it serve containerrecreaterequests?', when: usesCrr, notGranted: DISCOVERY },
   createNamespacedLease: {
     sites: ['src/kube/leader-election.ts'],
     needs: [{ group: 'coordination.k8s.io', resource: 'leases', verb: 'create', scope: 'own' }],
