@@ -78,7 +78,7 @@ async function reconcile(key: string): Promise<void> {
   if (containers.length === 0) return;
   await createCrr(clients.custom, crrVersion!, pod, containers);
   const message = `stopping sidecars: ${containers.map((c) => `${c} (ContainerRecreateRequest)`).join(', ')}`;
-  await events.record(pod, 'Normal', EVENT_REASONS.stopping, message);
+  await events.record(pod, { type: 'Normal', reason: EVENT_REASONS.stopping, code: 'stop-requested', message });
   const conditionSet = pod.status?.conditions?.some((c) => c.type === TERMINATED_CONDITION && c.status === 'True');
   if (!conditionSet) await writer.setStatus(pod, { type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping, message });
 }

@@ -5,8 +5,14 @@ import { COMPONENT } from '../policy/index.ts';
 
 export type EventType = 'Normal' | 'Warning';
 
+/** What an event may carry besides its reason and message: a machine-readable `action` (the watcher's codes), a `related` object. */
+export interface EventDetails {
+  action?: string;
+  related?: V1ObjectReference;
+}
+
 /** A new Event named `name` about `involvedObject`, in that object's namespace. */
-export function eventBody(name: string, involvedObject: V1ObjectReference & { namespace: string }, type: EventType, reason: string, message: string): CoreV1Event {
+export function eventBody(name: string, involvedObject: V1ObjectReference & { namespace: string }, type: EventType, reason: string, message: string, details: EventDetails = {}): CoreV1Event {
   const now = new Date();
   return {
     metadata: { name, namespace: involvedObject.namespace },
@@ -14,6 +20,8 @@ export function eventBody(name: string, involvedObject: V1ObjectReference & { na
     type,
     reason,
     message,
+    ...(details.action ? { action: details.action } : {}),
+    ...(details.related ? { related: details.related } : {}),
     source: { component: COMPONENT },
     reportingComponent: COMPONENT,
     reportingInstance: process.env.HOSTNAME ?? COMPONENT,

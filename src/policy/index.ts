@@ -5,6 +5,7 @@ export * from './image.ts';
 export * from './nodes.ts';
 export * from './findings.ts';
 export * from './validate.ts';
+export * from './codes.ts';
 export * from './decide.ts';
 export * from './templates.ts';
 export * from './names.ts';

@@ -2,7 +2,7 @@
 // watcher is created anew each time its replica becomes leader, and the gauges read the one
 // running now (none on a standby: they are 0 there).
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { Mechanism } from '../policy/index.ts';
+import { countedAs, type WarningCode } from '../policy/index.ts';
 import type { QueueObserver } from './queue.ts';
 
 /** What the gauges read from the running watcher. */
@@ -12,8 +12,6 @@ export interface WatcherState {
   /** Epoch milliseconds at which each pod still waiting for its sidecars to stop had its main containers finish. */
   pendingSince(): number[];
 }
-
-export type ActionResult = 'ok' | 'error' | 'refused' | 'failed' | 'ignored';
 
 export class WatcherMetrics {
   /** Stop actions: `sidecar_terminator_terminations_total`, the name and labels of earlier versions. */
@@ -103,7 +101,9 @@ export class WatcherMetrics {
     this.state = state;
   }
 
-  action(mechanism: Mechanism, result: ActionResult): void {
-    this.actions.inc({ mechanism, result });
+  /** A warning recorded on a pod, counted as its code says (src/policy/codes.ts); some are not counted. */
+  warned(code: WarningCode): void {
+    const counted = countedAs(code);
+    if (counted) this.actions.inc({ ...counted });
   }
 }

@@ -5,7 +5,7 @@ import t from 'tap';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { CRR, findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, jobYaml, podOfJob, startStack, waitForJob, waitForJobsComplete } from '../support/stack.ts';
+import { apply, eventsOf, jobYaml, podOfJob, startStack, waitForJob, waitForJobsComplete } from '../support/stack.ts';
 
 const stack = await startStack(t, { installCrrCrd: true, sim: { restartDelayMs: 200 } });
 const { cp } = stack;
@@ -57,6 +57,8 @@ t.test('one ContainerRecreateRequest per pod, owned by it, stops every kill side
   t.notOk(crrs[0]!.metadata.labels, "no labels of ours (Kruise's CRR webhook adds its own)");
   t.same(crrs[0]!.spec, { podName: name, containers: [{ name: 'proxy' }, { name: 'sql' }], strategy: { failurePolicy: 'Ignore', forceRecreate: true } }, 'exactly these spec fields');
   t.notOk(pod.spec?.ephemeralContainers, 'no signal when CRR is used');
+  const events = await eventsOf(stack, namespace, name!);
+  t.match(events, [{ reason: 'SidecarTerminator', action: 'stop-requested', related: { kind: 'ContainerRecreateRequest', name: `sidecar-termination-${uid}`, namespace } }], 'the event names the request as its related object');
   t.ok(findContainerStatus(pod, 'proxy')?.state?.terminated && findContainerStatus(pod, 'sql')?.state?.terminated);
 });
 

@@ -60,7 +60,8 @@ t.test('Never, normal node, kill sidecar: stopped by signal, the Job completes',
   );
   t.equal(left.uid, pod.metadata!.uid, 'the pod leaves the watch when it ends');
   const events = await eventsOf(stack, namespace, pod.metadata!.name!);
-  t.match(events, [{ reason: 'SidecarTerminator', type: 'Normal', message: /proxy \(SIGTERM\)/ }], "OpenKruise's event reason");
+  t.match(events, [{ reason: 'SidecarTerminator', type: 'Normal', action: 'stop-requested', message: /proxy \(SIGTERM\)/ }], "OpenKruise's event reason, and the code in its action");
+  t.notOk(events[0]?.related, 'no related object: the signal container is on the pod');
   const logged = stack.serve.logs().filter((l) => l.msg === 'stopping sidecars' && l.pod === `${namespace}/${pod.metadata!.name}`);
   t.equal(logged.length, 1, 'logged once, however many reconciles followed');
 });
@@ -128,7 +129,7 @@ t.test('virtual node without a quick-exit image: a Warning event, nothing else t
     const events = await eventsOf(stack, namespace, pod.metadata!.name!);
     return events.length > 0 && events;
   });
-  t.match(events, [{ type: 'Warning', reason: 'SidecarTerminationFailed', message: /proxy cannot be stopped: .*virtual-kubelet/ }]);
+  t.match(events, [{ type: 'Warning', reason: 'SidecarTerminationFailed', action: 'virtual-node-without-image', message: /proxy cannot be stopped: .*virtual-kubelet/ }]);
   const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
   t.equal(current.status?.phase, 'Running');
   t.ok(findContainerStatus(current, 'proxy')?.state?.running, 'the sidecar still runs');
@@ -208,7 +209,7 @@ t.test('a sidecar that ignores SIGTERM: a Warning event after its grace period',
   const warning = await waitFor('the ignored-SIGTERM warning', async () =>
     (await eventsOf(stack, namespace, pod.metadata!.name!)).find((e) => e.type === 'Warning' && /ignores SIGTERM/.test(e.message ?? '')),
   );
-  t.match(warning, { reason: 'SidecarTerminationFailed', message: /sidecar proxy still runs 2s after SIGTERM/ });
+  t.match(warning, { reason: 'SidecarTerminationFailed', action: 'signal-ignored', message: /sidecar proxy still runs 2s after SIGTERM/ });
   const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
   t.ok(findContainerStatus(current, 'proxy')?.state?.running, 'the sidecar still runs: nothing could kill it');
   t.equal(current.spec?.ephemeralContainers?.length, 1, 'signalled once');
@@ -219,7 +220,7 @@ t.test('shareProcessNamespace: the signal mechanism refuses with a Warning event
   await apply(cp, namespace, jobYaml('shared', { annotations: exitAfter('main', '1s'), spec: '\n      shareProcessNamespace: true', containers: `${main()}\n${killSidecar()}` }));
   const pod = await podOfJob(stack, namespace, 'shared');
   const warning = await waitFor('the refusal', async () => (await eventsOf(stack, namespace, pod.metadata!.name!)).find((e) => e.type === 'Warning'));
-  t.match(warning, { reason: 'SidecarTerminationFailed', message: /cannot signal proxy: the pod sets shareProcessNamespace/ });
+  t.match(warning, { reason: 'SidecarTerminationFailed', action: 'share-process-namespace', message: /cannot signal proxy: the pod sets shareProcessNamespace/ });
   const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
   t.notOk(current.spec?.ephemeralContainers, 'no ephemeral container');
   t.ok(findContainerStatus(current, 'proxy')?.state?.running, 'the sidecar runs on');
@@ -276,7 +277,7 @@ t.test('normal node, a quick-exit image that cannot be pulled: a Warning event, 
   t.notOk(findContainerStatus(pod, 'logs')?.state?.running, 'the sidecar is stopped');
   const events = await eventsOf(stack, namespace, pod.metadata!.name!);
   t.match(events.filter((e) => e.type === 'Warning'), [
-    { reason: 'SidecarTerminationFailed', message: new RegExp(`sidecar logs is not stopped by its quick-exit image ${unpullable}: the node cannot pull it \\((ErrImagePull|ImagePullBackOff)`) },
+    { reason: 'SidecarTerminationFailed', action: 'quick-exit-image-not-pulled', message: new RegExp(`sidecar logs is not stopped by its quick-exit image ${unpullable}: the node cannot pull it \\((ErrImagePull|ImagePullBackOff)`) },
   ], 'one Warning event, naming the image');
   t.match(pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), { status: 'True', message: /the quick-exit image of logs cannot be pulled/ });
 });

@@ -35,8 +35,8 @@ function pod(options: { restartPolicy?: string; sidecarEnv?: Array<{ name: strin
 
 const normalNode: V1Node = { metadata: { name: 'node-1', labels: {} } };
 const virtualNode: V1Node = { metadata: { name: 'vk', labels: { type: 'virtual-kubelet' } } };
-const event = (type: string, reason: string, message: string, time = T1): CoreV1Event =>
-  ({ metadata: {}, involvedObject: {}, type, reason, message, lastTimestamp: new Date(time) });
+const event = (type: string, reason: string, message: string, time = T1, extra: Partial<CoreV1Event> = {}): CoreV1Event =>
+  ({ metadata: {}, involvedObject: {}, type, reason, message, lastTimestamp: new Date(time), ...extra });
 
 function facts(p: V1Pod, extra: Partial<PodFacts> = {}): PodFacts {
   return { pod: p, node: { value: normalNode }, events: { value: [] }, crr: { value: undefined }, now, ...extra };
@@ -58,11 +58,19 @@ t.test("each of the policy's reasons to wait or ignore gives its state", async (
   t.match(podStory(facts(pod({ restartPolicy: 'Always', statuses: [running('main'), running('proxy')] }))), { state: 'failed', waitingFor: /the watcher ignores this pod \(restartPolicy is neither Never nor OnFailure\)/, advice: ['Set restartPolicy: Never or OnFailure.'] });
 });
 
-t.test('either event reason counts: the Normal one of Kruise and the older one', async (t) => {
-  for (const reason of ['SidecarTerminator', 'SidecarTerminating']) {
-    const story = podStory(facts(pod({ statuses: [exited('main', 0), running('proxy')] }), { events: { value: [event('Normal', reason, 'stopping sidecars: proxy (SIGTERM)')] } }));
-    t.match(story, { state: 'stopping', mechanism: 'signal', since: T1, lastEvent: { reason } }, reason);
-  }
+t.test("the mechanism is read from the objects and the event's code and related object, never from its words", async (t) => {
+  const p = pod({ statuses: [exited('main', 0), running('proxy')] });
+  const crr = { kind: 'ContainerRecreateRequest', apiVersion: 'apps.kruise.io/v1alpha1', name: 'sidecar-termination-u1', namespace: 'ns' };
+  const announced = event('Normal', 'SidecarTerminator', 'stopping sidecars: proxy (ContainerRecreateRequest)', T1, { action: 'stop-requested', related: crr });
+  const unreadable = { crr: { missing: 'list containerrecreaterequests.apps.kruise.io in namespace ns' } };
+  t.match(podStory(facts(p, { ...unreadable, events: { value: [announced] } })), { state: 'stopping', mechanism: 'crr', lastEvent: { code: 'stop-requested' } }, 'the request out of sight: the event names it');
+  const words = event('Normal', 'SidecarTerminator', 'stopping sidecars: proxy (ContainerRecreateRequest)');
+  t.match(podStory(facts(p, { ...unreadable, events: { value: [words] } })), { state: 'stopping', mechanism: 'kill' }, 'the same words without code or related object say nothing');
+  t.notOk(podStory(facts(p, { events: { value: [words] } })).lastEvent?.code, 'an event without a code has none');
+
+  const signalled = pod({ statuses: [exited('main', 0), running('proxy')] });
+  signalled.spec!.ephemeralContainers = [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }];
+  t.match(podStory(facts(signalled)), { state: 'stopping', mechanism: 'signal', code: 'mains-done' }, 'the signal container on the pod');
 });
 
 t.test('a virtual node: image replaced, waiting for kubelet; an unpullable quick-exit image is named', async (t) => {
@@ -89,12 +97,21 @@ t.test('crr: the request and its phase; nothing recorded yet is said so', async 
   t.match(silent.advice, [/The watcher has recorded nothing for this pod/]);
 });
 
-t.test('a Warning as the last event: failed, with the fix that fits it', async (t) => {
-  const story = podStory(facts(pod({ statuses: [exited('main', 0), running('proxy')] }), {
-    events: { value: [event('Normal', 'SidecarTerminator', 'stopping sidecars: proxy (SIGTERM)', T1), event('Warning', 'SidecarTerminationFailed', 'sidecar proxy still runs 30s after SIGTERM: its PID 1 ignores SIGTERM', '2026-01-01T10:02:00Z')] },
-  }));
-  t.match(story, { state: 'failed', since: T1 });
-  t.match(story.advice, [/run it under an init that forwards signals/]);
+t.test("a Warning as the last event: failed, with the fix its code calls for, whatever its words", async (t) => {
+  const p = pod({ statuses: [exited('main', 0), running('proxy')] });
+  const told = event('Normal', 'SidecarTerminator', 'stopping sidecars: proxy (SIGTERM)', T1, { action: 'stop-requested' });
+  const failedWith = (code: string | undefined, message: string) =>
+    podStory(facts(p, { events: { value: [told, event('Warning', 'SidecarTerminationFailed', message, '2026-01-01T10:02:00Z', code ? { action: code } : {})] } }));
+  const ignored = failedWith('signal-ignored', 'sidecar proxy still runs 30s after SIGTERM');
+  t.match(ignored, { state: 'failed', since: T1, code: 'signal-ignored' });
+  t.match(ignored.advice, [/run it under an init that forwards signals/]);
+  t.match(failedWith('share-process-namespace', 'reworded').advice, [/Drop shareProcessNamespace from the pod/]);
+  t.match(failedWith('stop-failed', 'reworded').advice, [/The watcher retries; its logs say more/]);
+
+  const uncoded = failedWith(undefined, 'sidecar proxy still runs 30s after SIGTERM: its PID 1 ignores SIGTERM');
+  t.match(uncoded, { state: 'failed' }, 'a Warning fails the pod whatever its code');
+  t.notOk(uncoded.code, 'no code to report');
+  t.notOk(uncoded.advice.some((advice) => /init that forwards signals/.test(advice)), 'the words alone call for no fix');
 });
 
 t.test('unreadable nodes and events: unknown node kind, and the missing permissions listed', async (t) => {
