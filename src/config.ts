@@ -1,5 +1,5 @@
 // Every flag of `sidecar-terminator serve`, with its environment variable, default and help
-// text. --help and the README are generated from this table, so nothing goes undocumented.
+// text. --help and the flags table of docs/installation.md are generated from this table, so nothing goes undocumented.
 import { parseDuration } from './duration.ts';
 import { NATIVE_SIDECARS_NAMESPACE_LABEL, NATIVE_SIDECARS_OPT_OUT } from './policy/names.ts';
 import { NATIVE_SIDECARS_MODES } from './policy/native-sidecars.ts';

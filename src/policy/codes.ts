@@ -3,7 +3,7 @@
 // them into its events (the `action` field, which `kubectl get events -o
 // custom-columns=REASON:.reason,CODE:.action,MESSAGE:.message` shows), and `status` and the metrics
 // read them. They are stable; the words that go with them may change. docs/operations.md lists them
-// (test/docs/codes.test.ts holds the list to this table).
+// (test/policy/codes.test.ts holds that table to this one).
 
 /** What a code names: a pod the watcher leaves alone, a wait, the end, a step of a stop, an event, a warning. */
 export type CodeKind = 'ignore' | 'wait' | 'finished' | 'act' | 'step' | 'event' | 'warning';

@@ -253,5 +253,5 @@ t.test('helm uninstall removes the release and leaves the Secret the webhook cre
   const result = await helm(['uninstall', RELEASE, '--namespace', NS], { env });
   t.equal(result.code, 0, result.stderr);
   await t.rejects(admission.readValidatingWebhookConfiguration({ name: 'sidecar-terminator' }), 'the webhook configurations are gone');
-  t.ok(await core.readNamespacedSecret({ namespace: NS, name: 'sidecar-terminator-tls' }), 'the TLS Secret stays, as the README says');
+  t.ok(await core.readNamespacedSecret({ namespace: NS, name: 'sidecar-terminator-tls' }), 'the TLS Secret stays, as docs/installation.md says');
 });

@@ -1,7 +1,9 @@
 // The codes of the watcher's decisions: each kind where the policy and the watcher expect it, the
-// warnings counted by the terminations metric under the labels it documents.
+// warnings counted by the terminations metric under the labels it documents, and the table of
+// docs/operations.md that lists them.
 import t from 'tap';
 import { CODES, countedAs, isCode, type Code, type WarningCode } from '../../src/policy/index.ts';
+import { readDoc, section, tableRows } from '../support/markdown.ts';
 
 const codes = Object.keys(CODES) as Code[];
 const warnings = codes.filter((code): code is WarningCode => CODES[code].kind === 'warning');
@@ -34,4 +36,13 @@ t.test('the warnings the terminations metric counts, under its documented labels
     'node-missing': undefined,
     'stop-failed': undefined,
   });
+});
+
+t.test('the table of docs/operations.md is the catalogue, row for row', async (t) => {
+  const rows = tableRows(section(readDoc('docs/operations.md'), 'Decision codes'));
+  const expected = codes.map((code) => {
+    const counted = countedAs(code as WarningCode);
+    return [`\`${code}\``, CODES[code].kind, CODES[code].meaning, CODES[code].kind === 'warning' && counted ? `\`mechanism="${counted.mechanism}", result="${counted.result}"\`` : ''];
+  });
+  t.same(rows.map((row) => Object.values(row)), expected, 'take the rows from src/policy/codes.ts when a code changes');
 });

@@ -28,7 +28,7 @@ interface RuleCase {
   says: RegExp;
 }
 
-// One case per rule of README "Rules checked at admission". The Record type makes a rule without a case a
+// One case per rule of docs/admission-rules.md. The Record type makes a rule without a case a
 // type error, and each case fails if its rule is removed from the validator.
 const cases: Record<AdmissionRuleId, RuleCase> = {
   'marker-value': {
