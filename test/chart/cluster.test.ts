@@ -12,7 +12,8 @@ import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api, CustomObjects
 import t from 'tap';
 import { apiFeatures, kubernetesVersion, startControlPlane } from '../support/control-plane.ts';
 import { freePort, httpStatus } from '../support/net.ts';
-import { KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { KubeletSimulator, simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { servedCertificate, startServe } from '../support/serve-process.ts';
 import { finishedByWatcher, installCrrCrd } from '../support/stack.ts';
 import { argsOf, helm, helmEnv, helmRelease as helmReleaseOf, parseManifests, repoRoot, template, VAP_API_VERSION, type Manifest } from './helm.ts';

@@ -12,7 +12,7 @@ import t from 'tap';
 import { AdmissionregistrationV1Api, AppsV1Api, CoordinationV1Api } from '@kubernetes/client-node';
 import { chartDir, helm, repoRoot } from '../chart/helm.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { containerLog, containerStatus, startRealCluster } from '../support/real-stack.ts';
 import { finishedByWatcher, podOfJob, waitForJob } from '../support/stack.ts';

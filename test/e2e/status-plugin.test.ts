@@ -10,9 +10,11 @@ import { dirname, join } from 'node:path';
 import t from 'tap';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { runCommand, type CommandResult } from '../support/command.ts';
-import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { commandBlocks, repoRoot } from '../support/markdown.ts';
-import { apply, eventsOf, finishedByWatcher, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { apply, eventsOf, finishedByWatcher, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { jobYaml } from '../support/pods.ts';
 
 const PAGE = 'docs/status-plugin.md';
 const JOBS = ['log-shipper', 'report', 'proxy-on-virtual-node'];

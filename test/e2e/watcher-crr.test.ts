@@ -3,9 +3,10 @@
 // middle of a burst of finishing Jobs loses none and duplicates none.
 import t from 'tap';
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
-import { CRR, findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, eventsOf, jobYaml, podOfJob, startStack, waitForJob, waitForJobsComplete } from '../support/stack.ts';
+import { CRR, findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
+import { apply, eventsOf, podOfJob, startStack, waitForJob, waitForJobsComplete } from '../support/stack.ts';
+import { jobYaml, killSidecar, main, sidecarMarked } from '../support/pods.ts';
 
 const stack = await startStack(t, { installCrrCrd: true, sim: { restartDelayMs: 200 } });
 const { cp } = stack;
@@ -20,18 +21,7 @@ interface Crr {
 const listCrrs = async (namespace: string): Promise<Crr[]> =>
   ((await custom.listNamespacedCustomObject({ group: CRR.group, version: CRR.version, namespace, plural: CRR.plural })) as { items: Crr[] }).items;
 
-const containers = `        - name: main
-          image: busybox:1.36
-        - name: proxy
-          image: envoyproxy/envoy:v1.31.0
-          env:
-            - name: ${ENV_WHEN_JOB_EXIT}
-              value: "true"
-        - name: sql
-          image: gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.14.0
-          env:
-            - name: ${ENV_WHEN_JOB_EXIT}
-              value: "TRUE"`;
+const containers = [main(), killSidecar('proxy'), sidecarMarked('TRUE', 'sql', { image: 'gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.14.0' })];
 
 t.test('auto picks the CRR mechanism when the cluster serves the Kruise CRD', async (t) => {
   const started = await waitFor('the watcher start log', async () => stack.serve.logs().find((l) => l.msg === 'watcher starting'));

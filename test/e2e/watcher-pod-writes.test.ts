@@ -11,7 +11,7 @@ import { Executor } from '../../src/watcher/executor.ts';
 import { WatcherMetrics } from '../../src/watcher/metrics.ts';
 import { PodChanged, PodWriter } from '../../src/watcher/pod-writes.ts';
 import { startControlPlane } from '../support/control-plane.ts';
-import { imageSidecar, killSidecar, main, normalNode } from '../watcher/pods.ts';
+import { imageSidecar, killSidecar, main, normalNode } from '../support/pods.ts';
 
 const cp = await startControlPlane();
 t.teardown(() => cp.stop());

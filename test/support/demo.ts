@@ -9,7 +9,8 @@ import { homedir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startControlPlane, type ControlPlane } from './control-plane.ts';
-import { KubeletSimulator, waitFor } from './kubelet-simulator.ts';
+import { KubeletSimulator } from './kubelet-simulator.ts';
+import { waitFor } from './wait.ts';
 import { realNodeUnavailable, startRealNode } from './real-node.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 

@@ -6,7 +6,7 @@
 import t from 'tap';
 import { crrName } from '../../src/policy/index.ts';
 import { containerRecreateRequest } from '../../src/watcher/crr.ts';
-import { jobPod, killSidecar, main } from './pods.ts';
+import { jobPod, killSidecar, main } from '../support/pods.ts';
 
 t.test('the request body is what Kruise sends', async (t) => {
   const pod = jobPod([main(), killSidecar('proxy'), killSidecar('sql')], {});

@@ -6,13 +6,13 @@ import { pino } from 'pino';
 import type { Plan } from '../../src/policy/index.ts';
 import { NodeLookup } from '../../src/watcher/nodes.ts';
 import { AFTER_POD_CHANGED_MS, Reconciler } from '../../src/watcher/reconciler.ts';
-import { jobPod, killSidecar, main, normalNode, status } from './pods.ts';
+import { containerStatus, jobPod, killSidecar, main, normalNode } from '../support/pods.ts';
 
 /** A pod whose sidecar proxy was signalled long ago (its grace period is over), proxy in `state`. */
 function signalled(state: 'running' | number, uid = 'uid-1'): V1Pod {
-  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: state }, { terminationGracePeriodSeconds: 1, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: state }, { spec: { terminationGracePeriodSeconds: 1, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
   pod.metadata!.uid = uid;
-  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', 0)];
+  pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', 0)];
   return pod;
 }
 
@@ -70,7 +70,7 @@ t.test("the result: the plan's look-again delay, or a short one when the pod cha
   t.same(await reconcilerWith(pod, pod, 'pod-changed').reconciler.reconcile('default/job-abc'), { requeueAfterMs: AFTER_POD_CHANGED_MS });
   const graceRunning = signalled('running');
   graceRunning.spec!.terminationGracePeriodSeconds = 3600;
-  graceRunning.status!.ephemeralContainerStatuses = [status('stop-proxy', 'running')];
+  graceRunning.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', 'running')];
   t.same(await reconcilerWith(graceRunning, graceRunning).reconciler.reconcile('default/job-abc'), { requeueAfterMs: 3_600_000 }, "the plan's delay: a grace period to watch");
   const gone = reconcilerWith(undefined, pod);
   t.same(await gone.reconciler.reconcile('default/job-abc'), {}, 'not in the cache (it left the watch): done');

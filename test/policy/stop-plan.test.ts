@@ -2,7 +2,7 @@
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { CONDITION_REASONS, EVENT_REASONS, MISSING_NODE_RECHECK_MS, TERMINATED_CONDITION, planStop, type Plan, type Step, type StopSettings } from '../../src/policy/index.ts';
-import { QUICK_EXIT, imageSidecar, ignoreExitCodeSidecar, jobPod, killSidecar, main, normalNode, status, virtualNode } from './pods.ts';
+import { QUICK_EXIT, containerStatus, ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main, normalNode, virtualNode } from '../support/pods.ts';
 
 const signal: StopSettings = { killMechanism: 'signal', signal: { image: 'st:1', command: ['node', '-e', "process.kill(1, 'SIGTERM')"] }, quickExitImageAllowlist: [] };
 const crr: StopSettings = { ...signal, killMechanism: 'crr' };
@@ -52,7 +52,7 @@ t.test('containers proxy and stop-proxy, both marked: two signal containers, no 
 });
 
 t.test('a signal container already there is never sent again, whatever its fields', async (t) => {
-  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { ephemeralContainers: [{ name: 'stop-proxy', image: 'older:0.0.1', targetContainerName: 'proxy' }] });
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'older:0.0.1', targetContainerName: 'proxy' }] } });
   pod.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping }];
   const plan = planStop(pod, normalNode, signal, NOW);
   t.same(plan.steps, [], 'nothing to write: not started yet, its status will change');
@@ -60,9 +60,9 @@ t.test('a signal container already there is never sent again, whatever its field
 });
 
 t.test('after the signal: wait out the grace period, then say the sidecar ignores SIGTERM', async (t) => {
-  const signalled = (state: Parameters<typeof status>[1], grace = 30) => {
-    const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { terminationGracePeriodSeconds: grace, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
-    pod.status!.ephemeralContainerStatuses = [status('stop-proxy', state)];
+  const signalled = (state: Parameters<typeof containerStatus>[1], grace = 30) => {
+    const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { terminationGracePeriodSeconds: grace, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
+    pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', state)];
     return pod;
   };
   // The signal container exited 0 at 00:01:00; NOW is 00:02:00.
@@ -80,21 +80,21 @@ t.test('after the signal: wait out the grace period, then say the sidecar ignore
 });
 
 t.test('a signal container that failed is reported with its exit code and output, never as a sidecar ignoring SIGTERM', async (t) => {
-  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { terminationGracePeriodSeconds: 1, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
-  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', 1)];
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { terminationGracePeriodSeconds: 1, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
+  pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', 1)];
   pod.status!.ephemeralContainerStatuses[0]!.state!.terminated!.message = "Error: kill EPERM\n    at process.kill (node:internal/process/per_thread:226:13)\n";
   const [warning] = warnings(planStop(pod, normalNode, signal, NOW));
   t.match(warning, { code: 'signal-failed', message: /the signal container stop-proxy did not signal sidecar proxy: it exited with code 1 \(Error: kill EPERM/ });
   t.match(warning?.message, /set runAsUser on the sidecar to the uid it runs as/);
   t.notMatch(warning?.message, /ignores SIGTERM/);
 
-  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', { waiting: 'ImagePullBackOff', message: 'Back-off pulling image "st:1"' })];
+  pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', { waiting: 'ImagePullBackOff', message: 'Back-off pulling image "st:1"' })];
   t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /stop-proxy for sidecar proxy cannot start: ImagePullBackOff/, code: 'signal-not-started', key: 'signal-not-started/proxy' }]);
 });
 
 t.test('a signal container killed (137) as its sidecar, PID 1 of their namespace, exited: the signal was delivered', async (t) => {
-  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { terminationGracePeriodSeconds: 90, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
-  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', 137)];
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { terminationGracePeriodSeconds: 90, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
+  pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', 137)];
   const plan = planStop(pod, normalNode, signal, NOW);
   t.same(warnings(plan), [], 'no failure reported');
   t.equal(plan.requeueAfterMs, 31_000, 'the sidecar gets its grace period, as after an exit 0');
@@ -103,17 +103,17 @@ t.test('a signal container killed (137) as its sidecar, PID 1 of their namespace
 });
 
 t.test('a user that cannot be known under runAsNonRoot: no signal container, a refusal with the field to set', async (t) => {
-  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { securityContext: { runAsNonRoot: true } });
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { securityContext: { runAsNonRoot: true } } });
   const plan = planStop(pod, normalNode, signal, NOW);
   t.same(types(plan), ['warn']);
   t.match(warnings(plan)[0], { code: 'signal-user-unknown', message: /set spec\.containers\[1\]\.securityContext\.runAsUser/ });
 });
 
 t.test('refusals: shareProcessNamespace, a quick-exit image outside the allowlist, a virtual node without one', async (t) => {
-  const shared = planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { shareProcessNamespace: true }), normalNode, signal, NOW);
+  const shared = planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { spec: { shareProcessNamespace: true } }), normalNode, signal, NOW);
   t.match(warnings(shared), [{ message: /cannot signal proxy: the pod sets shareProcessNamespace/, code: 'share-process-namespace' }]);
   t.same(shared.stopping, []);
-  t.ok(planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { shareProcessNamespace: true }), normalNode, crr, NOW).steps.some((s) => s.type === 'create-crr'), 'crr does not care');
+  t.ok(planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { spec: { shareProcessNamespace: true } }), normalNode, crr, NOW).steps.some((s) => s.type === 'create-crr'), 'crr does not care');
 
   const allowlisted = planStop(jobPod([main(), imageSidecar()], { main: 0, logs: 'running' }), normalNode, { ...signal, quickExitImageAllowlist: ['registry.example.com/other:*'] }, NOW);
   t.match(warnings(allowlisted), [{ message: /not in --quick-exit-image-allowlist/, code: 'quick-exit-image-not-allowed' }]);
@@ -136,8 +136,8 @@ t.test('quick-exit image on a normal node: replaced; if it cannot be pulled, the
   const replace = planStop(jobPod([main(), imageSidecar()], { main: 0, logs: 'running' }), normalNode, signal, NOW);
   t.same(replace.steps[0], { type: 'replace-image', container: 'logs', image: QUICK_EXIT });
 
-  const swapped = (states: Record<string, Parameters<typeof status>[1]>, extra = [killSidecar('proxy')]) => {
-    const pod = jobPod([main(), { ...imageSidecar(), image: QUICK_EXIT }, ...extra], states, { restartPolicy: 'OnFailure' });
+  const swapped = (states: Record<string, Parameters<typeof containerStatus>[1]>, extra = [killSidecar('proxy')]) => {
+    const pod = jobPod([main(), { ...imageSidecar(), image: QUICK_EXIT }, ...extra], states, { spec: { restartPolicy: 'OnFailure' } });
     pod.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping }];
     return pod;
   };
@@ -184,8 +184,8 @@ t.test('done: every sidecar stopped, the pod leaves the watch; a condition alrea
 });
 
 t.test('the words of a failure the kubelet gives without a message', async (t) => {
-  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
-  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', { waiting: 'CreateContainerError' })];
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
+  pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', { waiting: 'CreateContainerError' })];
   t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /stop-proxy for sidecar proxy cannot start: CreateContainerError$/ }], 'the reason alone');
 
   const notPulled = jobPod([main(), { ...imageSidecar(), image: QUICK_EXIT }], { main: 0, logs: { waiting: 'ErrImagePull' } });
@@ -193,8 +193,8 @@ t.test('the words of a failure the kubelet gives without a message', async (t) =
 });
 
 t.test('a signal container that exited without a finish time is looked at again when its status has one', async (t) => {
-  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
-  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', 0)];
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
+  pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', 0)];
   delete pod.status!.ephemeralContainerStatuses[0]!.state!.terminated!.finishedAt;
   const plan = planStop(pod, normalNode, signal, NOW);
   t.same(warnings(plan), [], 'nothing said of a sidecar ignoring SIGTERM');
