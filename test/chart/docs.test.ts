@@ -46,7 +46,8 @@ t.test('the defaults in the table are the ones serve --help prints', async (t) =
 
 t.test('every chart value named in the docs and in the flag mapping exists in values.yaml', async (t) => {
   const named = new Set<string>();
-  const docs = markdownFiles().filter((file) => file === 'README.md' || file.startsWith('docs/')).map(readDoc).join('\n');
+  // The pages for users; ARCHITECTURE.md names source files, not values.
+  const docs = markdownFiles().filter((file) => file === 'README.md' || (file.startsWith('docs/') && file !== 'docs/ARCHITECTURE.md')).map(readDoc).join('\n');
   for (const [, path = ''] of docs.matchAll(/`((?:admission|webhook|watcher|serviceMonitor|prometheusRule|grafanaDashboard|image|rbac)\.[A-Za-z.]+)[`=: ]/g)) named.add(path.replace(/\.$/, ''));
   for (const setting of Object.values(CHART_SETTINGS)) if (setting.kind === 'value') named.add(setting.path);
   t.ok(named.size > 15, `${named.size} values named`);

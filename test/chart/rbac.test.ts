@@ -136,7 +136,8 @@ const CALLS: Record<string, Call> = {
 /** Which process runs the code in a file; `user` for the status command, which runs with the user's permissions. */
 function componentOf(file: string): Component | 'user' | undefined {
   if (file.startsWith('src/status/')) return 'user';
-  if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts') return 'watcher';
+  // status reads the same discovery documents with the user's own permissions.
+  if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts' || file === 'src/kube/discovery.ts') return 'watcher';
   if (file.startsWith('src/tls/') || file.startsWith('src/webhook/') || ['src/kube/webhook-configurations.ts', 'src/kube/fence.ts', 'src/kube/server-version.ts'].includes(file)) return 'webhook';
   return undefined;
 }
