@@ -86,7 +86,7 @@ t.test('the list: the pods in flight, one line each', async (t) => {
 
 t.test('waiting for main: what is awaited, nothing to do', async (t) => {
   const story = await storyOf(pods.busy);
-  t.match(story, { state: 'waiting for main', job: 'busy', nodeKind: 'normal', managed: 'true', restartPolicy: 'Never' });
+  t.match(story, { state: 'waiting for main', code: 'mains-running', job: 'busy', nodeKind: 'normal', managed: 'true', restartPolicy: 'Never' });
   t.match(story.waitingFor, /^the main container to finish: main \(running since /);
   t.match(story.trigger, /restartPolicy Never: the sidecars are stopped once every main container has exited, whatever its exit code/);
   t.match(story.containers, [{ name: 'main', role: 'main', markers: [] }, { name: 'proxy', role: 'sidecar', markers: ['KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT="true"'], mechanism: 'kill' }]);
@@ -106,7 +106,7 @@ t.test('stopping: the SIGTERM sent, the sidecar still running', async (t) => {
 
 t.test('stopped: the actions, in order, with their times', async (t) => {
   const story = await storyOf(pods.quick);
-  t.match(story, { state: 'stopped', managed: 'true', mechanism: 'signal' });
+  t.match(story, { state: 'stopped', code: 'sidecars-stopped', managed: 'true', mechanism: 'signal' });
   const whats = story.actions.map((a) => a.what);
   t.match(whats, [/event Normal SidecarTermina\w+: stopping sidecars: proxy \(SIGTERM\)/, /ephemeral container \S+ targeting proxy, exited 0/, /sidecar proxy exited 0/]);
   for (const action of story.actions) t.match(action.time, /^\d{4}-\d\d-\d\dT/, `${action.what}: a time`);
@@ -114,7 +114,7 @@ t.test('stopped: the actions, in order, with their times', async (t) => {
 
 t.test('failed: the reason and the fix', async (t) => {
   const story = await storyOf(pods.stuck);
-  t.match(story, { state: 'failed', nodeKind: 'virtual', node: 'sim-virtual-node', mechanism: 'none' });
+  t.match(story, { state: 'failed', code: 'virtual-node-without-image', nodeKind: 'virtual', node: 'sim-virtual-node', mechanism: 'none' });
   t.equal(story.waitingFor, 'nothing: sidecar proxy cannot be stopped on this node');
   t.match(story.lastEvent?.message, /sidecar proxy cannot be stopped: the pod runs on a virtual-kubelet node/);
   t.match(story.advice, [/quick-exit image \(env KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE\)/]);
