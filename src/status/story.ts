@@ -185,7 +185,7 @@ export function podStory(facts: PodFacts): PodStory {
   const failed = cannotStop.length > 0 || (warnings.length > 0 && last?.type === 'Warning');
   const running = roles.filter((r) => r.role === 'sidecar' && !exitCodes.has(r.name));
   const since = lastMainExit ?? eventTime(events[0]);
-  const warning = failed && cannotStop.length === 0 ? eventCode(last) : undefined;
+  const warning = failed ? eventCode(last) : undefined;
   const code: Code | undefined = cannotStop[0]?.code ?? (failed ? warning : decision.outcome === 'wait' ? decision.code : 'mains-done');
   return {
     ...story,
