@@ -28,7 +28,7 @@ test-unit: node_modules
 
 .PHONY: dev helm chart-test
 
-# A local demo (README "Try it"): a real control plane, a kubelet simulator with a normal and a
+# A local demo (docs/getting-started.md): a real control plane, a kubelet simulator with a normal and a
 # virtual node, and sidecar-terminator serve registered with it; runs until Ctrl-C.
 dev: node_modules
 	bash scripts/build-control-plane.sh
@@ -56,7 +56,7 @@ bench: node_modules
 .PHONY: test-matrix
 
 # The end-to-end suite (real node included) on Kubernetes 1.29, 1.33 and 1.37, each built once
-# into the cache; writes the README table "Kubernetes versions". Not part of `make test`.
+# into the cache; writes the table "Kubernetes versions" of docs/installation.md. Not part of `make test`.
 # `make test-matrix VERSIONS=v1.29.15` runs one version; the others keep their last result.
 test-matrix: node_modules
 	node scripts/test-matrix.ts $(VERSIONS)

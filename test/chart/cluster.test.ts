@@ -12,7 +12,8 @@ import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api, CustomObjects
 import t from 'tap';
 import { apiFeatures, kubernetesVersion, startControlPlane } from '../support/control-plane.ts';
 import { freePort, httpStatus } from '../support/net.ts';
-import { KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { KubeletSimulator, simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { servedCertificate, startServe } from '../support/serve-process.ts';
 import { finishedByWatcher, installCrrCrd } from '../support/stack.ts';
 import { argsOf, helm, helmEnv, helmRelease as helmReleaseOf, parseManifests, repoRoot, template, type Manifest } from './helm.ts';
@@ -257,5 +258,5 @@ t.test('helm uninstall removes the release and leaves the Secret the webhook cre
   const result = await helm(['uninstall', RELEASE, '--namespace', NS, '--no-hooks'], { env });
   t.equal(result.code, 0, result.stderr);
   await t.rejects(admission.readValidatingWebhookConfiguration({ name: 'sidecar-terminator' }), 'the webhook configurations are gone');
-  t.ok(await core.readNamespacedSecret({ namespace: NS, name: 'sidecar-terminator-tls' }), 'the TLS Secret stays, as the README says');
+  t.ok(await core.readNamespacedSecret({ namespace: NS, name: 'sidecar-terminator-tls' }), 'the TLS Secret stays, as docs/installation.md says');
 });

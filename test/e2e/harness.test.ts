@@ -4,7 +4,8 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { BatchV1Api } from '@kubernetes/client-node';
 import t from 'tap';
 import { startControlPlane } from '../support/control-plane.ts';
-import { KubeletSimulator, waitFor } from '../support/kubelet-simulator.ts';
+import { KubeletSimulator } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 
 const cp = await startControlPlane();
 t.teardown(() => cp.stop());

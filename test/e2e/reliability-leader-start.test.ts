@@ -12,9 +12,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import t from 'tap';
 import { freePort, httpStatus } from '../support/net.ts';
-import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { simAnnotations } from '../support/kubelet-simulator.ts';
+import { jobYaml, killSidecar, main } from '../support/pods.ts';
 import { registeringWebhooks, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
-import { installCrrCrd, jobYaml, killSidecar, mainContainer, startCluster, waitForJob } from '../support/stack.ts';
+import { installCrrCrd, startCluster, waitForJob } from '../support/stack.ts';
+import { waitFor } from '../support/wait.ts';
 import type { ControlPlane } from '../support/control-plane.ts';
 
 const { cp, core, batch } = await startCluster(t, { sim: { restartDelayMs: 200 } });
@@ -81,7 +83,7 @@ async function leaderGauge(replica: ServeProcess): Promise<number | undefined> {
   return match ? Number(match[1]) : undefined;
 }
 
-const goodJob = (name: string) => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: `${mainContainer()}\n${killSidecar()}` });
+const goodJob = (name: string) => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: [main(), killSidecar()] });
 
 t.test('discovery fails as the replica wins the Lease: it retries, finds the kill mechanism anew, and works', async (t) => {
   const proxy = await kubectlProxy(cp, DISCOVERY);

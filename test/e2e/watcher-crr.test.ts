@@ -3,9 +3,10 @@
 // middle of a burst of finishing Jobs loses none and duplicates none.
 import t from 'tap';
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
-import { CRR, findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, jobYaml, podOfJob, startStack, waitForJob, waitForJobsComplete } from '../support/stack.ts';
+import { CRR, findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
+import { apply, eventsOf, podOfJob, startStack, waitForJob, waitForJobsComplete } from '../support/stack.ts';
+import { jobYaml, killSidecar, main, sidecarMarked } from '../support/pods.ts';
 
 const stack = await startStack(t, { installCrrCrd: true, sim: { restartDelayMs: 200 } });
 const { cp } = stack;
@@ -20,18 +21,7 @@ interface Crr {
 const listCrrs = async (namespace: string): Promise<Crr[]> =>
   ((await custom.listNamespacedCustomObject({ group: CRR.group, version: CRR.version, namespace, plural: CRR.plural })) as { items: Crr[] }).items;
 
-const containers = `        - name: main
-          image: busybox:1.36
-        - name: proxy
-          image: envoyproxy/envoy:v1.31.0
-          env:
-            - name: ${ENV_WHEN_JOB_EXIT}
-              value: "true"
-        - name: sql
-          image: gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.14.0
-          env:
-            - name: ${ENV_WHEN_JOB_EXIT}
-              value: "TRUE"`;
+const containers = [main(), killSidecar('proxy'), sidecarMarked('TRUE', 'sql', { image: 'gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.14.0' })];
 
 t.test('auto picks the CRR mechanism when the cluster serves the Kruise CRD', async (t) => {
   const started = await waitFor('the watcher start log', async () => stack.serve.logs().find((l) => l.msg === 'watcher starting'));
@@ -57,6 +47,8 @@ t.test('one ContainerRecreateRequest per pod, owned by it, stops every kill side
   t.notOk(crrs[0]!.metadata.labels, "no labels of ours (Kruise's CRR webhook adds its own)");
   t.same(crrs[0]!.spec, { podName: name, containers: [{ name: 'proxy' }, { name: 'sql' }], strategy: { failurePolicy: 'Ignore', forceRecreate: true } }, 'exactly these spec fields');
   t.notOk(pod.spec?.ephemeralContainers, 'no signal when CRR is used');
+  const events = await eventsOf(stack, namespace, name!);
+  t.match(events, [{ reason: 'SidecarTerminator', action: 'stop-requested', related: { kind: 'ContainerRecreateRequest', name: `sidecar-termination-${uid}`, namespace } }], 'the event names the request as its related object');
   t.ok(findContainerStatus(pod, 'proxy')?.state?.terminated && findContainerStatus(pod, 'sql')?.state?.terminated);
 });
 

@@ -114,7 +114,7 @@ export async function kubernetesVersion(binDir?: string): Promise<KubernetesVers
   return version;
 }
 
-/** What a release's API server has, where the tests expect different things by version (README, "Kubernetes versions"). */
+/** What a release's API server has, where the tests expect different things by version (docs/installation.md, "Kubernetes versions"). */
 export const apiFeatures = (version: KubernetesVersion) => ({
   /** admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy, which the fence needs: 1.30+. */
   validatingAdmissionPolicy: version.minor >= 30,

@@ -2,14 +2,15 @@
 // one registered as a virtual kubelet), and `sidecar-terminator serve` registered with the API
 // server. Where the machine cannot run a real node (not root, no cgroups), the kubelet simulator
 // plays both nodes instead, and says so. `make dev` runs it (scripts/dev.ts -> runDev) and
-// test/e2e/examples.test.ts follows the README's "Try it" against the same startDemo(), so what
-// the README promises is what a user gets.
+// test/e2e/examples.test.ts follows "Try it" of docs/getting-started.md against the same
+// startDemo(), so what the page promises is what a user gets.
 import { copyFileSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startControlPlane, type ControlPlane } from './control-plane.ts';
-import { KubeletSimulator, waitFor } from './kubelet-simulator.ts';
+import { KubeletSimulator } from './kubelet-simulator.ts';
+import { waitFor } from './wait.ts';
 import { realNodeUnavailable, startRealNode } from './real-node.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 
@@ -175,7 +176,7 @@ In another terminal, from ${repoRoot}:
   kubectl get nodes
 ${examples.map((file) => `  kubectl apply -f examples/${file}`).join('\n')}
   kubectl get jobs,pods
-(README "Try it" says what each example does and what to expect.)
+(docs/getting-started.md says what each example does and what to expect.)
 
 Ctrl-C stops everything and deletes the cluster. serve's logs follow.
 `);

@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { ManagedProcess } from './managed-process.ts';
 import { freePort, httpStatus } from './net.ts';
-import { waitFor } from './sim/wait.ts';
+import { waitFor } from './wait.ts';
 
 const run = promisify(execFile);
 const repoRoot = resolve(import.meta.dirname, '../..');
