@@ -105,9 +105,11 @@ function onSignal(signal: NodeJS.Signals): void {
  * `processes` has exited meanwhile, and at `deadline` (a Date.now() value).
  */
 export async function waitWhileRunning(what: string, processes: Iterable<ManagedProcess>, deadline: number, check: () => Promise<boolean>, intervalMs = 250): Promise<void> {
+  // Taken once: an iterator (a Map's values()) would be empty from the second look on.
+  const watched = [...processes];
   for (;;) {
     if (await check().catch(() => false)) return;
-    const exited = [...processes].find((p) => p.exitStatus !== undefined);
+    const exited = watched.find((p) => p.exitStatus !== undefined);
     if (exited) throw new Error(`${exited.name} exited (${exited.exitStatus}) while waiting for ${what}`);
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await sleep(intervalMs);
