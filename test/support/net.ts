@@ -5,10 +5,10 @@
 // free (listen on 0, read it, close) can be taken in between: by the next such choice, or by any
 // outgoing connection of the machine, since port 0 and connect() both draw from the ephemeral
 // range. So a port is leased instead:
-// - its number lies outside the ephemeral range (/proc/sys/net/ipv4/ip_local_port_range) and
-//   below it the NodePort range, so no outgoing connection and no bind to port 0 can take it;
+// - its number lies outside the ephemeral range (/proc/sys/net/ipv4/ip_local_port_range), so no
+//   outgoing connection and no bind to port 0 can take it, and outside the NodePort range;
 // - it is leased host-wide by binding the abstract Unix socket `sidecar-terminator-port-<N>`
-//   (Linux, one name space per network name space). The leasing process holds it until it
+//   (Linux; one such name space per network namespace, as for ports). The leasing process holds it until it
 //   releases the port, and the kernel releases it when that process dies, even by SIGKILL: no
 //   lock file left behind whose owner's death must be guessed from a pid. Every test file, the
 //   benchmarks, `make dev` and the other checkouts on this host lease the same way, so no two
