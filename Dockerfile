@@ -11,7 +11,7 @@ ARG NODE_IMAGE=node:24-bookworm-slim
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+RUN npm ci --strict-allow-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 RUN npm run build

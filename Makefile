@@ -4,9 +4,10 @@
 # Node 24 comes from the `node` devDependency.
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-# npm packages, reinstalled when the lock file changes.
+# npm packages, reinstalled when the lock file changes. Only the install scripts package.json's
+# allowScripts approves run; any other one fails the install (scripts/install-packages.sh).
 node_modules: package.json package-lock.json
-	npm ci --no-audit --no-fund
+	bash scripts/install-packages.sh
 	@touch node_modules
 
 # Builds (once, then cached under ~/.cache/sidecar-terminator) etcd, kube-apiserver,

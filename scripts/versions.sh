@@ -11,5 +11,8 @@
 : "${CRI_TOOLS_VERSION:=v1.36.0}"
 # OpenKruise, for its kruise-daemon and its controller next to ours.
 : "${KRUISE_VERSION:=v1.8.2}"
+# The npm that installs the packages where the machine's is older than 11.16, which is the first to
+# enforce package.json's allowScripts (scripts/install-packages.sh): the one Node.js 24.21 ships.
+: "${NPM_VERSION:=11.19.0}"
 : "${SIDECAR_TERMINATOR_CACHE:=$HOME/.cache/sidecar-terminator}"
-export K8S_VERSION ETCD_VERSION HELM_VERSION CONTAINERD_VERSION RUNC_VERSION CNI_PLUGINS_VERSION CRI_TOOLS_VERSION KRUISE_VERSION SIDECAR_TERMINATOR_CACHE
+export K8S_VERSION ETCD_VERSION HELM_VERSION CONTAINERD_VERSION RUNC_VERSION CNI_PLUGINS_VERSION CRI_TOOLS_VERSION KRUISE_VERSION NPM_VERSION SIDECAR_TERMINATOR_CACHE

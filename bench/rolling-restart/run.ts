@@ -31,7 +31,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon, { type Options } from 'autocannon';
 import { startControlPlane } from '../../test/support/control-plane.ts';
-import { freePort, httpStatus } from '../../test/support/net.ts';
+import { httpStatus, PortLease } from '../../test/support/net.ts';
 import { startTcpBalancer, type Backend } from '../../test/support/tcp-balancer.ts';
 import { admissionLoad } from '../lib/load.ts';
 import { machineLoad } from '../lib/proc.ts';
@@ -68,7 +68,8 @@ interface Replica {
 let replicaCount = 0;
 
 async function startReplica(kubeconfig: string, certDir: string): Promise<Replica> {
-  const port = await freePort();
+  const lease = new PortLease();
+  const port = await lease.take();
   const name = `replica-${++replicaCount}`;
   const child = spawn(
     'setpriv',
@@ -88,6 +89,7 @@ async function startReplica(kubeconfig: string, certDir: string): Promise<Replic
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolveExit) =>
     child.on('close', (code, signal) => resolveExit({ code, signal, at: performance.now() })),
   );
+  void exited.then(() => lease.release());
   const deadline = Date.now() + 30_000;
   while ((await httpStatus(`https://127.0.0.1:${port}/readyz`)) !== 200) {
     if (Date.now() > deadline || child.exitCode !== null) throw new Error(`${name} did not get ready: ${warnings.join('\n')}`);

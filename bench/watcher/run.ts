@@ -41,7 +41,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, CustomObjectsApi, PatchStrategy, Watch, setHeaderOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from '../../test/support/control-plane.ts';
 import { CRR } from '../../test/support/kubelet-simulator.ts';
-import { freePort, httpStatus } from '../../test/support/net.ts';
+import { httpStatus, PortLease } from '../../test/support/net.ts';
 import { installCrrCrd } from '../../test/support/stack.ts';
 import { profileTables, summarise as summariseProfile, type CpuProfile } from '../lib/cpuprofile.ts';
 import { AuditLog, MEASURED_GROUP, auditFlags, total } from '../lib/audit.ts';
@@ -76,18 +76,6 @@ async function until(what: string, check: () => boolean | Promise<boolean>, time
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
     await sleep(intervalMs);
-  }
-}
-
-/** Free ports are picked before binding: another test starting a control plane meanwhile may take one. */
-async function startControlPlaneWithRetries(apiServerArgs: string[], attempts = 3): Promise<ControlPlane> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await startControlPlane({ apiServerArgs });
-    } catch (error) {
-      if (attempt >= attempts) throw error;
-      log(`control plane failed to start (${(error as Error).message.split('\n')[0]}); trying again`);
-    }
   }
 }
 
@@ -243,7 +231,8 @@ function spawnProcess(name: string, args: string[], logFile: string, pipeStdout 
 
 /** `serve --no-webhook`: the slim watcher as an operator runs it (info logs, default concurrency, sweeper on). */
 async function startSlimWatcher(cp: ControlPlane, dir: string, name: string, root: string, profileDir?: string, extraArgs: string[] = []): Promise<Watcher> {
-  const port = await freePort();
+  const lease = new PortLease();
+  const port = await lease.take();
   const probe = probed(dir, name);
   const { user, kubeconfig } = await identity(cp, name);
   const proc = spawnProcess(
@@ -253,6 +242,7 @@ async function startSlimWatcher(cp: ControlPlane, dir: string, name: string, roo
     false,
     probe.env,
   );
+  proc.child.once('exit', () => lease.release());
   await until('the slim watcher to be ready', async () => (await httpStatus(`http://127.0.0.1:${port}/readyz`)) === 200, 60_000, 200);
   return { ...proc, user, afterGc: () => probe.afterGc(proc.pid) };
 }
@@ -390,7 +380,7 @@ async function main(): Promise<void> {
 
   const audit = auditFlags(dir);
   const auditLog = new AuditLog(audit.logPath);
-  const cp = await startControlPlaneWithRetries(audit.apiServerArgs);
+  const cp = await startControlPlane({ apiServerArgs: audit.apiServerArgs, log });
   const procs: Array<{ stop(): Promise<void> }> = [];
   const observers: Array<Observer<never>> = [];
   try {

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
 import { apiFeatures, kubernetesVersion, startControlPlane } from '../support/control-plane.ts';
-import { freePort, httpStatus } from '../support/net.ts';
+import { httpStatus, PortLease } from '../support/net.ts';
 import { KubeletSimulator, simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { servedCertificate, startServe } from '../support/serve-process.ts';
@@ -70,7 +70,8 @@ interface Watcher {
 
 /** `serve` with the watcher Deployment's args, as its ServiceAccount; resolves once /readyz on the probe port says 200. */
 async function startWatcher(manifests: Manifest[], kubeconfig: string): Promise<Watcher> {
-  const port = await freePort();
+  const lease = new PortLease();
+  const port = await lease.take();
   const args = [...processArgs(manifests, 'watcher'), `--probe-address=127.0.0.1:${port}`, `--kubeconfig=${kubeconfig}`];
   const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', process.execPath, join(repoRoot, 'src/cli.ts'), 'serve', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -80,6 +81,7 @@ async function startWatcher(manifests: Manifest[], kubeconfig: string): Promise<
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
   const exited = new Promise<void>((resolveExit) => child.on('close', () => resolveExit()));
+  void exited.then(() => lease.release());
   let running = true;
   void exited.then(() => (running = false));
   const watcher: Watcher = {

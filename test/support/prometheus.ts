@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { ManagedProcess } from './managed-process.ts';
-import { freePort, httpStatus } from './net.ts';
+import { httpStatus, PortLease } from './net.ts';
 import { waitFor } from './wait.ts';
 
 const run = promisify(execFile);
@@ -46,7 +46,8 @@ export async function startPrometheus(config: object, rules: object): Promise<Pr
   const dir = mkdtempSync(join(tmpdir(), 'st-prometheus-'));
   writeFileSync(join(dir, 'prometheus.yaml'), stringify(config));
   writeFileSync(join(dir, 'rules.yaml'), stringify(rules));
-  const port = await freePort();
+  const lease = new PortLease();
+  const port = await lease.take();
   const url = `http://127.0.0.1:${port}`;
   const process = new ManagedProcess('prometheus', [
     join(bin, 'prometheus'),
@@ -56,6 +57,7 @@ export async function startPrometheus(config: object, rules: object): Promise<Pr
   ], join(dir, 'prometheus.log'));
   const stop = async () => {
     await process.stop();
+    lease.release();
     rmSync(dir, { recursive: true, force: true });
   };
   try {
