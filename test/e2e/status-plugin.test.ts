@@ -124,5 +124,5 @@ t.test("the page's commands, through kubectl, print what the page shows", async 
     t.comment(`${PAGE} written`);
   }
   const install = blocks.find((block) => block.command.includes('npm pack'));
-  t.equal(install?.command, 'npm ci && npm install -g "./$(npm pack | tail -n 1)"', 'the install line this test follows (npm pack, then npm install -g of the tarball)');
+  t.equal(install?.command, 'npm ci --strict-allow-scripts && npm install -g "./$(npm pack | tail -n 1)"', 'the install line this test follows (npm pack, then npm install -g of the tarball)');
 });
