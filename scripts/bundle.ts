@@ -19,35 +19,46 @@ import { parseArgs } from 'node:util';
 import { build, type Metafile } from 'esbuild';
 
 const repoRoot = resolve(import.meta.dirname, '..');
-const { values: options } = parseArgs({ options: { out: { type: 'string' }, sourcemap: { type: 'boolean' }, metafile: { type: 'string' } } });
-const out = resolve(options.out ?? join(repoRoot, 'dist'));
 
-rmSync(out, { recursive: true, force: true });
-const result = await build({
-  absWorkingDir: repoRoot,
-  entryPoints: ['src/cli.ts'],
-  outdir: out,
-  entryNames: '[name]',
-  chunkNames: 'chunks/[name]-[hash]',
-  bundle: true,
-  splitting: true,
-  format: 'esm',
-  platform: 'node',
-  target: 'node24',
-  minify: true,
-  keepNames: true,
-  legalComments: 'none',
-  sourcemap: options.sourcemap ? 'linked' : false,
-  metafile: true,
-  logLevel: 'warning',
-  // The CommonJS packages in the bundle (fastify, pino, prom-client...) call require() for
-  // Node's built-in modules; an ES module has no require of its own.
-  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
-});
-writeFileSync(join(out, 'THIRD-PARTY-LICENSES.txt'), thirdPartyLicenses(result.metafile));
-if (options.metafile) writeFileSync(resolve(options.metafile), JSON.stringify(result.metafile));
-const bytes = Object.values(result.metafile.outputs).reduce((sum, output) => sum + output.bytes, 0);
-process.stderr.write(`[bundle] ${relative(repoRoot, out) || out}: ${Object.keys(result.metafile.outputs).length} files, ${(bytes / 1048576).toFixed(1)} MiB\n`);
+/**
+ * Bundles `entryPoints` (paths relative to the repository) into `out` as the image's bundles are
+ * made; the benchmarks bundle their own harness around the add-on's code the same way.
+ */
+export async function bundle(entryPoints: string[], out: string, options: { sourcemap?: boolean } = {}): Promise<Metafile> {
+  rmSync(out, { recursive: true, force: true });
+  const result = await build({
+    absWorkingDir: repoRoot,
+    entryPoints,
+    outdir: out,
+    entryNames: '[name]',
+    chunkNames: 'chunks/[name]-[hash]',
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node24',
+    minify: true,
+    keepNames: true,
+    legalComments: 'none',
+    sourcemap: options.sourcemap ? 'linked' : false,
+    metafile: true,
+    logLevel: 'warning',
+    // The CommonJS packages in the bundle (fastify, pino, prom-client...) call require() for
+    // Node's built-in modules; an ES module has no require of its own.
+    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  });
+  writeFileSync(join(out, 'THIRD-PARTY-LICENSES.txt'), thirdPartyLicenses(result.metafile));
+  return result.metafile;
+}
+
+if (import.meta.main) {
+  const { values: options } = parseArgs({ options: { out: { type: 'string' }, sourcemap: { type: 'boolean' }, metafile: { type: 'string' } } });
+  const out = resolve(options.out ?? join(repoRoot, 'dist'));
+  const metafile = await bundle(['src/cli.ts'], out, { sourcemap: options.sourcemap });
+  if (options.metafile) writeFileSync(resolve(options.metafile), JSON.stringify(metafile));
+  const bytes = Object.values(metafile.outputs).reduce((sum, output) => sum + output.bytes, 0);
+  process.stderr.write(`[bundle] ${relative(repoRoot, out) || out}: ${Object.keys(metafile.outputs).length} files, ${(bytes / 1048576).toFixed(1)} MiB\n`);
+}
 
 /** Each package whose code went into the bundles: its name, version, license and license text. */
 function thirdPartyLicenses(meta: Metafile): string {
