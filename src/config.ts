@@ -1,8 +1,16 @@
 // Every flag of `sidecar-terminator serve`, with its environment variable, default and help
-// text. --help and the README are generated from this table, so nothing goes undocumented.
+// text. --help and the flags table of docs/installation.md are generated from this table, so nothing goes undocumented.
 import { parseDuration } from './duration.ts';
-import { WEBHOOK_TIMEOUT_SECONDS } from './kube/webhook-configurations.ts';
-import { NATIVE_SIDECARS_MODES, NATIVE_SIDECARS_NAMESPACE_LABEL, NATIVE_SIDECARS_OPT_OUT } from './policy/native-sidecars.ts';
+import { NATIVE_SIDECARS_NAMESPACE_LABEL, NATIVE_SIDECARS_OPT_OUT } from './policy/names.ts';
+import { NATIVE_SIDECARS_MODES } from './policy/native-sidecars.ts';
+
+/**
+ * How long the API server waits for an answer by default (--webhook-timeout-seconds); the
+ * webhook's HTTPS server uses the same limit (webhook/app.ts). An answer takes milliseconds: a
+ * replica that is reachable but silent holds each pod creation this long before failurePolicy
+ * decides, so it is short.
+ */
+export const WEBHOOK_TIMEOUT_SECONDS = 3;
 
 export type FlagValue = string | number | boolean | string[];
 

@@ -31,7 +31,7 @@ export interface Scenario {
   /** Simulator annotations (simAnnotations): exits and SIGTERM reactions. */
   annotations?: Record<string, string>;
   /**
-   * Why the two differ in these aspects of the table (the README's "Coming from OpenKruise" says
+   * Why the two differ in these aspects of the table (docs/migrating-from-openkruise.md says
    * the same). Other aspects must come out the same, but for the differences every Job shows
    * (bench/parity/run.ts, EVERY_JOB).
    */

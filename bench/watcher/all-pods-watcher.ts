@@ -18,7 +18,7 @@ import { isApiError } from '../../src/kube/api-errors.ts';
 import { loadKubeConfig } from '../../src/kube/client.ts';
 import { CONDITION_REASONS, EVENT_REASONS, TERMINATED_CONDITION, classifyContainers, decide } from '../../src/policy/index.ts';
 import { createCrr } from '../../src/watcher/crr.ts';
-import { servedCrrVersion } from '../../src/watcher/discovery.ts';
+import { servedCrrVersion } from '../../src/kube/discovery.ts';
 import { EventRecorder } from '../../src/watcher/events.ts';
 import { PodWriter } from '../../src/watcher/pod-writes.ts';
 import { WorkQueue } from '../../src/watcher/queue.ts';
@@ -82,7 +82,7 @@ async function reconcile(key: string): Promise<void> {
   const message = `stopping sidecars: ${containers.map((c) => `${c} (ContainerRecreateRequest)`).join(', ')}`;
   const uid = pod.metadata?.uid ?? '';
   if (!sent.has(uid)) sent.set(uid, new Set());
-  await events.record(pod, 'Normal', EVENT_REASONS.stopping, message, sent.get(uid)!);
+  await events.record(pod, { type: 'Normal', reason: EVENT_REASONS.stopping, code: 'stop-requested', message }, sent.get(uid)!);
   const conditionSet = pod.status?.conditions?.some((c) => c.type === TERMINATED_CONDITION && c.status === 'True');
   if (!conditionSet) await writer.setStatus(pod, { type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping, message });
 }

@@ -9,7 +9,8 @@ import type {
   V1RuleWithOperations,
   V1ValidatingWebhookConfiguration,
 } from '@kubernetes/client-node';
-import { MARKER_NAMES, NATIVE_SIDECARS_NAMESPACE_LABEL, type NativeSidecarsMode } from '../policy/index.ts';
+import { MANAGED_BY_LABELS, MARKER_NAMES, NATIVE_SIDECARS_NAMESPACE_LABEL, WEBHOOK_NAMES, type NativeSidecarsMode } from '../policy/index.ts';
+import { WEBHOOK_TIMEOUT_SECONDS } from '../config.ts';
 import { isApiError } from './api-errors.ts';
 
 /** Namespaces the webhook never sees (so the sweeper leaves them alone too): kube-system, the add-on's own, and any configured. */
@@ -38,17 +39,9 @@ export interface WebhookTarget {
   validateWorkloads?: boolean;
 }
 
-/**
- * How long the API server waits for an answer by default (--webhook-timeout-seconds); the
- * webhook's HTTPS server uses the same limit (webhook/app.ts). An answer takes milliseconds: a
- * replica that is reachable but silent holds each pod creation this long before failurePolicy
- * decides, so it is short.
- */
-export const WEBHOOK_TIMEOUT_SECONDS = 3;
 
 type WebhookConfiguration = V1MutatingWebhookConfiguration | V1ValidatingWebhookConfiguration;
 
-const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'sidecar-terminator' };
 const podCreate: V1RuleWithOperations = { apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' };
 // Pod UPDATE is left out on purpose: the watcher's in-place image replacement is one.
 const jobTemplates: V1RuleWithOperations = { apiGroups: ['batch'], apiVersions: ['v1'], resources: ['jobs', 'cronjobs'], operations: ['CREATE', 'UPDATE'], scope: 'Namespaced' };
@@ -110,7 +103,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
       matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excludedNamespaces(target.namespace, target.excludedNamespaces) }],
     },
   });
-  const metadata = { name: target.name, labels: MANAGED_BY };
+  const metadata = { name: target.name, labels: { ...MANAGED_BY_LABELS } };
   // First, so that the label webhook after it sees the pod migrated already. The API server
   // selects the namespaces from its own cache: no namespace reads, nothing to keep in sync.
   const nativeSidecars = target.nativeSidecars ?? 'none';
@@ -119,7 +112,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
   const matchLabels: Record<string, string> = { ...target.namespaceLabels, ...optIn };
   const native = nativeSidecars === 'none'
     ? []
-    : [{ name: 'native-sidecars.sidecar-terminator.io', rules: [podCreate], matchConditions: MATCH_CONDITIONS.mutating, reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...nativeCommon, namespaceSelector: { ...(Object.keys(matchLabels).length > 0 ? { matchLabels } : {}), matchExpressions: nativeCommon.namespaceSelector.matchExpressions } }];
+    : [{ name: WEBHOOK_NAMES.nativeSidecars, rules: [podCreate], matchConditions: MATCH_CONDITIONS.mutating, reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...nativeCommon, namespaceSelector: { ...(Object.keys(matchLabels).length > 0 ? { matchLabels } : {}), matchExpressions: nativeCommon.namespaceSelector.matchExpressions } }];
   return {
     mutating: {
       apiVersion: 'admissionregistration.k8s.io/v1',
@@ -128,7 +121,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
       // IfNeeded: called again when a later webhook changed the pod (a service mesh or log agent
       // injecting a marked sidecar), so that sidecar's pod is labelled too. Mutation is
       // idempotent: a pod labelled already gets no patch.
-      webhooks: [...native, { name: 'mutate.sidecar-terminator.io', rules: [podCreate], matchConditions: MATCH_CONDITIONS.mutating, reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...common('/mutate') }],
+      webhooks: [...native, { name: WEBHOOK_NAMES.mutate, rules: [podCreate], matchConditions: MATCH_CONDITIONS.mutating, reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...common('/mutate') }],
     },
     validating: {
       apiVersion: 'admissionregistration.k8s.io/v1',
@@ -136,7 +129,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
       metadata,
       // NoneOnDryRun: for an object a controller created despite errors it records an Event on the
       // owner, except on dry runs.
-      webhooks: [{ name: 'validate.sidecar-terminator.io', rules: [podCreate, jobTemplates, ...(target.validateWorkloads ? [workloadTemplates] : [])], matchConditions: MATCH_CONDITIONS.validating, sideEffects: 'NoneOnDryRun', ...common('/validate') }],
+      webhooks: [{ name: WEBHOOK_NAMES.validate, rules: [podCreate, jobTemplates, ...(target.validateWorkloads ? [workloadTemplates] : [])], matchConditions: MATCH_CONDITIONS.validating, sideEffects: 'NoneOnDryRun', ...common('/validate') }],
     },
   };
 }

@@ -1,5 +1,5 @@
 // Validation of the sidecar configuration of one pod spec (a pod's, or a template's): the rules
-// of README "Rules checked at admission". Pure: the webhook and the lint command both call it.
+// of docs/admission-rules.md. Pure: the webhook and the lint command both call it.
 import type { Finding, RuleId, Severity, FindingType } from './findings.ts';
 import { isAllowedImage, isSameImage, parseImageReference } from './image.ts';
 import {

@@ -4,7 +4,8 @@
 // the mechanism it began with, so a switch never stops a sidecar twice: a pod with a signal
 // container keeps the signal mechanism; one whose ContainerRecreateRequest this watcher made keeps
 // that while the API is served (when it goes, the requests go with it, and the pod is signalled).
-import { ApisApi, CustomObjectsApi, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import { servedCrrVersion } from '../kube/discovery.ts';
 import type { Logger } from '../logger.ts';
 import { classifyContainers, existingSignalContainer, type KillMechanism } from '../policy/index.ts';
 
@@ -19,21 +20,6 @@ export async function resolveKillMechanism(kubeConfig: KubeConfig, option: 'auto
     throw new Error('--kill-mechanism crr: the cluster does not serve apps.kruise.io ContainerRecreateRequest; install OpenKruise or use --kill-mechanism signal');
   }
   return { mechanism: 'signal' };
-}
-
-/** The apps.kruise.io version that serves ContainerRecreateRequest, if the cluster has the CRD. */
-export async function servedCrrVersion(kubeConfig: KubeConfig): Promise<string | undefined> {
-  const groups = await kubeConfig.makeApiClient(ApisApi).getAPIVersions();
-  const kruise = groups.groups.find((group) => group.name === 'apps.kruise.io');
-  if (!kruise) return undefined;
-  const preferred = kruise.preferredVersion?.version;
-  const versions = kruise.versions.map((v) => v.version).sort((a, b) => Number(b === preferred) - Number(a === preferred));
-  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
-  for (const version of versions) {
-    const resources = await custom.getAPIResources({ group: 'apps.kruise.io', version });
-    if (resources.resources.some((resource) => resource.name === 'containerrecreaterequests')) return version;
-  }
-  return undefined;
 }
 
 /** Whether a signal container was sent to one of the pod's sidecars: its stop began with the signal mechanism. */
@@ -85,7 +71,7 @@ export class KillMechanismFollower {
   async start(): Promise<ResolvedKillMechanism> {
     const { kubeConfig, option, intervalMs } = this.options;
     this.resolved = await resolveKillMechanism(kubeConfig, option);
-    if (option === 'auto' && intervalMs > 0) this.schedule();
+    if (option === 'auto' && intervalMs > 0 && !this.stopped) this.schedule();
     return this.resolved;
   }
 

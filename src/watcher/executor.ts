@@ -1,14 +1,13 @@
 // Executes a stop plan (src/policy/stop-plan.ts) on one pod: the requests, in order, and the
 // events and metrics they come with. The one place where the watcher acts.
-import type { CoreV1Api, CustomObjectsApi, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Api, CustomObjectsApi, V1ObjectReference, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
-import { EVENT_REASONS, TERMINATED_CONDITION, mainsFinishedAt, type KillMechanism, type Mechanism, type Plan, type Step } from '../policy/index.ts';
+import { CRR, EVENT_REASONS, TERMINATED_CONDITION, crrName, mainsFinishedAt, type KillMechanism, type Mechanism, type Plan, type Step } from '../policy/index.ts';
 import { apiErrorMessage } from '../kube/api-errors.ts';
 import { createCrr } from './crr.ts';
 import { EventRecorder } from './events.ts';
 import type { WatcherMetrics } from './metrics.ts';
 import { PodChanged, PodWriter } from './pod-writes.ts';
-import type { Result } from './queue.ts';
 import { REFUSED_RETRY_MS, isRefusal } from './retries.ts';
 
 export interface ExecutorOptions {
@@ -39,10 +38,13 @@ interface PodState {
   started?: KillMechanism;
 }
 
-/** A pod that changed under a write is looked at again once the watch has brought the change. */
-const AFTER_POD_CHANGED_MS = 1000;
+/**
+ * How a plan's execution ended: every step done, or the pod changed under a write (the rest of the
+ * plan was made for a pod that is no more, so it stops there). A request that fails throws.
+ */
+export type Execution = 'done' | 'pod-changed';
 
-const STOP_REQUESTS = new Set<Step['type']>(['replaceImage', 'markTerminal', 'createCrr', 'addSignalContainers']);
+const STOP_REQUESTS = new Set<Step['type']>(['replace-image', 'mark-terminal', 'create-crr', 'add-signal-containers']);
 
 export class Executor {
   private readonly options: ExecutorOptions;
@@ -67,12 +69,14 @@ export class Executor {
     return this.pods.size;
   }
 
-  async execute(pod: V1Pod, plan: Plan, log: Logger): Promise<Result> {
+  async execute(pod: V1Pod, plan: Plan, log: Logger): Promise<Execution> {
     const state = this.stateOf(pod);
     // Announced before the requests, once per pod: a watcher that dies between a request and its
     // event cannot leave the pod without one (its successor may find nothing left to do).
     if (plan.steps.some((step) => STOP_REQUESTS.has(step.type) && !made(state, step)) && plan.stopping.length > 0) {
-      await this.events.record(pod, 'Normal', EVENT_REASONS.stopping, `stopping sidecars: ${plan.stopping.join(', ')}`, state.events, EVENT_REASONS.stopping);
+      const related = plan.steps.some((step) => step.type === 'create-crr') ? this.crrReference(pod) : undefined;
+      const message = `stopping sidecars: ${plan.stopping.join(', ')}`;
+      await this.events.record(pod, { type: 'Normal', reason: EVENT_REASONS.stopping, code: 'stop-requested', message, key: EVENT_REASONS.stopping, ...(related ? { related } : {}) }, state.events);
       state.told = true;
     }
     let requestedNow = false;
@@ -85,25 +89,27 @@ export class Executor {
   }
 
   /** The steps in order; `requested` hears whether each stop request was made just now. */
-  private async run(pod: V1Pod, state: PodState, plan: Plan, log: Logger, requested: (made: boolean) => void): Promise<Result> {
+  private async run(pod: V1Pod, state: PodState, plan: Plan, log: Logger, requested: (made: boolean) => void): Promise<Execution> {
     const { metrics } = this.options;
     // Each write carries the resourceVersion the previous one left.
     let current = pod;
     for (const step of plan.steps) {
       try {
         switch (step.type) {
-          case 'warn':
-            if ((await this.events.record(pod, 'Warning', EVENT_REASONS.failed, step.message, state.events, step.key)) && step.count) metrics.action(step.count.mechanism, step.count.result);
+          case 'warn': {
+            const event = { type: 'Warning' as const, reason: EVENT_REASONS.failed, code: step.code, message: step.message, ...(step.key ? { key: step.key } : {}) };
+            if (await this.events.record(pod, event, state.events)) metrics.warned(step.code);
             break;
-          case 'replaceImage':
+          }
+          case 'replace-image':
             current = await this.requested(pod, 'image', 1, () => this.writer.replaceImage(current, step.container, step.image));
             requested(true);
             break;
-          case 'markTerminal':
+          case 'mark-terminal':
             current = await this.requested(pod, 'phase', 1, () => this.writer.setStatus(current, { type: TERMINATED_CONDITION, ...step.condition }, step.phase));
             log.info({ phase: step.phase }, step.condition.message);
             break;
-          case 'createCrr': {
+          case 'create-crr': {
             if (made(state, step)) break;
             const crrVersion = this.options.crrVersion!;
             requested((await this.requested(pod, 'crr', 1, () => createCrr(this.options.custom, crrVersion, current, step.containers))) === 'created');
@@ -111,12 +117,12 @@ export class Executor {
             state.started ??= 'crr';
             break;
           }
-          case 'addSignalContainers':
+          case 'add-signal-containers':
             current = await this.requested(pod, 'signal', step.containers.length, () => this.writer.addEphemeralContainers(current, step.containers));
             requested(true);
             state.started ??= 'signal';
             break;
-          case 'setCondition':
+          case 'set-condition':
             current = await this.writer.setStatus(current, { type: TERMINATED_CONDITION, ...step.condition });
             break;
           case 'finish':
@@ -126,16 +132,17 @@ export class Executor {
       } catch (error) {
         if (error instanceof PodChanged) {
           log.debug({ err: error }, 'the pod changed since it was read; looking at it again');
-          return { requeueAfterMs: AFTER_POD_CHANGED_MS };
+          return 'pod-changed';
         }
         // A refusal is reported by reportRefused, once, whichever request it was.
         if (STOP_REQUESTS.has(step.type) && !isRefusal(error)) {
-          await this.events.record(pod, 'Warning', EVENT_REASONS.failed, `could not stop the sidecars: ${apiErrorMessage(error)}`, state.events).catch(() => undefined);
+          const event = { type: 'Warning' as const, reason: EVENT_REASONS.failed, code: 'stop-failed' as const, message: `could not stop the sidecars: ${apiErrorMessage(error)}` };
+          await this.events.record(pod, event, state.events).catch(() => undefined);
         }
         throw error;
       }
     }
-    return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : {};
+    return 'done';
   }
 
   /**
@@ -144,9 +151,10 @@ export class Executor {
    * the slow retries that follow say nothing new. Best effort: the event may be refused too.
    */
   async reportRefused(pod: V1Pod, error: unknown): Promise<void> {
-    const code = (error as { code?: unknown }).code;
-    const message = `the API server refused a request for this pod (HTTP ${String(code)}): ${apiErrorMessage(error)}; retrying cannot fix that by itself, so it is tried again about every ${REFUSED_RETRY_MS / 60_000}m: check the watcher's RBAC and the admission policies in its way`;
-    await this.events.record(pod, 'Warning', EVENT_REASONS.failed, message, this.stateOf(pod).events, `refused\n${String(code)}\n${apiErrorMessage(error)}`).catch(() => undefined);
+    const status = (error as { code?: unknown }).code;
+    const message = `the API server refused a request for this pod (HTTP ${String(status)}): ${apiErrorMessage(error)}; retrying cannot fix that by itself, so it is tried again about every ${REFUSED_RETRY_MS / 60_000}m: check the watcher's RBAC and the admission policies in its way`;
+    const event = { type: 'Warning' as const, reason: EVENT_REASONS.failed, code: 'request-refused' as const, message, key: `refused\n${String(status)}\n${apiErrorMessage(error)}` };
+    await this.events.record(pod, event, this.stateOf(pod).events).catch(() => undefined);
   }
 
   /**
@@ -173,6 +181,11 @@ export class Executor {
     const state: PodState = { told: false, observed: false, crr: false, events: new Set() };
     if (this.options.inFlight?.(pod) ?? true) this.pods.set(uid, state);
     return state;
+  }
+
+  /** The pod's ContainerRecreateRequest, as the `related` object of the event that announces it. */
+  private crrReference(pod: V1Pod): V1ObjectReference {
+    return { apiVersion: `${CRR.group}/${this.options.crrVersion}`, kind: CRR.kind, namespace: pod.metadata?.namespace, name: crrName(pod.metadata?.uid ?? '') };
   }
 
   /** A stop request, counted (`count` sidecars) with its latency from the main containers' end. */
@@ -204,5 +217,5 @@ export class Executor {
 
 /** A stop request already made for this pod by this watcher, which the pod's own status cannot show (a ContainerRecreateRequest). */
 function made(state: PodState, step: Step): boolean {
-  return step.type === 'createCrr' && state.crr;
+  return step.type === 'create-crr' && state.crr;
 }

@@ -4,7 +4,7 @@
 // replica runs it). Every series of the stop counter exists from the start, at 0, so that
 // increase() sees the first refused or failed stop of a process.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { Mechanism } from '../policy/index.ts';
+import { countedAs, type Mechanism, type WarningCode } from '../policy/index.ts';
 import type { QueueObserver } from './queue.ts';
 
 /** What the gauges read from the running watcher. */
@@ -116,7 +116,9 @@ export class WatcherMetrics {
     this.state = state;
   }
 
-  action(mechanism: Mechanism, result: ActionResult): void {
-    this.actions.inc({ mechanism, result });
+  /** A warning recorded on a pod, counted as its code says (src/policy/codes.ts); some are not counted. */
+  warned(code: WarningCode): void {
+    const counted = countedAs(code);
+    if (counted) this.actions.inc({ ...counted });
   }
 }

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { Observable } from '@kubernetes/client-node';
 import type { ConfigurationOptions, CoreV1Api } from '@kubernetes/client-node';
 import { Counter, type Registry } from 'prom-client';
-import type { ControllerReference } from '../policy/index.ts';
+import { OWNER_EVENT_REASON, type ControllerReference } from '../policy/index.ts';
 import { isApiError } from '../kube/api-errors.ts';
 import { eventBody } from '../kube/events.ts';
 
@@ -23,7 +23,6 @@ export interface OwnerNotice {
   errors: string[];
 }
 
-export const OWNER_EVENT_REASON = 'InvalidSidecarConfiguration';
 export const OWNER_EVENT_RESULTS = ['created', 'duplicate', 'dropped', 'error'] as const;
 export type OwnerEventResult = (typeof OWNER_EVENT_RESULTS)[number];
 

@@ -11,8 +11,9 @@ import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
 import { apiFeatures, kubernetesVersion, startControlPlane } from '../support/control-plane.ts';
-import { freePort, httpStatus } from '../support/net.ts';
-import { KubeletSimulator, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { httpStatus, PortLease } from '../support/net.ts';
+import { KubeletSimulator, simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { servedCertificate, startServe } from '../support/serve-process.ts';
 import { finishedByWatcher, installCrrCrd } from '../support/stack.ts';
 import { argsOf, helm, helmEnv, helmRelease as helmReleaseOf, parseManifests, repoRoot, template, type Manifest } from './helm.ts';
@@ -69,7 +70,8 @@ interface Watcher {
 
 /** `serve` with the watcher Deployment's args, as its ServiceAccount; resolves once /readyz on the probe port says 200. */
 async function startWatcher(manifests: Manifest[], kubeconfig: string): Promise<Watcher> {
-  const port = await freePort();
+  const lease = new PortLease();
+  const port = await lease.take();
   const args = [...processArgs(manifests, 'watcher'), `--probe-address=127.0.0.1:${port}`, `--kubeconfig=${kubeconfig}`];
   const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', process.execPath, join(repoRoot, 'src/cli.ts'), 'serve', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -79,6 +81,7 @@ async function startWatcher(manifests: Manifest[], kubeconfig: string): Promise<
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
   const exited = new Promise<void>((resolveExit) => child.on('close', () => resolveExit()));
+  void exited.then(() => lease.release());
   let running = true;
   void exited.then(() => (running = false));
   const watcher: Watcher = {
@@ -259,5 +262,5 @@ t.test('helm uninstall removes the release and leaves the Secret the webhook cre
   const result = await helm(['uninstall', RELEASE, '--namespace', NS, '--no-hooks'], { env });
   t.equal(result.code, 0, result.stderr);
   await t.rejects(admission.readValidatingWebhookConfiguration({ name: 'sidecar-terminator' }), 'the webhook configurations are gone');
-  t.ok(await core.readNamespacedSecret({ namespace: NS, name: 'sidecar-terminator-tls' }), 'the TLS Secret stays, as the README says');
+  t.ok(await core.readNamespacedSecret({ namespace: NS, name: 'sidecar-terminator-tls' }), 'the TLS Secret stays, as docs/installation.md says');
 });

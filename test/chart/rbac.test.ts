@@ -95,8 +95,8 @@ const CALLS: Record<string, Call> = {
     when: (config) => config.namespaceLabels.length > 0 && config.sweepInterval > 0,
   },
   readNode: { sites: ['src/watcher/nodes.ts', 'src/status/cluster.ts'], needs: [{ group: '', resource: 'nodes', verb: 'get', scope: 'cluster' }], why: 'virtual-kubelet label or taint' },
-  getAPIVersions: { sites: ['src/watcher/discovery.ts'], needs: [], why: 'is apps.kruise.io served?', when: usesCrr, notGranted: DISCOVERY },
-  getAPIResources: { sites: ['src/watcher/discovery.ts'], needs: [], why: 'does it serve containerrecreaterequests?', when: usesCrr, notGranted: DISCOVERY },
+  getAPIVersions: { sites: ['src/kube/discovery.ts'], needs: [], why: 'is apps.kruise.io served?', when: usesCrr, notGranted: DISCOVERY },
+  getAPIResources: { sites: ['src/kube/discovery.ts'], needs: [], why: 'does it serve containerrecreaterequests?', when: usesCrr, notGranted: DISCOVERY },
   createNamespacedLease: {
     sites: ['src/kube/leader-election.ts'],
     needs: [{ group: 'coordination.k8s.io', resource: 'leases', verb: 'create', scope: 'own' }],
@@ -156,7 +156,8 @@ const CALLS: Record<string, Call> = {
 function componentOf(file: string): Process | 'user' | undefined {
   if (file.startsWith('src/status/')) return 'user';
   if (file === 'src/kube/remove-webhooks.ts') return 'webhooks-cleanup';
-  if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts') return 'watcher';
+  // status reads the same discovery documents with the user's own permissions.
+  if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts' || file === 'src/kube/discovery.ts') return 'watcher';
   if (file.startsWith('src/tls/') || file.startsWith('src/webhook/') || ['src/kube/webhook-configurations.ts', 'src/kube/fence.ts', 'src/kube/server-version.ts'].includes(file)) return 'webhook';
   return undefined;
 }

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { helm, helmEnv, helmRelease } from '../chart/helm.ts';
 import { startControlPlane } from '../support/control-plane.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
 
 // The admission plugin goes too: it waits for the API it enforces, and would keep the server unready.

@@ -19,9 +19,11 @@ import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL,
 import { argsOf, helmEnv, helmRelease, type Manifest } from '../chart/helm.ts';
 import { serviceAccountKubeconfig } from '../chart/service-account.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
-import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
-import { apply, finishedByWatcher, jobYaml, podOfJob, startCluster, waitForJob } from '../support/stack.ts';
+import { apply, finishedByWatcher, podOfJob, startCluster, waitForJob } from '../support/stack.ts';
+import { jobYaml } from '../support/pods.ts';
 
 const NS = 'sidecar-terminator';
 const WATCHER = 'sidecar-terminator-watcher';

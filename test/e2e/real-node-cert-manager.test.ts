@@ -18,7 +18,7 @@ import t from 'tap';
 import { issueServing, issueWithNewCa, servingHosts, type CertificateBundle } from '../../src/tls/certificates.ts';
 import { chartDir, helm, helmEnv, repoRoot, template, valuesFile } from '../chart/helm.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { startRealCluster } from '../support/real-stack.ts';
 

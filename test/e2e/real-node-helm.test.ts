@@ -15,7 +15,7 @@ import { AdmissionregistrationV1Api, AppsV1Api, BatchV1Api, CoordinationV1Api } 
 import { alertGroups, chartDir, helm, render, repoRoot } from '../chart/helm.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { startPrometheus } from '../support/prometheus.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { containerLog, containerStatus, startRealCluster } from '../support/real-stack.ts';
 import { finishedByWatcher, podOfJob, waitForJob } from '../support/stack.ts';

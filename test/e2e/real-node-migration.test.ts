@@ -1,7 +1,7 @@
 // Moving over from OpenKruise, on a real node, as docs/migrating-from-openkruise.md says: its
 // commands are read from that page and run here (the Helm ones as written; Kruise's
 // `helm upgrade ... featureGates=...` as the kruise-manager flag that value becomes, Kruise running
-// as processes here rather than from its chart). Kruise v1.8.2's kruise-manager runs with its
+// as processes here rather than from its chart). Kruise v1.9.0's kruise-manager runs with its
 // SidecarTerminator controller on and kruise-daemon executes ContainerRecreateRequests through the
 // node's containerd; the add-on is installed with helm next to it, in warn mode. While both
 // controllers run, every Job completes and each sidecar is stopped once (one ContainerRecreateRequest
@@ -14,7 +14,7 @@ import t, { type Test } from 'tap';
 import { chartDir, helm, helmEnv, repoRoot } from '../chart/helm.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { startKruise, type Kruise } from '../support/kruise.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { startRealCluster } from '../support/real-stack.ts';
 import { podsOfJob, waitForJob } from '../support/stack.ts';

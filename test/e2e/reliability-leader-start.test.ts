@@ -11,10 +11,12 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import t from 'tap';
-import { freePort, httpStatus } from '../support/net.ts';
-import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { httpStatus, PortLease } from '../support/net.ts';
+import { simAnnotations } from '../support/kubelet-simulator.ts';
+import { jobYaml, killSidecar, main } from '../support/pods.ts';
 import { registeringWebhooks, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
-import { installCrrCrd, jobYaml, killSidecar, mainContainer, startCluster, waitForJob } from '../support/stack.ts';
+import { installCrrCrd, startCluster, waitForJob } from '../support/stack.ts';
+import { waitFor } from '../support/wait.ts';
 import type { ControlPlane } from '../support/control-plane.ts';
 
 const { cp, core, batch } = await startCluster(t, { sim: { restartDelayMs: 200 } });
@@ -35,9 +37,10 @@ interface Proxy {
   stop(): Promise<void>;
 }
 
-/** `kubectl proxy` on a free port with the admin's credentials, and a kubeconfig for it. */
+/** `kubectl proxy` on a leased port with the admin's credentials, and a kubeconfig for it. */
 async function kubectlProxy(cp: ControlPlane, rejectPaths: string | undefined): Promise<Proxy> {
-  const port = await freePort();
+  // Held for the whole test file: the proxy restarts on the same port.
+  const port = await new PortLease().take();
   let child: ReturnType<typeof spawn> | undefined;
   const start = async (reject: string | undefined) => {
     const args = ['--kubeconfig', cp.kubeconfigPath, 'proxy', '--address', '127.0.0.1', '--port', String(port), ...(reject ? ['--reject-paths', reject] : [])];
@@ -81,7 +84,7 @@ async function leaderGauge(replica: ServeProcess): Promise<number | undefined> {
   return match ? Number(match[1]) : undefined;
 }
 
-const goodJob = (name: string) => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: `${mainContainer()}\n${killSidecar()}` });
+const goodJob = (name: string) => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: [main(), killSidecar()] });
 
 t.test('discovery fails as the replica wins the Lease: it retries, finds the kill mechanism anew, and works', async (t) => {
   const proxy = await kubectlProxy(cp, DISCOVERY);

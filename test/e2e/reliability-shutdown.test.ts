@@ -14,9 +14,10 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT, MANAGED_LABEL } from '../../src/policy/index.ts';
 import type { AdmissionReview } from '../../src/webhook/admission.ts';
 import { startControlPlane } from '../support/control-plane.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { startServe } from '../support/serve-process.ts';
-import { apply, jobYaml, startStack } from '../support/stack.ts';
+import { apply, startStack } from '../support/stack.ts';
+import { jobYaml } from '../support/pods.ts';
 
 interface Held {
   uid: string;

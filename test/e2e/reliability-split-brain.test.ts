@@ -12,11 +12,13 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { auditFlags, readAuditLog, type AuditEvent } from '../support/audit.ts';
-import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { httpStatus } from '../support/net.ts';
 import { registeringWebhooks, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
-import { actedOnceEach, jobYaml, killSidecar, mainContainer, startCluster } from '../support/stack.ts';
+import { jobYaml, killSidecar, main } from '../support/pods.ts';
+import { actedOnceEach, startCluster } from '../support/stack.ts';
 import { startTcpBalancer } from '../support/tcp-balancer.ts';
+import { waitFor } from '../support/wait.ts';
 
 const REPLICAS = 'st:replicas';
 const LEASE_SECONDS = 6;
@@ -61,7 +63,7 @@ t.test("the leader's path to the API server is black-holed while a standby runs:
 
   // Jobs whose main containers finish one after the other, half a second apart, for half a minute.
   const jobs = Array.from({ length: 60 }, (_, i) => `job-${i}`);
-  const manifests = jobs.map((name, i) => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: `${1 + i * 0.5}s` }, containers: `${mainContainer()}\n${killSidecar()}` }));
+  const manifests = jobs.map((name, i) => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: `${1 + i * 0.5}s` }, containers: [main(), killSidecar()] }));
   const applied = await cp.kubectl(['apply', '-f', '-'], { namespace, input: manifests.join('\n---\n') });
   t.equal(applied.code, 0, 'the Jobs applied', { stderr: applied.stderr });
   await waitFor('the leader to act on a few pods', () => actedOn(leader).length >= 5, { timeoutMs: 120_000 });

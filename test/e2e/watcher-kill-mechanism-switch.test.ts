@@ -5,8 +5,10 @@
 // change finishes with the signal: no ContainerRecreateRequest is added to it.
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import t from 'tap';
-import { CRR, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, installCrrCrd, jobYaml, killSidecar, mainContainer, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { CRR, simAnnotations } from '../support/kubelet-simulator.ts';
+import { jobYaml, killSidecar, main } from '../support/pods.ts';
+import { apply, installCrrCrd, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { waitFor } from '../support/wait.ts';
 
 // The Lease lives there: a namespace that exists before serve starts (and that the webhooks skip).
 const ADDON_NAMESPACE = 'default';
@@ -19,7 +21,7 @@ const custom = cp.kubeConfig.makeApiClient(CustomObjectsApi);
 
 // A short grace period: the watcher looks at a signalled pod again once it is over.
 const job = (name: string, annotations: Record<string, string> = {}) =>
-  jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: '1s', ...annotations }, spec: '\n      terminationGracePeriodSeconds: 5', containers: `${mainContainer()}\n${killSidecar()}` });
+  jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: '1s', ...annotations }, spec: { terminationGracePeriodSeconds: 5 }, containers: [main(), killSidecar()] });
 const crrsIn = async (namespace: string) => ((await custom.listNamespacedCustomObject({ ...CRR, namespace })) as { items: Array<{ metadata: { name: string } }> }).items;
 const changes = () => stack.serve.logs().filter((line) => typeof line.msg === 'string' && line.msg.startsWith('kill mechanism '));
 const leaseEvents = async () =>

@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import { issueWithNewCa, servingHosts } from '../../src/tls/certificates.ts';
 import { secretStore } from '../../src/tls/secret-store.ts';
 import { startControlPlane } from '../support/control-plane.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, servedCertificate, startServe, type ServeProcess } from '../support/serve-process.ts';
 
 const cp = await startControlPlane();

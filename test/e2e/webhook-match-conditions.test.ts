@@ -12,7 +12,7 @@ import t, { type Test } from 'tap';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { render } from '../chart/helm.ts';
 import { startControlPlane } from '../support/control-plane.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { apiServerMetrics, scrape, sumSamples } from '../support/metrics.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
 

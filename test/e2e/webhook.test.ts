@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import t from 'tap';
 import { startControlPlane } from '../support/control-plane.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, runServe, servedCertificate, startServe, type ServeProcess } from '../support/serve-process.ts';
 
 const WITH_IMAGE = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE';

@@ -1,6 +1,7 @@
-// The README's configuration reference, generated from the flag table in src/config.ts, and how
-// the Helm chart sets each flag. scripts/config-reference.ts writes the table into README.md;
-// test/chart/docs.test.ts fails when the README or the chart falls behind src/config.ts.
+// The configuration reference of docs/installation.md, generated from the flag table in
+// src/config.ts, and how the Helm chart sets each flag. scripts/config-reference.ts writes the
+// table into that page; test/chart/docs.test.ts fails when the page or the chart falls behind
+// src/config.ts.
 import { SERVE_FLAGS, defaultText, type FlagSpec } from '../../src/config.ts';
 
 export type Component = 'webhook' | 'watcher';
@@ -97,12 +98,12 @@ export function serveFlagsTable(): string {
   return ['| flag | environment variable | default | meaning | Helm chart |', '|---|---|---|---|---|', ...rows].join('\n');
 }
 
-/** `readme` with the text between the markers replaced by the current table. */
-export function withServeFlagsTable(readme: string): string {
-  const begin = readme.indexOf(TABLE_BEGIN);
-  const end = readme.indexOf(TABLE_END);
-  if (begin < 0 || end < begin) throw new Error(`README.md lacks the markers ${TABLE_BEGIN} ... ${TABLE_END}`);
-  return `${readme.slice(0, begin + TABLE_BEGIN.length)}\n${serveFlagsTable()}\n${readme.slice(end)}`;
+/** `page` with the text between the markers replaced by the current table. */
+export function withServeFlagsTable(page: string): string {
+  const begin = page.indexOf(TABLE_BEGIN);
+  const end = page.indexOf(TABLE_END);
+  if (begin < 0 || end < begin) throw new Error(`docs/installation.md lacks the markers ${TABLE_BEGIN} ... ${TABLE_END}`);
+  return `${page.slice(0, begin + TABLE_BEGIN.length)}\n${serveFlagsTable()}\n${page.slice(end)}`;
 }
 
 function chartCell(setting: ChartSetting | undefined): string {

@@ -8,10 +8,10 @@ import { Registry } from 'prom-client';
 import type { Plan } from '../../src/policy/index.ts';
 import { Executor } from '../../src/watcher/executor.ts';
 import { WatcherMetrics } from '../../src/watcher/metrics.ts';
-import { jobPod, killSidecar, main } from './pods.ts';
+import { jobPod, killSidecar, main } from '../support/pods.ts';
 
 const log = pino({ level: 'silent' });
-const crrPlan: Plan = { reason: 'the main containers are done', stopping: ['proxy (ContainerRecreateRequest)'], steps: [{ type: 'createCrr', containers: ['proxy'] }] };
+const crrPlan: Plan = { code: 'mains-done', stopping: ['proxy (ContainerRecreateRequest)'], steps: [{ type: 'create-crr', containers: ['proxy'] }] };
 
 function podWithUid(uid: string): V1Pod {
   const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
@@ -80,7 +80,7 @@ t.test('a reconcile that starts after its pod left keeps nothing of it either', 
 
 t.test('1,000 pods through the watch leave nothing behind', async (t) => {
   const { executor, watched } = executorWith();
-  const warn: Plan = { reason: 'r', stopping: [], steps: [{ type: 'warn', message: 'sidecar proxy cannot be stopped', count: { mechanism: 'none', result: 'refused' } }] };
+  const warn: Plan = { code: 'mains-done', stopping: [], steps: [{ type: 'warn', code: 'virtual-node-without-image', message: 'sidecar proxy cannot be stopped' }] };
   for (let i = 0; i < 1000; i++) {
     const pod = podWithUid(`p${i}`);
     watched.add(`p${i}`);

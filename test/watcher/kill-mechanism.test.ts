@@ -3,12 +3,12 @@
 // replaced by a signal, never added to one.
 import t from 'tap';
 import { killMechanismFor, type ResolvedKillMechanism } from '../../src/watcher/discovery.ts';
-import { jobPod, killSidecar, main } from './pods.ts';
+import { jobPod, killSidecar, main } from '../support/pods.ts';
 
 const crr: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1alpha1' };
 const signal: ResolvedKillMechanism = { mechanism: 'signal' };
 const fresh = () => jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
-const signalled = () => jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
+const signalled = () => jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
 
 t.test('a pod not told to stop yet gets the cluster mechanism of now', async (t) => {
   t.equal(killMechanismFor(fresh(), undefined, crr), 'crr');
@@ -26,6 +26,6 @@ t.test('a pod stopped by a ContainerRecreateRequest keeps it while the API is se
 });
 
 t.test('a signal container for another container than a sidecar does not count', async (t) => {
-  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { ephemeralContainers: [{ name: 'debugger', image: 'busybox', targetContainerName: 'main' }] });
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { ephemeralContainers: [{ name: 'debugger', image: 'busybox', targetContainerName: 'main' }] } });
   t.equal(killMechanismFor(pod, undefined, crr), 'crr');
 });

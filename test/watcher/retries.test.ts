@@ -9,7 +9,7 @@ import { Executor } from '../../src/watcher/executor.ts';
 import { WatcherMetrics } from '../../src/watcher/metrics.ts';
 import { DEFAULT_BACKOFF } from '../../src/watcher/queue.ts';
 import { REFUSED_RETRY_MS, isRefusal, retryDelay } from '../../src/watcher/retries.ts';
-import { jobPod, killSidecar, main } from './pods.ts';
+import { jobPod, killSidecar, main } from '../support/pods.ts';
 
 const apiError = (code: number, message = 'refused') => Object.assign(new Error(`HTTP ${code}`), { code, body: JSON.stringify({ message }) });
 
@@ -39,13 +39,14 @@ t.test('every delay is jittered by up to a fifth either way, so pods that failed
 
 t.test('a refusal is reported once on the pod, however often it is tried again; a failed stop request is not reported twice', async (t) => {
   const events: string[] = [];
-  const core = { createNamespacedEvent: async ({ body }: { body: { message?: string } }) => (events.push(body.message ?? ''), body) } as unknown as CoreV1Api;
+  const actions: string[] = [];
+  const core = { createNamespacedEvent: async ({ body }: { body: { message?: string; action?: string } }) => (events.push(body.message ?? ''), actions.push(body.action ?? ''), body) } as unknown as CoreV1Api;
   let failWith: Error = apiError(403, 'admission webhook "policy.example.com" denied the request: no restarts here');
   const custom = { createNamespacedCustomObject: async () => Promise.reject(failWith) } as unknown as CustomObjectsApi;
   const executor = new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
   const pod: V1Pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
   pod.metadata!.uid = 'uid-1';
-  const plan: Plan = { reason: 'the main containers are done', stopping: ['proxy (ContainerRecreateRequest)'], steps: [{ type: 'createCrr', containers: ['proxy'] }] };
+  const plan: Plan = { code: 'mains-done', stopping: ['proxy (ContainerRecreateRequest)'], steps: [{ type: 'create-crr', containers: ['proxy'] }] };
   const log = pino({ level: 'silent' });
 
   for (let attempt = 0; attempt < 3; attempt++) {
@@ -55,6 +56,7 @@ t.test('a refusal is reported once on the pod, however often it is tried again; 
   }
   const refusals = events.filter((message) => message.startsWith('the API server refused'));
   t.equal(refusals.length, 1, 'one refusal event for three attempts');
+  t.equal(actions[events.indexOf(refusals[0]!)], 'request-refused', 'with its code in the action field');
   t.match(refusals[0], /\(HTTP 403\): admission webhook "policy\.example\.com" denied the request: no restarts here; retrying cannot fix that by itself, so it is tried again about every 5m: check the watcher's RBAC and the admission policies in its way$/);
   t.notOk(events.some((message) => message.startsWith('could not stop the sidecars')), 'and no second event for the same failure');
 

@@ -4,9 +4,11 @@
 import type { AddressInfo } from 'node:net';
 import { connect, type TLSSocket } from 'node:tls';
 import t from 'tap';
-import { WEBHOOK_TIMEOUT_SECONDS, desiredWebhookConfigurations } from '../../src/kube/webhook-configurations.ts';
+import { WEBHOOK_TIMEOUT_SECONDS } from '../../src/config.ts';
+import { desiredWebhookConfigurations } from '../../src/kube/webhook-configurations.ts';
 import { issueWithNewCa, servingHosts } from '../../src/tls/certificates.ts';
 import { buildApp } from '../../src/webhook/app.ts';
+import { waitFor } from '../support/wait.ts';
 import { DEFAULT_OPTIONS } from './support.ts';
 
 const bundle = await issueWithNewCa({ hosts: servingHosts('svc', 'ns'), validityMs: 3_600_000, now: new Date() });
@@ -85,18 +87,11 @@ t.test('an idle kept-alive connection stays open past the request timeout', asyn
   const { socket, received } = await open();
   const get = 'GET /healthz HTTP/1.1\r\nHost: webhook\r\n\r\n';
   socket.write(get);
-  await waitUntil(() => received().includes('\r\n\r\nok'));
+  await waitFor('the answer', () => received().includes('\r\n\r\nok'), { intervalMs: 50, timeoutMs: 30_000 });
   // Three times the request and connection timeouts, idle.
   await new Promise((resolve) => setTimeout(resolve, 3000));
   t.ok(!socket.destroyed, 'still connected after 3 s idle');
   socket.write(get);
-  await waitUntil(() => received().split('HTTP/1.1 200 OK').length === 3);
+  await waitFor('the second answer', () => received().split('HTTP/1.1 200 OK').length === 3, { intervalMs: 50, timeoutMs: 30_000 });
   t.equal(received().split('HTTP/1.1 200 OK').length - 1, 2, 'the second request on the connection is answered');
 });
-
-async function waitUntil(condition: () => boolean): Promise<void> {
-  for (let waited = 0; !condition(); waited += 50) {
-    if (waited > 30_000) throw new Error('no answer within 30 s');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
