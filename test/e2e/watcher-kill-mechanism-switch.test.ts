@@ -41,7 +41,7 @@ t.test('no OpenKruise: signal; Kruise installed: crr, while a pod already signal
 
   await installCrrCrd(cp);
   const [toCrr] = await waitFor('the watcher to notice the ContainerRecreateRequest API', async () => changes().length > 0 && changes());
-  t.match(toCrr, { previous: 'signal', killMechanism: 'crr', msg: /^kill mechanism signal -> crr: the cluster now serves apps\.kruise\.io\/v1alpha1 ContainerRecreateRequest/ }, 'said in the log');
+  t.match(toCrr, { previous: 'signal', killMechanism: 'crr', msg: /^kill mechanism signal -> crr: the cluster now serves apps\.kruise\.io\/v1beta1 ContainerRecreateRequest/ }, 'said in the log, with the version it speaks (Kruise v1.9.0 prefers v1beta1)');
   const [event] = await waitFor('the event on the Lease', async () => (await leaseEvents()).length > 0 && leaseEvents());
   t.match(event, { type: 'Normal', involvedObject: { kind: 'Lease', name: 'sidecar-terminator-watcher', namespace: ADDON_NAMESPACE }, message: toCrr!.msg }, 'and as an event on the Lease');
 
