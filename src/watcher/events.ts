@@ -50,4 +50,10 @@ export class EventRecorder {
     sent.add(id);
     return created;
   }
+
+  /** A Normal event on the watcher's own Lease (the kill mechanism followed the cluster): each one is news, so none is kept back. */
+  async recordOnLease(lease: { namespace: string; name: string }, reason: string, message: string): Promise<void> {
+    const involvedObject = { kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', ...lease };
+    await this.core.createNamespacedEvent({ namespace: lease.namespace, body: eventBody(`${lease.name}.${Date.now().toString(16)}`, involvedObject, 'Normal', reason, message) });
+  }
 }

@@ -7,9 +7,9 @@ import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Pod } from '@kuber
 import type { Logger } from '../logger.ts';
 import { sidecarsPendingSince, signalUserNote, type KillMechanism, type SignalSettings } from '../policy/index.ts';
 import { readServerVersion } from '../kube/server-version.ts';
-import { eventBody } from '../kube/events.ts';
 import { KILL_MECHANISM_CHANGED } from '../policy/index.ts';
 import { KillMechanismFollower, killMechanismFor, type ResolvedKillMechanism } from './discovery.ts';
+import { EventRecorder } from './events.ts';
 import { Executor } from './executor.ts';
 import type { WatcherMetrics } from './metrics.ts';
 import { NodeLookup } from './nodes.ts';
@@ -91,12 +91,8 @@ export class Watcher {
     const { logger, lease, kubeConfig } = this.options;
     logger.info({ previous: previous.mechanism, killMechanism: next.mechanism }, message);
     if (!lease) return;
-    // A name of its own for every change: crr, signal, then crr again is three events.
-    const involvedObject = { kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', ...lease };
-    const body = eventBody(`${lease.name}.${Date.now().toString(16)}`, involvedObject, 'Normal', KILL_MECHANISM_CHANGED, message);
-    await kubeConfig
-      .makeApiClient(CoreV1Api)
-      .createNamespacedEvent({ namespace: lease.namespace, body })
+    await new EventRecorder(kubeConfig.makeApiClient(CoreV1Api))
+      .recordOnLease(lease, KILL_MECHANISM_CHANGED, message)
       .catch((error: unknown) => logger.warn({ err: error, lease }, 'could not record the change of kill mechanism as an event on the Lease'));
   }
 
