@@ -8,6 +8,7 @@ import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import t from 'tap';
 import { startControlPlane } from '../support/control-plane.ts';
 import { waitFor } from '../support/wait.ts';
+import { tryApply } from '../support/stack.ts';
 import { registeringWebhooks, runServe, servedCertificate, startServe, type ServeProcess } from '../support/serve-process.ts';
 
 const WITH_IMAGE = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE';
@@ -35,7 +36,7 @@ const startWebhook = (extra: string[] = []) =>
 let serve: ServeProcess = await startWebhook();
 t.teardown(() => serve.stop());
 
-const apply = (yaml: string) => cp.kubectl(['apply', '-f', '-'], { namespace, input: yaml });
+const apply = (yaml: string) => tryApply(cp, namespace, yaml);
 
 function job(name: string, sidecarEnv: string): string {
   return `
