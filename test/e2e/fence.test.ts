@@ -201,6 +201,7 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
       serviceAccounts: { watcher: SERVE_FLAGS.watcherServiceAccount.default, webhook: SERVE_FLAGS.webhookServiceAccount.default },
       leaseName: SERVE_FLAGS.leaderElectionLease.default,
       signalImage: SERVE_FLAGS.signalImage.default,
+      quickExitImage: SERVE_FLAGS.quickExitImage.default,
       tlsSecret: SERVE_FLAGS.tlsSecret.default,
       configurationName: 'fence-e2e',
     });

@@ -5,7 +5,7 @@ import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT, mainsFinishedAt, planStop, retainedPod, sidecarsPendingSince, type NodeState, type StopSettings } from '../../src/policy/index.ts';
 import { QUICK_EXIT, containerStatus, ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main, normalNode, virtualNode } from '../support/pods.ts';
 
-const signal: StopSettings = { killMechanism: 'signal', signal: { image: 'st:1', command: ['node', '-e', "process.kill(1, 'SIGTERM')"] }, quickExitImageAllowlist: [] };
+const signal: StopSettings = { killMechanism: 'signal', signal: { image: 'st:1', command: ['/stop-sidecar'] }, quickExitImageAllowlist: [], quickExitImage: 'quick-exit:1' };
 const crr: StopSettings = { ...signal, killMechanism: 'crr' };
 const allowlisted: StopSettings = { ...signal, quickExitImageAllowlist: ['registry.example.com/other:*'] };
 const NOW = Date.parse('2026-01-01T00:02:00Z');

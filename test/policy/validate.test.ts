@@ -123,6 +123,40 @@ const cases: Record<AdmissionRuleId, RuleCase> = {
     field: `spec.template.spec.containers[1].env[${ENV_WHEN_JOB_EXIT}]`,
     says: /Duplicate value: "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT": defined 2 times/,
   },
+  'stop-method-invalid': {
+    severity: 'error',
+    spec: podSpec([main(), killSidecar('proxy', { env: [{ name: 'SIDECAR_TERMINATOR_STOP', value: 'haproxy' }] })]),
+    field: 'spec.template.spec.containers[1].env[SIDECAR_TERMINATOR_STOP]',
+    says: /Invalid value: "haproxy": not a stop method: expected signal, one of istio-proxy, envoy, linkerd-proxy, cloud-sql-proxy/,
+  },
+  'grace-period-invalid': {
+    severity: 'error',
+    spec: podSpec([main(), killSidecar('proxy')]),
+    options: { annotations: { 'grace-period-seconds.sidecar-terminator.io/proxy': '-1' } },
+    field: 'spec.template.metadata.annotations[grace-period-seconds.sidecar-terminator.io/proxy]',
+    says: /Invalid value: "-1": must be a whole number of seconds from 0 to 86400/,
+  },
+  'stop-without-sidecar': {
+    severity: 'error',
+    spec: podSpec([main(), container('proxy', 'envoy:1', [])]),
+    options: { annotations: { 'stop.sidecar-terminator.io/proxy': 'envoy' } },
+    field: 'spec.template.metadata.annotations[stop.sidecar-terminator.io/proxy]',
+    says: /Forbidden: a stop method takes effect only on a sidecar stopped by the kill mechanism, and proxy is none/,
+  },
+  'sidecar-name-invalid': {
+    severity: 'error',
+    spec: podSpec([main()]),
+    options: { annotations: { 'sidecar-terminator.io/sidecars': 'istio-proxy, Istio_Proxy' } },
+    field: 'spec.template.metadata.annotations[sidecar-terminator.io/sidecars]',
+    says: /Invalid value: "Istio_Proxy": not a container name/,
+  },
+  'sidecar-not-found': {
+    severity: 'warning',
+    spec: podSpec([main(), killSidecar('proxy')]),
+    options: { fieldPrefix: 'spec', annotations: { 'sidecar-terminator.io/ignore-exit-code': 'istio-proxy' }, containersFinal: true },
+    field: 'metadata.annotations[sidecar-terminator.io/ignore-exit-code]',
+    says: /Not found: "istio-proxy": the pod has no container istio-proxy/,
+  },
 };
 
 for (const [rule, c] of Object.entries(cases) as Array<[AdmissionRuleId, RuleCase]>) {
