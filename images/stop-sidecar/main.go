@@ -2,21 +2,22 @@
 // It joins the sidecar's PID namespace (targetContainerName) and, like every container of the pod,
 // its network namespace.
 //
-//	stop-sidecar --grace-period=SECONDS [--method=POST --url=http://localhost:PORT/PATH] [--container-id=ID]
+//		stop-sidecar --grace-period=SECONDS [--method=POST --url=http://localhost:PORT/PATH] [--container-id=ID]
 //
-//  1. With --url, it sends that HTTP request (loopback only): a proxy's own shutdown endpoint. A
-//     request that fails or answers other than 2xx falls back to SIGTERM.
-//  2. Otherwise it sends SIGTERM to the sidecar: PID 1 of the namespace; or, with --container-id
-//     (a pod with shareProcessNamespace, where PID 1 is the pause process), the process of that
-//     container whose parent is outside it, found by the container ID in /proc/PID/cgroup.
-//     The kernel drops a signal sent to a namespace's PID 1 from inside it unless PID 1 handles it
-//     (SIGKILL included): when /proc/1/status shows no SIGTERM handler, it says so and exits 3 at
-//     once, so that the watcher ends the sidecar from outside (through the kubelet) without waiting.
-//  3. It waits --grace-period for the sidecar to exit. When PID 1 exits, the kernel kills
-//     everything left in its namespace, this program included (137). Still running at the end:
-//     it sends SIGKILL to the sidecar's other processes (an init that forwards SIGTERM to a child
-//     ignoring it then exits), or to the sidecar's processes of a shared namespace; if PID 1 still
-//     runs a few seconds later, it exits 4.
+//	 1. With --url, it sends that HTTP request (loopback only): a proxy's own shutdown endpoint. A
+//	    request that fails or answers other than 2xx falls back to SIGTERM.
+//	 2. Otherwise it sends SIGTERM to the sidecar: PID 1 of the namespace; or, with --container-id
+//	    (a pod with shareProcessNamespace, where PID 1 is the pause process), the process of that
+//	    container whose parent is outside it, found by the container ID in /proc/PID/cgroup.
+//	    The kernel drops a signal sent to a namespace's PID 1 from inside it unless PID 1 handles it
+//	    (SIGKILL included) or blocks it to wait for it (tini does): when /proc/1/status shows neither
+//	    for SIGTERM, it says so and exits 3 at once, so that the watcher ends the sidecar from outside
+//	    (through the kubelet) without waiting.
+//	 3. It waits --grace-period for the sidecar to exit. When PID 1 exits, the kernel kills
+//	    everything left in its namespace, this program included (137). Still running at the end:
+//	    it sends SIGKILL to the sidecar's other processes (an init that forwards SIGTERM to a child
+//	    ignoring it then exits), or to the sidecar's processes of a shared namespace; if PID 1 still
+//	    runs a few seconds later, it exits 4.
 //
 // Exit codes: 0 the sidecar exited; 1 a signal could not be sent (EPERM: another user); 2 usage;
 // 3 PID 1 has no SIGTERM handler; 4 still running after the grace period. What it did goes to
@@ -131,8 +132,12 @@ func shutdownRequest(method, raw string) bool {
 func terminate(sidecar *sidecar) {
 	if sidecar.pid == 1 {
 		caught, ignored := signalMasks(1)
-		if !caught {
-			how := "installs no SIGTERM handler"
+		// An init that waits for signals with sigtimedwait (tini) unblocks them only while it
+		// waits, which /proc cannot show: one that runs other processes is sent SIGTERM all the
+		// same, and ends with them if they are killed at the end of the grace period.
+		children := len(descendants(1)) > 0
+		if ignored || (!caught && !children) {
+			how := "installs no SIGTERM handler and runs no other process"
 			if ignored {
 				how = "ignores SIGTERM"
 			}
@@ -193,16 +198,9 @@ func (s *sidecar) describe() string {
 // processes of other ephemeral containers, whose parent is outside the namespace), or every
 // process of the container in a shared namespace.
 func (s *sidecar) killRest() {
-	var victims []int
+	victims := descendants(1)
 	if s.containerID != "" {
 		victims = containerProcesses(s.containerID)
-	} else {
-		self := os.Getpid()
-		for _, pid := range allPIDs() {
-			if pid != 1 && pid != self && descendsFrom(pid, 1) {
-				victims = append(victims, pid)
-			}
-		}
 	}
 	for _, pid := range victims {
 		name := command(pid)
@@ -212,6 +210,19 @@ func (s *sidecar) killRest() {
 			report("SIGKILL sent to PID %d (%s)", pid, name)
 		}
 	}
+}
+
+// descendants are the processes below `ancestor` (not this program's, nor those of other
+// ephemeral containers, whose parent is outside the namespace).
+func descendants(ancestor int) []int {
+	var found []int
+	self := os.Getpid()
+	for _, pid := range allPIDs() {
+		if pid != ancestor && pid != self && descendsFrom(pid, ancestor) {
+			found = append(found, pid)
+		}
+	}
+	return found
 }
 
 func allPIDs() []int {
@@ -294,7 +305,9 @@ func command(pid int) string {
 	return text
 }
 
-// signalMasks says whether a process has a handler for SIGTERM (SigCgt) or ignores it (SigIgn).
+// signalMasks says whether a process takes SIGTERM, with a handler (SigCgt) or by blocking it to
+// wait for it (SigBlk: the kernel queues a blocked signal whatever its disposition), and whether
+// it ignores it (SigIgn) without blocking it.
 func signalMasks(pid int) (caught, ignored bool) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -302,6 +315,7 @@ func signalMasks(pid int) (caught, ignored bool) {
 		return true, false
 	}
 	bit := uint64(1) << (uint(syscall.SIGTERM) - 1)
+	blocked := false
 	for _, line := range strings.Split(string(data), "\n") {
 		name, value, ok := strings.Cut(line, ":")
 		if !ok {
@@ -316,7 +330,12 @@ func signalMasks(pid int) (caught, ignored bool) {
 			caught = mask&bit != 0
 		case "SigIgn":
 			ignored = mask&bit != 0
+		case "SigBlk":
+			blocked = mask&bit != 0
 		}
+	}
+	if blocked {
+		return true, false
 	}
 	return caught, ignored
 }
