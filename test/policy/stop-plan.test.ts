@@ -96,7 +96,7 @@ t.test('what the signal container reports decides: no SIGTERM handler, still run
   t.match(warnings(stillRunning), [{ code: 'signal-ignored', message: /still runs 30s after SIGTERM \(the sidecar still runs: PID 1 \(envoy\) keeps running/ }], 'its last words, without their time');
 
   const withCommand = reported(STOP_EXIT_CODES.noHandler, '', killSidecar('proxy', { command: ['sh', '-c', 'sleep 1d'] }));
-  t.same(types(withCommand), ['warn', 'escalate-phase'], 'no quick-exit image can run its command: the phase instead');
+  t.same(types(withCommand), ['warn', 'escalate-phase', 'escalate-image'], 'no quick-exit image can run its command: the phase instead, and the image, which never runs, for the kubelet to act at once');
   t.match(stepOf(withCommand, 'escalate-phase'), { phase: 'Succeeded', condition: { status: 'True', reason: CONDITION_REASONS.stopping, message: /sidecar proxy is ended by the kubelet \(no quick-exit image can run in its place \(it sets command\)\)/ } });
   t.same(types(reported(STOP_EXIT_CODES.noHandler, '', killSidecar('proxy'), { ...signal, quickExitImage: '' })), ['warn', 'escalate-phase'], 'none configured: the phase');
   const own = reported(STOP_EXIT_CODES.noHandler, '', killSidecar('proxy', { command: ['envoy'], env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }, { name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE', value: QUICK_EXIT }] }));

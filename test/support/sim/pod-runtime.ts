@@ -298,13 +298,15 @@ export class PodRuntime {
 
   /**
    * An ephemeral container with a target signals the target's PID 1, unless the pod shares one PID
-   * namespace (PID 1 is the pause process then, and the signal goes there). Linux lets it only as
-   * the same user, or with CAP_KILL; false when refused (EPERM).
+   * namespace (PID 1 is the pause process then, and the signal goes there) and it is not told the
+   * target's container ID (stop-sidecar's --container-id). Linux lets it only as the same user, or
+   * with CAP_KILL; false when refused (EPERM).
    */
   private signalTarget(ephemeral: SimContainer): boolean {
     const spec = this.pod.spec?.ephemeralContainers?.find((s) => s.name === ephemeral.name);
     const target = spec?.targetContainerName ? this.containers.get(spec.targetContainerName) : undefined;
-    if (!spec || !target?.running || this.pod.spec?.shareProcessNamespace) return true;
+    const findsTarget = !this.pod.spec?.shareProcessNamespace || (spec?.args ?? []).some((arg) => arg.startsWith('--container-id='));
+    if (!spec || !target?.running || !findsTarget) return true;
     const sender = this.behaviour.userOf(this.pod, spec);
     if (sender.uid !== this.userOf(target).uid && !(sender.uid === 0 && hasCapKill(spec))) return false;
     this.deliverSigterm(target);
