@@ -142,9 +142,10 @@ const watcher: FenceRules = {
         `!variables.podUpdate || (${sameExcept('object.spec', 'oldObject.spec', ['containers'])} && object.spec.containers.size() == oldObject.spec.containers.size() && ` +
         `object.spec.containers.all(c, oldObject.spec.containers.exists(o, o.name == c.name && ${sameExcept('c', 'o', ['image'])} && ` +
         `(c.image == o.image || (variables.managedBefore && variables.mainsExited && c.image != "" && (c.image == ${quickExitImage('o')} || ` +
-        // The end of a sidecar still running after its grace period: --quick-exit-image, where it sets no command.
-        `(c.image == variables.quickExitImage && ${isKillSidecar('o')} && !has(o.command))))))))`,
-      messageExpression: `"sidecar-terminator fence: the watcher may change the spec of a pod labelled ${MANAGED_LABEL}=${MANAGED} only to replace a sidecar's image with the first ${ENV_WITH_IMAGE} of that container, or a sidecar's without command with " + variables.quickExitImage + ", once every main container has exited"`,
+        // The end of a sidecar still running after its grace period: --quick-exit-image, where it sets
+        // no command, or once the pod's phase is terminal (the kubelet then runs no container of it).
+        `(c.image == variables.quickExitImage && ${isKillSidecar('o')} && (!has(o.command) || oldObject.status.?phase.orValue("") in ${list(TERMINAL_PHASES)}))))))))`,
+      messageExpression: `"sidecar-terminator fence: the watcher may change the spec of a pod labelled ${MANAGED_LABEL}=${MANAGED} only to replace a sidecar's image with the first ${ENV_WITH_IMAGE} of that container, or a sidecar's with " + variables.quickExitImage + " where it sets no command or the pod's phase is terminal, once every main container has exited"`,
     },
     // PodWriter.addEphemeralContainers: the signal containers of src/policy/signal-container.ts.
     {

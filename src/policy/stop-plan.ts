@@ -132,7 +132,8 @@ class Planner {
     this.pod = pod;
     this.settings = settings;
     this.now = now;
-    this.roles = new Map(classifyContainers(pod.spec ?? {}, podAnnotations(pod)).map((role) => [role.name, role]));
+    // A pod to act on has a spec: decide() found sidecars in it.
+    this.roles = new Map(classifyContainers(pod.spec!, podAnnotations(pod)).map((role) => [role.name, role]));
   }
 
   add(action: Action, all: Action[]): void {
@@ -310,7 +311,12 @@ class Planner {
       this.lookAgainIn(this.gracePeriodSeconds(role) * 1000 + SIGNAL_CONTAINER_MARGIN_MS);
       return;
     }
-    if (phase === 'Succeeded' || phase === 'Failed' || this.steps.some((step) => step.type === 'mark-terminal' || step.type === 'escalate-phase')) return;
+    // Once the phase is terminal, the kubelet kills what still runs: nothing more to write.
+    if (phase === 'Succeeded' || phase === 'Failed') return;
+    if (this.steps.some((step) => step.type === 'mark-terminal' || step.type === 'escalate-phase')) {
+      this.warn(code, `${cause}; ending it from outside: the pod's phase is set from its main containers, and the kubelet kills what still runs`, eventKey('phase'));
+      return;
+    }
     const mains = [...this.roles.values()].filter((r) => r.role === 'main');
     const codes = exitCodesByName(this.pod);
     const next = phaseOfMains(mains.map((main) => codes.get(main.name)));
@@ -318,6 +324,11 @@ class Planner {
     const message = `phase set to ${next}: the main containers are done, and sidecar ${sidecar} is ended by the kubelet (${why})`;
     this.warn(code, `${cause}; ending it from outside: ${why}, so the pod's phase is set to ${next} from its main containers, and the kubelet kills what still runs`, eventKey('phase'));
     this.steps.push({ type: 'escalate-phase', phase: next, condition: { status: 'True', reason: CONDITION_REASONS.stopping, message } });
+    // The kubelet acts on a change of a pod's status only at its next sync of the pod (syncFrequency,
+    // a minute by default), on a change of its spec at once: the quick-exit image is written too,
+    // and never runs, since the kubelet starts no container of a pod in a terminal phase.
+    const trigger = this.settings.quickExitImage;
+    if (!failure && trigger !== '' && role.image !== trigger) this.steps.push({ type: 'escalate-image', container: sidecar, image: trigger });
   }
 
   private lookAgainIn(delayMs: number): void {

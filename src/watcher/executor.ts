@@ -96,7 +96,7 @@ export class Executor {
           case 'replace-image':
           case 'escalate-image':
             current = await this.requested(pod, 'image', 1, () => this.writer.replaceImage(current, step.container, step.image));
-            if (step.type === 'escalate-image') log.info({ sidecar: step.container, image: step.image }, 'sidecar still running after its grace period: its image replaced by the quick-exit image');
+            if (step.type === 'escalate-image') log.info({ sidecar: step.container, image: step.image }, 'sidecar ended from outside: its image replaced by the quick-exit image');
             requested(true);
             break;
           case 'mark-terminal':

@@ -92,7 +92,7 @@ else if (canRunRealNode(t)) {
     t.equal(shipperStatus.state?.terminated?.exitCode, 0, 'the log shipper exited 0 on SIGTERM');
     t.match(await containerLog(cp, namespace, shipper.metadata!.name!, 'log-shipper'), /row 5\n(.|\n)*shipped/, 'it shipped every row, then stopped');
     const signal = shipper.spec?.ephemeralContainers?.[0];
-    t.equal(signal?.image, 'ghcr.io/sidecar-terminator/sidecar-terminator:0.1.0', "the signal container ran the chart's own image");
+    t.equal(signal?.image, 'ghcr.io/sidecar-terminator/stop-sidecar:0.1.0', 'the signal container ran the stop-sidecar image beside the chart\'s own');
     const proxy = await podOfJob(cluster, namespace, 'ignore-exit-code');
     t.equal(proxy.status?.phase, 'Succeeded', 'the pod whose sidecar exits 143 is Succeeded');
     const logs = await kubectl(['logs', '--selector', 'app.kubernetes.io/component=watcher', '--tail', '-1', '--prefix'], NS);
@@ -143,9 +143,10 @@ else if (canRunRealNode(t)) {
     t.same((await prometheus.query(`sidecar_terminator_leader{namespace="${NS}"} == 1`)).length, 1, 'one replica leads');
 
     // A Job whose sidecar handles SIGTERM and keeps running, given ten minutes to exit: it waits on
-    // its sidecar. And one whose quick-exit image cannot be pulled: a stop that failed.
+    // its sidecar. And one whose quick-exit image cannot be pulled (the node may pull nothing for
+    // that container): a stop that failed.
     const namespace = await cp.createNamespace();
-    const job = (name: string, annotations: Record<string, string>, env: Array<{ name: string; value: string }>, command: string[]) => ({
+    const job = (name: string, annotations: Record<string, string>, env: Array<{ name: string; value: string }>, command: string[], pull = 'IfNotPresent') => ({
       apiVersion: 'batch/v1',
       kind: 'Job',
       metadata: { name },
@@ -158,7 +159,7 @@ else if (canRunRealNode(t)) {
             terminationGracePeriodSeconds: 5,
             containers: [
               { name: 'main', image: 'busybox:1.35', command: ['sh', '-c', 'sleep 1'] },
-              { name: 'proxy', image: 'busybox:1.35', command, env },
+              { name: 'proxy', image: 'busybox:1.35', imagePullPolicy: pull, command, env },
             ],
           },
         },
@@ -169,7 +170,7 @@ else if (canRunRealNode(t)) {
       kind: 'List',
       items: [
         job('stuck', { 'grace-period-seconds.sidecar-terminator.io/proxy': '600' }, [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }], ['sh', '-c', "trap 'echo ignored' TERM; while true; do sleep 1; done"]),
-        job('unpullable', {}, [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE', value: 'registry.invalid/quick-exit:1' }], ['sleep', '3600']),
+        job('unpullable', {}, [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE', value: 'registry.example.com/quick-exit:1' }], ['sleep', '3600'], 'Never'),
       ],
     }));
     t.equal(applied.code, 0, `kubectl apply: ${applied.stderr}`);
@@ -180,7 +181,10 @@ else if (canRunRealNode(t)) {
     });
     t.match(stuck.labels, { namespace: NS, severity: 'warning' }, 'the stuck-Job alert fires, for this release');
     t.ok(Number(stuck.value) > 20, `the pod has waited ${stuck.value} s on its sidecar`);
-    const cannot = await waitFor('SidecarTerminatorCannotStopSidecars to fire', firing('SidecarTerminatorCannotStopSidecars'), { timeoutMs: 60_000, intervalMs: 1000 });
+    const cannot = await waitFor('SidecarTerminatorCannotStopSidecars to fire', firing('SidecarTerminatorCannotStopSidecars'), { timeoutMs: 60_000, intervalMs: 1000 }).catch(async (error: unknown) => {
+      t.comment((await kubectl(['get', 'pods,events', '-o', 'wide'], namespace)).stdout);
+      throw error;
+    });
     t.ok(Number(cannot.value) >= 1, 'and the quick-exit image that cannot be pulled is counted from its first time: its series was at 0 before');
     const others = (await prometheus.alerts()).filter((alert) => !['SidecarTerminatorPodsWaitingOnSidecars', 'SidecarTerminatorCannotStopSidecars'].includes(alert.labels.alertname ?? ''));
     t.same(others.map((alert) => `${alert.labels.alertname} ${alert.state}`), [], 'no other alert: both components up, a leader, a valid certificate');

@@ -47,3 +47,8 @@ t.test('how a stop is told', async (t) => {
   t.equal(describeStop({ kind: 'signal' }), 'SIGTERM');
   t.equal(describeStop({ kind: 'http', method: 'POST', url: 'http://localhost:4191/shutdown' }), 'POST http://localhost:4191/shutdown');
 });
+
+t.test('a port that is no number, a path that is no printable ASCII', async (t) => {
+  t.match(parseStopMethod('istio-proxy:http'), { error: /the port of istio-proxy must be a number/ });
+  t.match(parseStopMethod('POST http://localhost:8080/\u0001'), { error: /the path must be printable ASCII without spaces/ });
+});

@@ -263,3 +263,18 @@ t.test('a signal container that exited without a finish time is looked at again 
   t.same(warnings(plan), [], 'nothing said of a sidecar ignoring SIGTERM');
   t.equal(plan.requeueAfterMs, undefined, 'no timer: the status changing brings the pod back');
 });
+
+t.test('two sidecars ended by the phase: one phase step; a pod already in a terminal phase: none', async (t) => {
+  const shell = (name: string) => killSidecar(name, { command: ['sh', '-c', 'sleep 1d'] });
+  const pod = jobPod([main(), shell('a'), shell('b')], { main: 0, a: 'running', b: 'running' }, {
+    spec: { ephemeralContainers: ['a', 'b'].map((name) => ({ name: `stop-${name}`, image: 'st:1', targetContainerName: name })) },
+  });
+  pod.status!.ephemeralContainerStatuses = ['a', 'b'].map((name) => containerStatus(`stop-${name}`, STOP_EXIT_CODES.noHandler));
+  t.same(types(planStop(pod, normalNode, signal, NOW)), ['warn', 'escalate-phase', 'escalate-image', 'warn'], 'the phase once (with the image that has the kubelet act at once), a warning for each');
+  pod.status!.phase = 'Succeeded';
+  t.same(types(planStop(pod, normalNode, signal, NOW)), [], 'the kubelet kills what still runs of a terminal pod');
+});
+
+t.test('a pod without a spec has nothing to stop', async (t) => {
+  t.same(planStop({ metadata: { name: 'p', namespace: 'n' }, status: { phase: 'Running' } }, normalNode, signal, NOW).steps, []);
+});
