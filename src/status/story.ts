@@ -14,6 +14,7 @@ import {
   decide,
   describeStop,
   podAnnotations,
+  POD_ANNOTATIONS,
   errorsOf,
   exitCodesByName,
   formatFinding,
@@ -229,7 +230,7 @@ function withoutLabel(story: PodStory, facts: PodFacts): PodStory {
     reasons.push(
       inert.length > 0
         ? `no container is a sidecar: the markers on ${inert.map((c) => c.name).join(', ')} do not make one (KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT must be "true", or ${ENV_WITH_IMAGE} an image)`
-        : 'no container is marked as a sidecar (env KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT="true" or KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE)',
+        : `no container is marked as a sidecar (env KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT="true" or KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE, or its name in the pod annotation ${POD_ANNOTATIONS.sidecars})`,
     );
     advice.push('Mark the sidecar: add env KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT: "true" to it in the Job template.');
   }
