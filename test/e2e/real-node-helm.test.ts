@@ -144,9 +144,9 @@ else if (canRunRealNode(t)) {
 
     // A Job whose sidecar handles SIGTERM and keeps running, given ten minutes to exit: it waits on
     // its sidecar. And one whose quick-exit image cannot be pulled (the node may pull nothing for
-    // that container): a stop that failed.
+    // that container), with OnFailure, under which the kubelet keeps trying: a stop that failed.
     const namespace = await cp.createNamespace();
-    const job = (name: string, annotations: Record<string, string>, env: Array<{ name: string; value: string }>, command: string[], pull = 'IfNotPresent') => ({
+    const job = (name: string, annotations: Record<string, string>, env: Array<{ name: string; value: string }>, command: string[], pull = 'IfNotPresent', restartPolicy = 'Never') => ({
       apiVersion: 'batch/v1',
       kind: 'Job',
       metadata: { name },
@@ -155,7 +155,7 @@ else if (canRunRealNode(t)) {
         template: {
           metadata: { annotations },
           spec: {
-            restartPolicy: 'Never',
+            restartPolicy,
             terminationGracePeriodSeconds: 5,
             containers: [
               { name: 'main', image: 'busybox:1.35', command: ['sh', '-c', 'sleep 1'] },
@@ -170,7 +170,7 @@ else if (canRunRealNode(t)) {
       kind: 'List',
       items: [
         job('stuck', { 'grace-period-seconds.sidecar-terminator.io/proxy': '600' }, [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }], ['sh', '-c', "trap 'echo ignored' TERM; while true; do sleep 1; done"]),
-        job('unpullable', {}, [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE', value: 'registry.example.com/quick-exit:1' }], ['sleep', '3600'], 'Never'),
+        job('unpullable', {}, [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE', value: 'registry.example.com/quick-exit:1' }], ['sleep', '3600'], 'Never', 'OnFailure'),
       ],
     }));
     t.equal(applied.code, 0, `kubectl apply: ${applied.stderr}`);
