@@ -25,6 +25,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -45,6 +46,8 @@ const (
 	poll             = 100 * time.Millisecond
 	afterKill        = 5 * time.Second
 	requestTimeout   = 10 * time.Second
+	retryRefused     = 10 * time.Second
+	retryPause       = 250 * time.Millisecond
 )
 
 var lines []string
@@ -83,7 +86,7 @@ func main() {
 
 	asked := false
 	if *target != "" {
-		asked = shutdownRequest(*method, *target)
+		asked = shutdownRequest(*method, *target, *grace)
 	}
 	if !asked {
 		terminate(sidecar)
@@ -105,7 +108,7 @@ func main() {
 }
 
 // shutdownRequest sends the request; true when the sidecar answered 2xx.
-func shutdownRequest(method, raw string) bool {
+func shutdownRequest(method, raw string, grace int) bool {
 	parsed, err := url.Parse(raw)
 	if err != nil || parsed.Scheme != "http" || !loopback(parsed.Hostname()) || parsed.Port() == "" {
 		fail(exitUsage, "refusing %s %s: only http://localhost:PORT, http://127.0.0.1:PORT or http://[::1]:PORT, the pod's own loopback", method, raw)
@@ -115,7 +118,13 @@ func shutdownRequest(method, raw string) bool {
 		fail(exitUsage, "%s %s: %v", method, raw, err)
 	}
 	client := &http.Client{Timeout: requestTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// A sidecar still starting may not listen yet: a refused connection is tried again for a while.
+	retryUntil := time.Now().Add(min(retryRefused, time.Duration(grace)*time.Second/2))
 	response, err := client.Do(request)
+	for err != nil && errors.Is(err, syscall.ECONNREFUSED) && time.Now().Before(retryUntil) {
+		time.Sleep(retryPause)
+		response, err = client.Do(request)
+	}
 	if err != nil {
 		report("%s %s failed (%v): sending SIGTERM instead", method, raw, err)
 		return false
