@@ -6,7 +6,8 @@
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { SERVE_FLAGS, defaultText, oneOf, type FlagSpec, type FlagValue } from './config.ts';
-import { MAX_FILE_BYTES, OUTPUT_FORMATS, runLint, type LintIO } from './lint.ts';
+import type { LintIO } from './lint.ts';
+import { MAX_FILE_BYTES, OUTPUT_FORMATS } from './lint/limits.ts';
 import { STATUS_EXIT_CODES, STATUS_FLAGS } from './status/flags.ts';
 import { UsageError } from './usage-error.ts';
 
@@ -87,6 +88,8 @@ async function lint(args: readonly string[], env: Env, io: CliIO, print: Print):
   const { values, positionals, help } = parseFlags('lint', LINT_FLAGS, args, env);
   if (help) return print(lintHelp());
   if (positionals.length === 0) throw new UsageError(`lint needs at least one FILE ("-" reads stdin); run "${PROGRAM} lint --help"`);
+  // Loaded on demand, as serve's and status's modules: each command loads only its own.
+  const { runLint } = await import('./lint.ts');
   return runLint(positionals, { ...values, toolVersion: packageVersion() }, io);
 }
 

@@ -27,6 +27,11 @@ export interface KruisePeer {
   stop(): Promise<void>;
 }
 
+/** The OpenKruise version the peer is built from (scripts/versions.sh, or $KRUISE_VERSION), e.g. `v1.9.0`. */
+export function kruiseVersion(): string {
+  return process.env.KRUISE_VERSION || (/KRUISE_VERSION:=(v[\w.-]+)/.exec(readFileSync(resolve(repoRoot, 'scripts/versions.sh'), 'utf8'))?.[1] ?? 'unknown');
+}
+
 /** Builds the peer once (then cached); its binary's path. */
 export async function buildKruisePeer(): Promise<string> {
   const { stdout } = await promisify(execFile)('bash', [resolve(repoRoot, 'scripts/build-kruise-peer.sh')], { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024 });

@@ -20,7 +20,8 @@
 // connection closed under them; autocannon re-sends those silently, so they are counted per
 // connection here), errors (by code), timeouts, and for each
 // old replica how long it took to exit after SIGTERM and whether it used up its grace period.
-// --root runs the replicas from another checkout (e.g. an earlier commit, extracted by bench/run.ts), to compare.
+// The replicas run as the image runs them (bench/lib/addon.ts); --root runs them from another
+// checkout (e.g. an earlier commit, extracted by bench/run.ts, as its image ran it), to compare.
 // Writes bench/results/rolling-restart[-LABEL].json and .md, prints the markdown.
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { EventEmitter } from 'node:events';
@@ -33,6 +34,7 @@ import autocannon, { type Options } from 'autocannon';
 import { startControlPlane } from '../../test/support/control-plane.ts';
 import { httpStatus, PortLease } from '../../test/support/net.ts';
 import { startTcpBalancer, type Backend } from '../../test/support/tcp-balancer.ts';
+import { addOnArgs } from '../lib/addon.ts';
 import { admissionLoad } from '../lib/load.ts';
 import { machineLoad } from '../lib/proc.ts';
 import { parseArgs, table } from '../lib/stats.ts';
@@ -73,7 +75,7 @@ async function startReplica(kubeconfig: string, certDir: string): Promise<Replic
   const name = `replica-${++replicaCount}`;
   const child = spawn(
     'setpriv',
-    ['--pdeathsig', 'KILL', '--', process.execPath, join(root, 'src/cli.ts'), 'serve', '--no-watcher', '--kubeconfig', kubeconfig, '--cert-dir', certDir, '--listen-address', `127.0.0.1:${port}`, '--shutdown-grace', shutdownGrace],
+    ['--pdeathsig', 'KILL', '--', process.execPath, ...addOnArgs(root), 'serve', '--no-watcher', '--kubeconfig', kubeconfig, '--cert-dir', certDir, '--listen-address', `127.0.0.1:${port}`, '--shutdown-grace', shutdownGrace],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, KUBECONFIG: '' } },
   );
   const warnings: string[] = [];

@@ -1,6 +1,6 @@
 // Watcher scale: reaction latency to bursts of finishing Jobs, API requests and memory as the
 // cluster grows, for the slim watcher (`serve --no-webhook`, a watch of the pods the webhook
-// labelled), OpenKruise v1.8.2's own SidecarTerminator controller (bench/kruise/main.go, built by
+// labelled), OpenKruise's own SidecarTerminator controller (bench/kruise/main.go, built by
 // scripts/build-kruise-peer.sh: Kruise's code, Kruise's manager options), and a watcher written
 // here in Kruise's style (bench/watcher/all-pods-watcher.ts: our code, caching every pod).
 //
@@ -45,7 +45,8 @@ import { httpStatus, PortLease } from '../../test/support/net.ts';
 import { installCrrCrd } from '../../test/support/stack.ts';
 import { profileTables, summarise as summariseProfile, type CpuProfile } from '../lib/cpuprofile.ts';
 import { AuditLog, MEASURED_GROUP, auditFlags, total } from '../lib/audit.ts';
-import { startKruisePeer } from '../lib/kruise-peer.ts';
+import { addOnArgs, probed, type AfterGc } from '../lib/addon.ts';
+import { kruiseVersion, startKruisePeer } from '../lib/kruise-peer.ts';
 import { WATCHER_RULES } from './profile-rules.ts';
 import { pooledKubeConfig } from '../lib/kube.ts';
 import { cpuSeconds, cpuSecondsOf, findPids, machineLoad, memory } from '../lib/proc.ts';
@@ -157,45 +158,12 @@ interface Proc {
   stop(): Promise<void>;
 }
 
-/** The live heap and RSS right after a full garbage collection (bench/watcher/gc-probe.ts, bench/kruise/main.go). */
-interface AfterGc {
-  heapMiB: number;
-  rssAfterGcMiB: number;
-}
-
 interface Watcher extends Proc {
   /** The user it runs as: the audit log counts its requests under this name. */
   user: string;
   /** Pods in its cache (the all-pods watcher reports it; the slim one's cache is the managed pods). */
   cached?(): number;
   afterGc(): Promise<AfterGc>;
-}
-
-const gcProbe = join(import.meta.dirname, 'gc-probe.ts');
-
-/** Node flags and environment that preload the GC probe into a watcher process. */
-function probed(dir: string, name: string): { nodeArgs: string[]; env: Record<string, string>; file: string; afterGc: (pid: number) => Promise<AfterGc> } {
-  const file = join(dir, `${name}.gc.json`);
-  return {
-    nodeArgs: ['--expose-gc', '--import', gcProbe],
-    env: { BENCH_GC_PROBE_OUT: file },
-    file,
-    async afterGc(pid) {
-      rmSync(file, { force: true });
-      process.kill(pid, 'SIGUSR2');
-      let text = '';
-      await until(`${name}'s GC probe`, () => {
-        try {
-          text = readFileSync(file, 'utf8');
-          return text.endsWith('}');
-        } catch {
-          return false;
-        }
-      }, 60_000, 100);
-      const usage = JSON.parse(text) as { heapUsed: number; rss: number };
-      return { heapMiB: usage.heapUsed / 1048576, rssAfterGcMiB: usage.rss / 1048576 };
-    },
-  };
 }
 
 /** A kubeconfig of its own for a measured process: a user in MEASURED_GROUP, with every permission. */
@@ -229,7 +197,7 @@ function spawnProcess(name: string, args: string[], logFile: string, pipeStdout 
   };
 }
 
-/** `serve --no-webhook`: the slim watcher as an operator runs it (info logs, default concurrency, sweeper on). */
+/** `serve --no-webhook`: the slim watcher as an operator runs it (the image's build and Node flags, info logs, default concurrency, sweeper on). */
 async function startSlimWatcher(cp: ControlPlane, dir: string, name: string, root: string, profileDir?: string, extraArgs: string[] = []): Promise<Watcher> {
   const lease = new PortLease();
   const port = await lease.take();
@@ -237,7 +205,7 @@ async function startSlimWatcher(cp: ControlPlane, dir: string, name: string, roo
   const { user, kubeconfig } = await identity(cp, name);
   const proc = spawnProcess(
     name,
-    [...probe.nodeArgs, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), join(root, 'src/cli.ts'), 'serve', '--no-webhook', '--kubeconfig', kubeconfig, '--kill-mechanism', 'crr', '--probe-address', `127.0.0.1:${port}`, ...extraArgs],
+    [...probe.nodeArgs, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...addOnArgs(root), 'serve', '--no-webhook', '--kubeconfig', kubeconfig, '--kill-mechanism', 'crr', '--probe-address', `127.0.0.1:${port}`, ...extraArgs],
     join(dir, `${name}-watcher.log`),
     false,
     probe.env,
@@ -340,6 +308,8 @@ interface BurstResult {
   cpuSeconds: number;
   /** From the first main container seen finished to the last action seen. */
   wallSeconds: number;
+  /** Each pod's latency, ms (bench/plots.ts draws their distribution). */
+  latencies: number[];
   /** From the first main container seen finished to the last: how long the simulator took to write the burst. */
   spreadSeconds: number;
   /** API requests the watcher made per pod of the burst, by verb and resource, as the API server logged them. */
@@ -550,6 +520,7 @@ async function main(): Promise<void> {
           missing: burst - latencies.length,
           cpuSeconds: cpu,
           wallSeconds: (last - first) / 1000,
+          latencies,
           spreadSeconds: (Math.max(...finishes) - first) / 1000,
           requestsPerPod,
           controlPlaneCpuSeconds,
@@ -651,7 +622,7 @@ function summarise(
     memoryPoints.find((p) => p.watcher === watcher && p.unmanaged === step)?.[field] ?? Number.NaN;
   const names: Record<string, string> = {
     slim: 'sidecar-terminator (`serve --no-webhook`)',
-    kruise: 'OpenKruise v1.8.2 (its controller, Go)',
+    kruise: `OpenKruise ${kruiseVersion()} (its controller, Go)`,
     'all-pods': 'Kruise-style watcher (ours, caching every pod)',
   };
   for (const name of new Set([...memoryPoints.map((p) => p.watcher), ...bursts.map((b) => b.watcher)])) names[name] ??= `sidecar-terminator, ${name}`;

@@ -1,6 +1,8 @@
 // What `serve` runs, built from its configuration: the watcher, the admission webhook and the
 // probe listener, sharing one logger, one metrics registry and one readiness. How they are
-// started, stopped and drained is lifecycle.ts's concern.
+// started, stopped and drained is lifecycle.ts's concern. Each component's modules are loaded
+// when it starts, not here: a watcher-only process never loads the webhook, TLS or lint code,
+// and a webhook-only process never loads the watcher (bench/README.md measures what that saves).
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { AdmissionregistrationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
@@ -9,23 +11,11 @@ import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { ServeConfig } from '../config.ts';
 import { buildProbeApp, type Readiness } from '../health.ts';
 import { loadKubeConfig, resolveNamespace } from '../kube/client.ts';
-import { registerFence } from '../kube/fence.ts';
-import { LeaderElector } from '../kube/leader-election.ts';
-import { excludedNamespaces, registerWebhookConfigurations, syncCaBundles, type WebhookTarget } from '../kube/webhook-configurations.ts';
+import type { WebhookTarget } from '../kube/webhook-configurations.ts';
 import { SIGNAL_COMMAND } from '../policy/index.ts';
-import { isServingCertificateValid, servingHosts, type CertificateBundle } from '../tls/certificates.ts';
-import { createRotator, describeCertificate } from '../tls/rotator.ts';
-import { nativeSidecarsOn } from '../kube/server-version.ts';
-import { secretStore } from '../tls/secret-store.ts';
-import { secureContextOptions } from '../tls/secure-context.ts';
-import { directoryStore } from '../tls/store.ts';
+import type { CertificateBundle } from '../tls/certificates.ts';
 import { UsageError } from '../usage-error.ts';
-import { WatcherMetrics } from '../watcher/metrics.ts';
-import { exponentialBackoff } from '../watcher/queue.ts';
-import { Watcher } from '../watcher/watcher.ts';
-import { buildApp } from '../webhook/app.ts';
-import { registerCertificateExpiry } from '../webhook/metrics.ts';
-import { OwnerEventRecorder } from '../webhook/owner-events.ts';
+import type { Watcher } from '../watcher/watcher.ts';
 import { Drain, whileLeader, type Component, type Stop } from './lifecycle.ts';
 
 /** What every component shares. */
@@ -65,6 +55,13 @@ export function compose(config: ServeConfig): { logger: PinoLogger; components: 
 
 /** The watcher: acts on the pods the webhook labelled; with --leader-elect only while holding the Lease. */
 async function startWatcher({ config, kubeConfig, namespace, logger, metrics, readinessChecks }: Context): Promise<Stop> {
+  const [{ Watcher }, { WatcherMetrics }, { exponentialBackoff }, { LeaderElector }, { excludedNamespaces }] = await Promise.all([
+    import('../watcher/watcher.ts'),
+    import('../watcher/metrics.ts'),
+    import('../watcher/queue.ts'),
+    import('../kube/leader-election.ts'),
+    import('../kube/webhook-configurations.ts'),
+  ]);
   const watcherMetrics = new WatcherMetrics(metrics);
   const newWatcher = () =>
     new Watcher({
@@ -129,6 +126,29 @@ async function startProbes({ config, metrics, readiness, logger }: Context): Pro
 
 /** The admission webhook: certificates, the HTTPS server, the webhook configurations. */
 async function startWebhook({ config, kubeConfig, namespace, logger, metrics, readiness, readinessChecks }: Context): Promise<Stop> {
+  const [
+    { registerWebhookConfigurations, syncCaBundles },
+    { nativeSidecarsOn },
+    { isServingCertificateValid, servingHosts },
+    { createRotator, describeCertificate },
+    { secretStore },
+    { secureContextOptions },
+    { directoryStore },
+    { buildApp },
+    { registerCertificateExpiry },
+    { OwnerEventRecorder },
+  ] = await Promise.all([
+    import('../kube/webhook-configurations.ts'),
+    import('../kube/server-version.ts'),
+    import('../tls/certificates.ts'),
+    import('../tls/rotator.ts'),
+    import('../tls/secret-store.ts'),
+    import('../tls/secure-context.ts'),
+    import('../tls/store.ts'),
+    import('../webhook/app.ts'),
+    import('../webhook/metrics.ts'),
+    import('../webhook/owner-events.ts'),
+  ]);
   const listenAddress = parseListenAddress(config.listenAddress, 'listen-address');
   const store = config.certDir ? directoryStore(config.certDir) : secretStore(kubeConfig.makeApiClient(CoreV1Api), namespace, config.tlsSecret);
   const rotator = createRotator({
@@ -217,6 +237,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
 
 /** The admission policies that fence both ServiceAccounts; an API server before 1.30 has none to offer. */
 async function registerFenceFor(api: AdmissionregistrationV1Api, config: ServeConfig, namespace: string, logger: PinoLogger): Promise<void> {
+  const { registerFence } = await import('../kube/fence.ts');
   const serviceAccounts = { watcher: config.watcherServiceAccount, webhook: config.webhookServiceAccount };
   const result = await registerFence(api, {
     namespace,

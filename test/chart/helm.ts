@@ -1,14 +1,11 @@
 // Helm for the chart tests: the binary scripts/build-helm.sh builds (or finds cached), `helm
 // template` with values, and small readers of the rendered manifests.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { runCommand, type CommandResult } from '../support/command.ts';
-
-const run = promisify(execFile);
+import { buildScriptOutput } from '../support/managed-process.ts';
 
 export const repoRoot = resolve(import.meta.dirname, '../..');
 export const chartDir = join(repoRoot, 'charts/sidecar-terminator');
@@ -24,11 +21,7 @@ let helmPath: Promise<string> | undefined;
 
 /** The helm binary: built once from the Go module proxy, then cached (the script prints its path). */
 export function helmBinary(): Promise<string> {
-  helmPath ??= run('bash', [join(repoRoot, 'scripts/build-helm.sh')], { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => {
-    const path = stdout.trim().split('\n').pop();
-    if (!path) throw new Error('scripts/build-helm.sh printed no path');
-    return path;
-  });
+  helmPath ??= buildScriptOutput('build-helm.sh');
   return helmPath;
 }
 

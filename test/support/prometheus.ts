@@ -1,28 +1,20 @@
 // Prometheus and promtool, Debian's build, for the alert tests: scripts/install-prometheus.sh
 // finds them on the PATH or fetches the package into the cache once, and prints their directory;
 // and a Prometheus server of the tests' own, scraping what they point it at.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
+import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { ManagedProcess } from './managed-process.ts';
+import { buildScriptOutput, ManagedProcess } from './managed-process.ts';
 import { httpStatus, PortLease } from './net.ts';
 import { waitFor } from './wait.ts';
 
-const run = promisify(execFile);
-const repoRoot = resolve(import.meta.dirname, '../..');
 
 let binDir: Promise<string> | undefined;
 
 /** The directory holding `prometheus` and `promtool`. */
 export function prometheusBinDir(): Promise<string> {
-  binDir ??= run('bash', [join(repoRoot, 'scripts/install-prometheus.sh')], { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => {
-    const dir = stdout.trim().split('\n').pop();
-    if (!dir) throw new Error('scripts/install-prometheus.sh printed no directory');
-    return dir;
-  });
+  binDir ??= buildScriptOutput('install-prometheus.sh');
   return binDir;
 }
 

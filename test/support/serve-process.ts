@@ -42,6 +42,8 @@ export interface StartOptions {
   readyTimeoutMs?: number;
   /** Options for node itself, e.g. a heap limit. */
   nodeArgs?: string[];
+  /** What node runs: the CLI's sources by default; the benchmarks pass the image's build and flags (bench/lib/addon.ts), which come before nodeArgs' script. */
+  entry?: string[];
   /** Wait for /readyz to answer 200 (default); false resolves once the process is started. */
   waitReady?: boolean;
   /** Where a second try on a new port is reported. Default: a line on stderr. */
@@ -57,13 +59,13 @@ const SERVE = 'sidecar-terminator serve';
 export async function startServe(args: string[] | ((port: number) => string[]), options: StartOptions = {}): Promise<ServeProcess> {
   return startOnLeasedPort(options, (port) => {
     const extra = typeof args === 'function' ? args(port) : args;
-    return spawnServe(['--listen-address', `127.0.0.1:${port}`, ...extra], port, 'https', options.nodeArgs);
+    return spawnServe(['--listen-address', `127.0.0.1:${port}`, ...extra], port, 'https', options.nodeArgs, options.entry);
   });
 }
 
 /** Starts `serve --no-webhook` with a plain-HTTP probe listener on a leased port; resolves once its /readyz answers 200. */
 export async function startWatcherProcess(args: string[], options: StartOptions = {}): Promise<ServeProcess> {
-  return startOnLeasedPort(options, (port) => spawnServe(['--no-webhook', '--probe-address', `127.0.0.1:${port}`, ...args], port, 'http', options.nodeArgs));
+  return startOnLeasedPort(options, (port) => spawnServe(['--no-webhook', '--probe-address', `127.0.0.1:${port}`, ...args], port, 'http', options.nodeArgs, options.entry));
 }
 
 /** Leases a port, spawns serve on it, waits until it is ready; the port is released when serve exits. */
@@ -128,11 +130,11 @@ export async function runServe(args: string[]): Promise<Exit & { output: string 
   return { ...(await serve.exited), output: serve.output() };
 }
 
-function spawnServe(args: string[], port: number, scheme: 'http' | 'https', nodeArgs: string[] = []): ServeProcess {
+function spawnServe(args: string[], port: number, scheme: 'http' | 'https', nodeArgs: string[] = [], entry: string[] = [cli]): ServeProcess {
   // setpriv gives the child a parent-death signal: it cannot outlive the test process. Through
   // `sh` so that the NODE_OPTIONS the test runner adds to every child (its process tracking)
   // stay out of the measured process.
-  const command = ['setpriv', '--pdeathsig', 'KILL', '--', process.execPath, ...nodeArgs, cli, 'serve', ...args];
+  const command = ['setpriv', '--pdeathsig', 'KILL', '--', process.execPath, ...nodeArgs, ...entry, 'serve', ...args];
   const child = spawn('sh', ['-c', 'unset NODE_OPTIONS; exec "$@"', 'sh', ...command], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, KUBECONFIG: '' },
