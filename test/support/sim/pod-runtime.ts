@@ -481,8 +481,8 @@ export class PodRuntime {
   }
 }
 
-/** What `node -e "process.kill(1, 'SIGTERM')"` prints when Linux refuses the signal. */
-const SIGNAL_REFUSED = 'node:internal/process/per_thread:226\n    throw errnoException(err, \'kill\');\n    ^\n\nError: kill EPERM\n';
+/** What images/stop-sidecar writes to its termination message when Linux refuses the signal. */
+const SIGNAL_REFUSED = '2026-01-01T00:00:00Z SIGTERM to PID 1 (sidecar) failed: operation not permitted (EPERM: this container runs as another user than the sidecar)\n';
 
 /** The capabilities a container's process has: Docker's defaults (KILL among them) unless dropped, plus those added. */
 function hasCapKill(container: V1EphemeralContainer): boolean {
