@@ -71,8 +71,7 @@ const programs: Array<{ program: string; sidecar: (method: string) => V1Containe
 ];
 for (const { program, sidecar, http } of programs) {
   for (const restartPolicy of ['Never', 'OnFailure'] as const) {
-    const methods: Array<[string, Watcher]> = [['signal', 'signal'], ['crr', 'crr'], ...(http ? ([['http', 'signal']] as Array<[string, Watcher]>) : [])];
-    if (http && restartPolicy === 'Never') methods.push(['http', 'crr']);
+    const methods: Array<[string, Watcher]> = [['signal', 'signal'], ['crr', 'crr'], ...(http ? ([['http', 'signal'], ['http', 'crr']] as Array<[string, Watcher]>) : [])];
     for (const [method, watcher] of methods) {
       const short = program.split(/[\s-]/)[0]!.toLowerCase();
       cases.push({
