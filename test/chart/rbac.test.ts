@@ -11,7 +11,8 @@ import t, { type Test } from 'tap';
 import { parseFlags } from '../../src/cli.ts';
 import { SERVE_FLAGS, type ServeConfig } from '../../src/config.ts';
 import type { Component } from '../support/config-reference.ts';
-import { render, repoRoot, type Manifest } from './helm.ts';
+import { render, type Manifest } from './helm.ts';
+import { repoRoot } from '../support/repo.ts';
 
 /** Where a call's permission must hold: cluster-scoped objects, the add-on's own namespace, or the pods' namespaces (every one, or --namespaces). */
 type Scope = 'cluster' | 'own' | 'watched';

@@ -17,7 +17,7 @@ import { SERVE_FLAGS } from '../../src/config.ts';
 import { desiredFence } from '../../src/kube/fence.ts';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL, SIGNAL_COMMAND, signalUser, stopArguments } from '../../src/policy/index.ts';
 import { argsOf, helmEnv, helmRelease, type Manifest } from '../chart/helm.ts';
-import { serviceAccountKubeconfig } from '../chart/service-account.ts';
+import { serviceAccountKubeconfig } from '../support/service-account.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';

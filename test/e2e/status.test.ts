@@ -12,6 +12,7 @@ import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { apply, eventsOf, finishedByWatcher, podOfJob, startStack, waitForJob } from '../support/stack.ts';
 import { jobYaml, killSidecar, main, onVirtualNode, podYaml, sidecarMarked } from '../support/pods.ts';
+import { serviceAccountKubeconfig } from '../support/service-account.ts';
 
 // A sidecar that ignores SIGTERM is ended from outside only once its grace period is over (600 s
 // here): the pod stays `stopping` for the test.
@@ -181,7 +182,7 @@ t.test('a user who may read pods only: the rest is shown, and what is missing is
   await cp.kubectl(['create', 'serviceaccount', 'viewer'], { namespace });
   await cp.kubectl(['create', 'role', 'pods-only', '--verb=get,list', '--resource=pods'], { namespace });
   await cp.kubectl(['create', 'rolebinding', 'viewer-pods', '--role=pods-only', `--serviceaccount=${namespace}:viewer`], { namespace });
-  const limited = await kubeconfigOf(namespace, 'viewer');
+  const limited = await serviceAccountKubeconfig(cp, namespace, 'viewer', t);
 
   const list = await runCli(['status', '--kubeconfig', limited, '-n', namespace]);
   t.equal(list.code, 0, list.stderr);
@@ -207,17 +208,3 @@ function unreachableKubeconfig(): string {
   return path;
 }
 
-/** A kubeconfig with a token of the ServiceAccount: its permissions and nothing more. */
-async function kubeconfigOf(ns: string, serviceAccount: string): Promise<string> {
-  const token = await cp.kubectl(['create', 'token', serviceAccount, '--duration', '1h'], { namespace: ns });
-  if (token.code !== 0) throw new Error(token.stderr);
-  const cluster = cp.kubeConfig.getCurrentCluster()!;
-  const path = join(cp.dir, `${serviceAccount}.kubeconfig`);
-  writeFileSync(path, JSON.stringify({
-    apiVersion: 'v1', kind: 'Config', 'current-context': 'sa',
-    clusters: [{ name: 'local', cluster: { server: cluster.server, 'certificate-authority': cluster.caFile } }],
-    users: [{ name: serviceAccount, user: { token: token.stdout.trim() } }],
-    contexts: [{ name: 'sa', context: { cluster: 'local', user: serviceAccount, namespace: ns } }],
-  }));
-  return path;
-}
