@@ -158,7 +158,16 @@ export const SERVE_FLAGS = {
     'With --kill-mechanism auto, how often the watcher asks the API server again whether it serves ContainerRecreateRequests, and switches mechanism when OpenKruise was installed or removed (a log line, and an event on the Lease with --leader-elect); a pod whose sidecars were told to stop already finishes with the mechanism it began with. 0s: only at start.',
     '1m',
   ),
-  signalImage: text('signal-image', "Image of the ephemeral container that signals a sidecar (it runs `node -e process.kill(1, 'SIGTERM')`); the chart sets it to the add-on's own image.", 'ghcr.io/sidecar-terminator/sidecar-terminator:0.1.0'),
+  signalImage: text(
+    'signal-image',
+    "Image of the ephemeral container that stops a sidecar from inside its pod: it sends SIGTERM, or the sidecar's HTTP shutdown request, and waits its grace period (the project's stop-sidecar image, one static program; the chart follows this default).",
+    'ghcr.io/sidecar-terminator/stop-sidecar:0.1.0',
+  ),
+  quickExitImage: text(
+    'quick-exit-image',
+    "Quick-exit image that ends a sidecar still running after its grace period (SIGTERM or its shutdown request ignored): the watcher puts it in place of the sidecar's image, the kubelet kills the sidecar through the runtime and runs this image, which must exit 0 whatever its arguments. Used for sidecars that set no command (the image runs the container's command) and declare no quick-exit image of their own; empty: the pod's phase is set from the main containers instead, and the kubelet kills the sidecar.",
+    'ghcr.io/sidecar-terminator/quick-exit:0.1.0',
+  ),
   resyncInterval: duration('resync-interval', 'How often the watcher queues every managed pod again, whatever its watch says (a pod whose reconcile fails is also retried on its own for as long as it fails: with jittered exponential backoff up to 2m apart, or about every 5m when the API server refuses the request); 0s turns it off.', '5m'),
   sweepInterval: duration('sweep-interval', 'How often the watcher lists running Never/OnFailure pods without the managed label and labels those with sidecar markers (pods admitted while the webhook was down); 0s turns it off.', '5m'),
   leaderElect: bool('leader-elect', 'Run the watcher only while holding a coordination.k8s.io Lease in --namespace, so several replicas never act twice; needed with more than one watcher replica.'),

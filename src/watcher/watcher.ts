@@ -42,6 +42,8 @@ export interface WatcherOptions {
   /** Labels (key=value) of the namespaces the webhook serves; the sweeper skips the others. */
   namespaceLabels: readonly string[];
   quickExitImageAllowlist: readonly string[];
+  /** --quick-exit-image: what ends a sidecar still running after its grace period. */
+  quickExitImage: string;
 }
 
 /** The watcher as serve runs it: started (once the kill mechanism is known, its parts are built and run), ready, stopped. */
@@ -142,12 +144,12 @@ class Controller {
       metrics,
       inFlight: (pod) => this.cache.get(podKey(pod))?.metadata?.uid === pod.metadata?.uid,
     }));
-    const { signal, quickExitImageAllowlist } = options;
+    const { signal, quickExitImageAllowlist, quickExitImage } = options;
     this.reconciler = new Reconciler({
       pods: this.cache,
       nodes: new NodeLookup(this.core),
       core: this.core,
-      settings: (pod) => ({ killMechanism: killMechanismFor(pod, executor.startedWith(pod), kill.current), signal, quickExitImageAllowlist }),
+      settings: (pod) => ({ killMechanism: killMechanismFor(pod, executor.startedWith(pod), kill.current), signal, quickExitImageAllowlist, quickExitImage }),
       executor,
       logger,
     });

@@ -50,7 +50,6 @@ const webhookConfigurations = (verb: string, kind: 'mutating' | 'validating'): N
   scope: 'cluster',
   names: configurations,
 });
-const usesSignal = (config: ServeConfig) => config.killMechanism !== 'crr';
 /** The webhook issues its own certificate (not --tls-cert-dir, where cert-manager does). */
 const issuesCertificate = (config: ServeConfig) => config.tlsCertDir === '';
 /** It reads (and patches) the webhook configurations: its own certificate's CA, or it registers them itself. */
@@ -71,7 +70,7 @@ const CALLS: Record<string, Call> = {
   readNamespacedPod: { sites: ['src/watcher/reconciler.ts', 'src/status/cluster.ts'], needs: [pods('get')], why: 'the pod as it is now, before saying its sidecar ignores SIGTERM; `status pod/NAME` reads it as the user' },
   patchNamespacedPod: { sites: ['src/watcher/pod-writes.ts', 'src/watcher/sweeper.ts'], needs: [pods('patch')], why: "the sweeper's managed label, and the in-place quick-exit image" },
   patchNamespacedPodStatus: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/status')], why: 'the terminal phase with the SidecarTerminated condition; that condition while a quick-exit image cannot be pulled' },
-  patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal mechanism', when: usesSignal },
+  patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal container: the signal mechanism, and HTTP stop methods with either' },
   createNamespacedEvent: {
     sites: ['src/watcher/events.ts', 'src/webhook/owner-events.ts'],
     needs: [

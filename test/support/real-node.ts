@@ -24,7 +24,18 @@ import { repoRoot } from './repo.ts';
 const run = promisify(execFile);
 
 /** The images scripts/build-images.ts builds, by the name it knows them by. */
-export type ImageName = 'pause' | 'quick-exit' | 'test-container' | 'test-container-nonroot' | 'busybox' | 'sidecar-terminator';
+export type ImageName =
+  | 'pause'
+  | 'quick-exit'
+  | 'stop-sidecar'
+  | 'test-container'
+  | 'test-container-nonroot'
+  | 'busybox'
+  | 'tini'
+  | 'nginx'
+  | 'otelcol'
+  | 'cloud-sql-proxy'
+  | 'sidecar-terminator';
 
 export interface RealNodeOptions {
   /** Node name; default `real-<random>`. */
