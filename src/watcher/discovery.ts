@@ -7,7 +7,7 @@
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import { servedCrrVersion } from '../kube/discovery.ts';
 import type { Logger } from '../logger.ts';
-import { classifyContainers, existingSignalContainer, type KillMechanism } from '../policy/index.ts';
+import { classifyContainers, existingSignalContainer, podAnnotations, type KillMechanism } from '../policy/index.ts';
 
 export type ResolvedKillMechanism = { mechanism: 'crr'; crrVersion: string } | { mechanism: 'signal' };
 
@@ -22,9 +22,15 @@ export async function resolveKillMechanism(kubeConfig: KubeConfig, option: 'auto
   return { mechanism: 'signal' };
 }
 
-/** Whether a signal container was sent to one of the pod's sidecars: its stop began with the signal mechanism. */
+/**
+ * Whether a signal container was sent to one of the pod's sidecars that SIGTERM stops (the ones
+ * the kill mechanism decides for; one with an HTTP stop method gets a signal container with either
+ * mechanism): its stop began with the signal mechanism.
+ */
 function signalled(pod: V1Pod): boolean {
-  return classifyContainers(pod.spec ?? {}).some((role) => role.role === 'sidecar' && existingSignalContainer(pod, role.name) !== undefined);
+  return classifyContainers(pod.spec ?? {}, podAnnotations(pod)).some(
+    (role) => role.role === 'sidecar' && role.markers.stop.kind === 'signal' && existingSignalContainer(pod, role.name) !== undefined,
+  );
 }
 
 /**
@@ -32,9 +38,9 @@ function signalled(pod: V1Pod): boolean {
  * requested; a signal container in its spec, whoever sent it), else the cluster's now.
  */
 export function killMechanismFor(pod: V1Pod, startedWith: KillMechanism | undefined, now: ResolvedKillMechanism): KillMechanism {
-  if (startedWith === 'signal' || signalled(pod)) return 'signal';
+  if (startedWith === 'crr' && now.mechanism === 'crr') return 'crr';
   // A ContainerRecreateRequest made while the API was served is gone with it: signalled now, not twice.
-  return startedWith === 'crr' && now.mechanism === 'crr' ? 'crr' : now.mechanism;
+  return startedWith === 'signal' || signalled(pod) ? 'signal' : now.mechanism;
 }
 
 export interface KillMechanismFollowerOptions {

@@ -29,3 +29,14 @@ t.test('a signal container for another container than a sidecar does not count',
   const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { ephemeralContainers: [{ name: 'debugger', image: 'busybox', targetContainerName: 'main' }] } });
   t.equal(killMechanismFor(pod, undefined, crr), 'crr');
 });
+
+t.test('a signal container for a sidecar with an HTTP stop method does not count: it gets one with either mechanism', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy'), killSidecar('sql')], { main: 0, proxy: 'running', sql: 'running' }, {
+    metadata: { annotations: { 'stop.sidecar-terminator.io/proxy': 'istio-proxy' } },
+    spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] },
+  });
+  t.equal(killMechanismFor(pod, undefined, crr), 'crr', 'sql, stopped by SIGTERM, still gets the ContainerRecreateRequest');
+  t.equal(killMechanismFor(pod, 'crr', crr), 'crr');
+  const sqlSignalled = { ...pod, spec: { ...pod.spec!, ephemeralContainers: [...pod.spec!.ephemeralContainers!, { name: 'stop-sql', image: 'st:1', targetContainerName: 'sql' }] } };
+  t.equal(killMechanismFor(sqlSignalled, undefined, crr), 'signal', 'a signal container for sql does count');
+});
