@@ -9,7 +9,7 @@ import type {
   V1RuleWithOperations,
   V1ValidatingWebhookConfiguration,
 } from '@kubernetes/client-node';
-import { MANAGED_BY_LABELS, MARKER_NAMES, NATIVE_SIDECARS_NAMESPACE_LABEL, WEBHOOK_NAMES, type NativeSidecarsMode } from '../policy/index.ts';
+import { MANAGED_BY_LABELS, MARKER_NAMES, NATIVE_SIDECARS_NAMESPACE_LABEL, POD_ANNOTATIONS, WEBHOOK_NAMES, type NativeSidecarsMode } from '../policy/index.ts';
 import { WEBHOOK_TIMEOUT_SECONDS } from '../config.ts';
 import { isApiError } from './api-errors.ts';
 
@@ -60,7 +60,8 @@ const workloadTemplates: V1RuleWithOperations = { apiGroups: ['apps'], apiVersio
  * only would never see a marked sidecar that a later webhook injects. Other pods reach them only
  * with a marker (for the warning an Always pod with markers gets). The validating webhook runs
  * after every mutation, so it matches on the markers themselves: pods, and Job, CronJob and
- * workload templates, that carry one. Every field is tested with has() first: a mutating
+ * workload templates, that carry one. A marker is an env var on a container, or an annotation of
+ * the pod (its template's) that names or configures a sidecar. Every field is tested with has() first: a mutating
  * webhook sees the object before the API server validates it, and a condition that fails to
  * evaluate leaves the decision to failurePolicy.
  */
@@ -68,26 +69,31 @@ const MARKERS = `[${MARKER_NAMES.map((name) => `'${name}'`).join(', ')}]`;
 const anyMarked = (containers: string) => `${containers}.exists(c, has(c.env) && c.env.exists(e, has(e.name) && e.name in ${MARKERS}))`;
 /** A pod spec (a CEL path) with a marker on a container or an init container. */
 const markedSpec = (spec: string) => `(has(${spec}.containers) && ${anyMarked(`${spec}.containers`)}) || (has(${spec}.initContainers) && ${anyMarked(`${spec}.initContainers`)})`;
-/** The object's pod spec is reached field by field: each step is tested first. */
-const markedAt = (...path: string[]) => {
-  const steps = path.map((_, index) => `has(object.${path.slice(0, index + 1).join('.')})`);
-  return `${steps.join(' && ')} && (${markedSpec(`object.${path.join('.')}`)})`;
-};
+/** The object's fields are reached one by one: each step is tested first. */
+const guarded = (path: string[]) => path.map((_, index) => `has(object.${path.slice(0, index + 1).join('.')})`).join(' && ');
+/** A marker in the object's pod spec at this path. */
+const markedAt = (...path: string[]) => `${guarded(path)} && (${markedSpec(`object.${path.join('.')}`)})`;
+const ANNOTATIONS = `[${[POD_ANNOTATIONS.sidecars, POD_ANNOTATIONS.ignoreExitCode].map((key) => `'${key}'`).join(', ')}]`;
+/** An annotation that names or configures a sidecar, in the object's metadata at this path (the pod's, or its template's). */
+const annotatedAt = (...path: string[]) =>
+  `${guarded([...path, 'annotations'])} && object.${path.join('.')}.annotations.exists(k, k in ${ANNOTATIONS} || k.startsWith('${POD_ANNOTATIONS.stopPrefix}') || k.startsWith('${POD_ANNOTATIONS.gracePeriodPrefix}'))`;
+/** A marker in the pod template at this path (the pod itself: none): in its spec or its annotations. */
+const markedTemplate = (...path: string[]) => `(${markedAt(...path, 'spec')}) || (${annotatedAt(...path, 'metadata')})`;
 
 export const MATCH_CONDITIONS: { mutating: V1MatchCondition[]; validating: V1MatchCondition[] } = {
   mutating: [
     {
       name: 'may-finish-or-marked',
-      expression: `has(object.spec) && ((has(object.spec.restartPolicy) && object.spec.restartPolicy in ['Never', 'OnFailure']) || ${markedSpec('object.spec')})`,
+      expression: `has(object.spec) && ((has(object.spec.restartPolicy) && object.spec.restartPolicy in ['Never', 'OnFailure']) || ${markedSpec('object.spec')} || (${annotatedAt('metadata')}))`,
     },
   ],
   validating: [
     {
       name: 'marked',
       expression:
-        `request.resource.resource == 'pods' ? (${markedAt('spec')}) : ` +
-        `request.resource.resource == 'cronjobs' ? (${markedAt('spec', 'jobTemplate', 'spec', 'template', 'spec')}) : ` +
-        `(${markedAt('spec', 'template', 'spec')})`,
+        `request.resource.resource == 'pods' ? (${markedTemplate()}) : ` +
+        `request.resource.resource == 'cronjobs' ? (${markedTemplate('spec', 'jobTemplate', 'spec', 'template')}) : ` +
+        `(${markedTemplate('spec', 'template')})`,
     },
   ],
 };

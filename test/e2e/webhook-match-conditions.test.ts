@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
-import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
+import { ENV_WHEN_JOB_EXIT, POD_ANNOTATIONS } from '../../src/policy/index.ts';
 import { render } from '../chart/helm.ts';
 import { startControlPlane } from '../support/control-plane.ts';
 import { waitFor } from '../support/wait.ts';
@@ -128,6 +128,26 @@ t.test('marked objects reach the validating webhook, and a marked pod reaches th
   });
   // validate: the Job, its pod, the CronJob, the Deployment and its 2 pods; mutate: the 3 pods.
   t.same(delta, { mutate: 3, 'native-sidecars': 3, validate: 6 });
+});
+
+t.test('a sidecar named by the pod annotation, with no env marker, marks the object just the same', async (t) => {
+  const namespace = await cp.createNamespace();
+  const named = { annotations: { [POD_ANNOTATIONS.sidecars]: 'proxy' } };
+  /** The manifest with the annotation on its pod template (`template` finds it). */
+  const withAnnotation = <T>(manifest: T, template: (m: T) => object): T => {
+    const at = template(manifest) as { metadata?: object };
+    at.metadata = { ...at.metadata, ...named };
+    return manifest;
+  };
+  const delta = await callsDuring(t, async () => {
+    await apply(namespace, withAnnotation(job('named', false), (m) => m.spec.template));
+    await apply(namespace, withAnnotation(cronJob('nightly-named', false), (m) => m.spec.jobTemplate.spec.template));
+    await apply(namespace, withAnnotation(deployment('named-web', 1, false), (m) => m.spec.template));
+    await podsCreated(namespace, 'job-name=named', 1);
+    await podsCreated(namespace, 'app=named-web', 1);
+  });
+  // validate: the Job, its pod, the CronJob, the Deployment and its pod; mutate: the 2 pods (the Job's can finish anyway).
+  t.same(delta, { mutate: 2, 'native-sidecars': 2, validate: 5 });
 });
 
 t.test("the chart's webhooks skip kube-system and the release namespace even when webhook.excludedNamespaces lists neither", async (t) => {

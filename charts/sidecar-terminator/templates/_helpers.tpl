@@ -62,8 +62,17 @@
 {{- end }}
 
 {{/* The image of the signal mechanism's ephemeral container (--signal-image). */}}
+{{- /* The stop-sidecar and quick-exit images are published beside the add-on's own, with its tag. */}}
 {{- define "sidecar-terminator.signalImage" -}}
-{{- .Values.watcher.signalImage | default (include "sidecar-terminator.image" .) }}
+{{- .Values.watcher.signalImage | default (printf "%s/stop-sidecar:%s" (dir .Values.image.repository) (.Values.image.tag | default .Chart.AppVersion)) }}
+{{- end }}
+
+{{- define "sidecar-terminator.quickExitImage" -}}
+{{- if kindIs "invalid" .Values.watcher.quickExitImage }}
+{{- printf "%s/quick-exit:%s" (dir .Values.image.repository) (.Values.image.tag | default .Chart.AppVersion) }}
+{{- else }}
+{{- .Values.watcher.quickExitImage }}
+{{- end }}
 {{- end }}
 
 {{- define "sidecar-terminator.image" -}}
@@ -104,10 +113,6 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{/* Whether the watcher needs a permission for a kill mechanism: "true" or "". */}}
 {{- define "sidecar-terminator.usesCrr" -}}
 {{- if ne .Values.watcher.killMechanism "signal" }}true{{ end }}
-{{- end }}
-
-{{- define "sidecar-terminator.usesSignal" -}}
-{{- if ne .Values.watcher.killMechanism "crr" }}true{{ end }}
 {{- end }}
 
 {{/* The pod-level settings both Deployments share. Call with (list $ .Values.webhook). */}}
@@ -151,12 +156,11 @@ terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
-{{- if include "sidecar-terminator.usesSignal" . }}
-# PodWriter.addEphemeralContainers: the signal containers that send SIGTERM (patchNamespacedPodEphemeralcontainers).
+# PodWriter.addEphemeralContainers: the signal containers that send SIGTERM or a sidecar's HTTP
+# shutdown request, whatever the kill mechanism (patchNamespacedPodEphemeralcontainers).
 - apiGroups: [""]
   resources: [pods/ephemeralcontainers]
   verbs: [patch]
-{{- end }}
 # SidecarTerminator and SidecarTerminationFailed events on the pods (createNamespacedEvent).
 - apiGroups: [""]
   resources: [events]
@@ -209,10 +213,11 @@ them). The mutating webhooks keep every pod that can finish (restartPolicy Never
 reach, marked or not: a mutating webhook skipped in the first round is never called again in the
 reinvocation round, so it could not label a marked sidecar a later webhook injects. Other pods
 reach them only with a marker. The validating webhook, called after every mutation, only sees
-pods and templates that carry a marker.
+pods and templates that carry a marker: an env var on a container, or an annotation of the pod
+(its template's) that names or configures a sidecar.
 */}}
 {{- define "sidecar-terminator.markedSpec" -}}
-{{- $anyMarked := "%s.exists(c, has(c.env) && c.env.exists(e, has(e.name) && e.name in ['KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE', 'KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE']))" -}}
+{{- $anyMarked := "%s.exists(c, has(c.env) && c.env.exists(e, has(e.name) && e.name in ['KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE', 'KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE', 'SIDECAR_TERMINATOR_STOP', 'SIDECAR_TERMINATOR_GRACE_PERIOD_SECONDS']))" -}}
 (has({{ . }}.containers) && {{ printf $anyMarked (printf "%s.containers" .) }}) || (has({{ . }}.initContainers) && {{ printf $anyMarked (printf "%s.initContainers" .) }})
 {{- end }}
 
@@ -223,16 +228,29 @@ pods and templates that carry a marker.
 {{ join " && " $steps }} && ({{ include "sidecar-terminator.markedSpec" (printf "object.%s" (join "." .)) }})
 {{- end }}
 
+{{/* An annotation that names or configures a sidecar, in the object's metadata at this path (a list of fields). */}}
+{{- define "sidecar-terminator.annotatedAt" -}}
+{{- $path := concat . (list "annotations") }}
+{{- $steps := list }}
+{{- range $index, $_ := $path }}{{ $steps = append $steps (printf "has(object.%s)" (slice $path 0 (add1 $index) | join ".")) }}{{ end -}}
+{{ join " && " $steps }} && object.{{ join "." . }}.annotations.exists(k, k in ['sidecar-terminator.io/sidecars', 'sidecar-terminator.io/ignore-exit-code'] || k.startsWith('stop.sidecar-terminator.io/') || k.startsWith('grace-period-seconds.sidecar-terminator.io/'))
+{{- end }}
+
+{{/* A marker in the pod template at this path (a list of fields; the pod itself: an empty list): in its spec or its annotations. */}}
+{{- define "sidecar-terminator.markedTemplate" -}}
+({{ include "sidecar-terminator.markedAt" (concat . (list "spec")) }}) || ({{ include "sidecar-terminator.annotatedAt" (concat . (list "metadata")) }})
+{{- end }}
+
 {{- define "sidecar-terminator.mutatingMatchConditions" -}}
 matchConditions:
   - name: may-finish-or-marked
-    expression: {{ printf "has(object.spec) && ((has(object.spec.restartPolicy) && object.spec.restartPolicy in ['Never', 'OnFailure']) || %s)" (include "sidecar-terminator.markedSpec" "object.spec") | quote }}
+    expression: {{ printf "has(object.spec) && ((has(object.spec.restartPolicy) && object.spec.restartPolicy in ['Never', 'OnFailure']) || %s || (%s))" (include "sidecar-terminator.markedSpec" "object.spec") (include "sidecar-terminator.annotatedAt" (list "metadata")) | quote }}
 {{- end }}
 
 {{- define "sidecar-terminator.validatingMatchConditions" -}}
 matchConditions:
   - name: marked
-    expression: {{ printf "request.resource.resource == 'pods' ? (%s) : request.resource.resource == 'cronjobs' ? (%s) : (%s)" (include "sidecar-terminator.markedAt" (list "spec")) (include "sidecar-terminator.markedAt" (list "spec" "jobTemplate" "spec" "template" "spec")) (include "sidecar-terminator.markedAt" (list "spec" "template" "spec")) | quote }}
+    expression: {{ printf "request.resource.resource == 'pods' ? (%s) : request.resource.resource == 'cronjobs' ? (%s) : (%s)" (include "sidecar-terminator.markedTemplate" (list)) (include "sidecar-terminator.markedTemplate" (list "spec" "jobTemplate" "spec" "template")) (include "sidecar-terminator.markedTemplate" (list "spec" "template")) | quote }}
 {{- end }}
 
 {{/* With webhook.tls.certManager, cert-manager's cainjector writes the caBundle from this Certificate. */}}
