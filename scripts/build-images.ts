@@ -93,7 +93,8 @@ function goProgram(name: string, arch: Arch): string {
 function goImage(reference: string, program: string, config: ImageConfig, published?: ImageSpec['published']): ImageSpec {
   return {
     reference,
-    inputs: (arch) => [goVersion(), arch, ...filesUnder(join(repoRoot, 'images'))],
+    // The program's name: every Go image's assemble() is the same function text.
+    inputs: (arch) => [program, goVersion(), arch, ...filesUnder(join(repoRoot, 'images'))],
     assemble(rootfs, arch) {
       copyExecutable(goProgram(program, arch), join(rootfs, program));
       mkdirSync(join(rootfs, 'tmp'), { mode: 0o1777 });
