@@ -23,7 +23,7 @@
 // Reproducible: the images' `created` is the commit's time (or SOURCE_DATE_EPOCH), every layer and
 // archive is written with sorted names, root ownership and a fixed time, so the same commit gives
 // the same digests.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -237,8 +237,11 @@ export function push(written: Release, prefix: string): string[] {
       log(`pushed ${answer}`);
       pushed.push(answer);
     }
-    const chartAnswer = execFileSync(helm, ['push', written.chart, `oci://${prefix}/charts`], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-    const digest = /Digest: (sha256:[0-9a-f]{64})/.exec(chartAnswer)?.[1];
+    // helm push reports the pushed reference and digest on stderr.
+    const chartAnswer = spawnSync(helm, ['push', written.chart, `oci://${prefix}/charts`], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    if (chartAnswer.status !== 0) throw new Error(`helm push ${written.chart} oci://${prefix}/charts failed: ${chartAnswer.stderr}`);
+    const digest = /Digest: (sha256:[0-9a-f]{64})/.exec(`${chartAnswer.stdout}${chartAnswer.stderr}`)?.[1];
+    if (!digest) throw new Error(`helm push named no digest: ${chartAnswer.stdout}${chartAnswer.stderr}`);
     log(`pushed oci://${prefix}/charts/${CHART}:${written.info.version}@${digest}`);
     pushed.push(`oci://${prefix}/charts/${CHART}:${written.info.version}@${digest}`);
     return pushed;
