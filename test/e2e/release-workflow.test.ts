@@ -1,0 +1,41 @@
+// The release workflow cannot run here (it runs on GitHub, from a tag): actionlint, built from the
+// Go module proxy, checks it as GitHub would read it (syntax, expressions, contexts, permissions,
+// the actions' inputs), and it runs the project's own release target.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { parse } from 'yaml';
+import { runCommand } from '../support/command.ts';
+import { buildScriptOutput } from '../support/managed-process.ts';
+import { repoRoot } from '../support/markdown.ts';
+
+const WORKFLOW = '.github/workflows/release.yml';
+const actionlint = await buildScriptOutput('build-go-tool.sh', ['actionlint']);
+const text = readFileSync(join(repoRoot, WORKFLOW), 'utf8');
+
+t.test('actionlint finds nothing to say about it', async (t) => {
+  const linted = await runCommand(actionlint, ['-no-color', WORKFLOW], { cwd: repoRoot });
+  t.equal(linted.code, 0, `actionlint ${WORKFLOW}:\n${linted.stdout}${linted.stderr}`);
+});
+
+t.test('and would: a mistyped expression in it fails the lint', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'st-actionlint-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const broken = join(dir, 'release.yml');
+  writeFileSync(broken, text.replace('${{ github.actor }}', '${{ github.actr }}'));
+  const linted = await runCommand(actionlint, ['-no-color', broken]);
+  t.not(linted.code, 0, 'actionlint fails');
+  t.match(linted.stdout, /property "actr" is not defined/, linted.stdout);
+});
+
+t.test('it runs from a version tag, with the rights to push, sign and publish, and runs make release', async (t) => {
+  const workflow = parse(text) as { on: { push: { tags: string[] } }; jobs: Record<string, { permissions: Record<string, string>; steps: { run?: string }[] }> };
+  t.same(Object.keys(workflow.on), ['push'], 'only a push triggers it');
+  t.match(workflow.on.push.tags, [/^v\[0-9\]/], 'of a version tag');
+  const job = workflow.jobs.release!;
+  t.same(job.permissions, { contents: 'write', packages: 'write', 'id-token': 'write' }, 'the release, the registry, keyless signing');
+  const script = job.steps.map((step) => step.run ?? '').join('\n');
+  t.match(script, /make release VERSION="\$VERSION" PUSH="\$PREFIX"/, 'the same target as a release made by hand');
+  t.match(script, /cosign sign --yes/, 'each pushed digest is signed');
+});
