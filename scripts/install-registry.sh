@@ -32,7 +32,8 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 echo "[registry] fetching Debian's docker-registry $version" >&2
-(cd "$work" && apt-get download -qq "docker-registry=$version" >&2)
+# As root into a private directory, which apt's _apt user cannot write to.
+(cd "$work" && apt-get download -qq -o APT::Sandbox::User=root "docker-registry=$version" >&2)
 rm -rf "$OUT.tmp" && mkdir -p "$OUT.tmp"
 dpkg-deb -x "$work"/docker-registry_*.deb "$OUT.tmp"
 rm -rf "$OUT" && mv "$OUT.tmp" "$OUT"
