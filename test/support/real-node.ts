@@ -261,6 +261,8 @@ class LocalNode implements RealNode {
 
   private async writeContainerdConfig(): Promise<void> {
     const dir = this.dir;
+    // A hosts.toml per registry given, under config_path (containerd reads none without it).
+    const registries = this.options.registries?.length ? `    [plugins.'io.containerd.cri.v1.images'.registry]\n      config_path = "${join(dir, 'certs.d')}"\n` : '';
     // Every path the node writes lies in its own directory; NRI (a fixed socket path) is off.
     const config = `version = 3
 root = "${join(dir, 'containerd/root')}"
@@ -278,9 +280,7 @@ state = "${join(dir, 'containerd/state')}"
     snapshotter = "overlayfs"
     [plugins.'io.containerd.cri.v1.images'.pinned_images]
       sandbox = "PAUSE_IMAGE"
-    [plugins.'io.containerd.cri.v1.images'.registry]
-      config_path = "${join(dir, 'certs.d')}"
-  [plugins.'io.containerd.cri.v1.runtime']
+${registries}  [plugins.'io.containerd.cri.v1.runtime']
     # This machine's root cannot lower oom_score_adj (no CAP_SYS_RESOURCE); without this every
     # sandbox fails in runc ("can't get final child's PID from pipe").
     restrict_oom_score_adj = true
