@@ -10,7 +10,7 @@ import { join, relative } from 'node:path';
 import t from 'tap';
 import { addOnEntrypoint } from '../../scripts/build-images.ts';
 import { runCommand } from '../support/command.ts';
-import { repoRoot } from './helm.ts';
+import { repoRoot } from '../support/repo.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'st-image-'));
 t.teardown(() => rmSync(root, { recursive: true, force: true }));

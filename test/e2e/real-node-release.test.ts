@@ -18,7 +18,8 @@ import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { runCommand } from '../support/command.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { buildScriptOutput } from '../support/managed-process.ts';
-import { commandBlocks, readDoc, repoRoot, section } from '../support/markdown.ts';
+import { commandBlocks, readDoc, section } from '../support/markdown.ts';
+import { repoRoot } from '../support/repo.ts';
 import { jobYaml } from '../support/pods.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { startRealCluster } from '../support/real-stack.ts';
@@ -88,7 +89,7 @@ else if (canRunRealNode(t)) {
 
   t.test('the registry serves each image as a multi-architecture index, and arm64 holds arm64 binaries', async (t) => {
     const images = imagesTxt.filter((line) => !line.startsWith('oci://'));
-    t.ok(images.length >= 2, `images.txt lists the images: ${images.join(', ')}`);
+    t.same(images.map((line) => line.slice(0, line.indexOf(':'))).sort(), ['quick-exit', 'sidecar-terminator', 'sidecar-terminator-runtime', 'stop-sidecar'].map((name) => `ghcr.io/sidecar-terminator/${name}`), 'images.txt lists the published images');
     for (const line of images) {
       const [reference, digest] = line.replace('ghcr.io/sidecar-terminator', prefix).split('@') as [string, string];
       const index = craneJson(['manifest', reference]) as { mediaType: string; manifests: { platform: { os: string; architecture: string } }[]; annotations?: Record<string, string> };
@@ -102,7 +103,9 @@ else if (canRunRealNode(t)) {
     // What the arm64 images run, by their ELF headers (e_machine 183: AArch64).
     const addOn = `${prefix}/sidecar-terminator:${version}`;
     t.equal(elfMachine(exportFile(crane, craneEnv, addOn, 'linux/arm64', /(^|\/)bin\/node$/, work)), 183, 'the arm64 add-on image runs an AArch64 node');
-    t.equal(elfMachine(exportFile(crane, craneEnv, `${prefix}/quick-exit:${version}`, 'linux/arm64', /^quick-exit$/, work)), 183, 'the arm64 quick-exit image runs an AArch64 program');
+    for (const program of ['quick-exit', 'stop-sidecar']) {
+      t.equal(elfMachine(exportFile(crane, craneEnv, `${prefix}/${program}:${version}`, 'linux/arm64', new RegExp(`^(\\./)?${program}$`), work)), 183, `the arm64 ${program} image runs an AArch64 program`);
+    }
     t.equal(elfMachine(exportFile(crane, craneEnv, addOn, 'linux/amd64', /(^|\/)bin\/node$/, work)), 62, 'and the amd64 one an x86-64 node');
     t.equal((craneJson(['config', '--platform', 'linux/amd64', addOn]) as { config: { User?: string } }).config.User, '1000:1000', 'the add-on runs as a non-root user');
   });
@@ -161,7 +164,7 @@ else if (canRunRealNode(t)) {
     t.ok(pulls.some((request) => request.path.includes('/blobs/')), 'and the layers');
   });
 
-  t.test("an example Job completes in a namespace set up as the page says, its signal container pulled with that namespace's Secret", async (t) => {
+  t.test("an example Job completes in a namespace set up as the page says, its stop-sidecar container pulled with that namespace's Secret", async (t) => {
     await cp.createNamespace(JOBS_NS);
     const prepared = await asWritten(jobsNamespace);
     t.equal(prepared.code, 0, `the Jobs' namespace commands run${prepared.code === 0 ? '' : `: ${prepared.stderr}`}`);
@@ -171,8 +174,8 @@ else if (canRunRealNode(t)) {
     const pod = await podOfJob(cluster, JOBS_NS, 'log-shipper');
     t.same(pod.spec?.imagePullSecrets, [{ name: 'registry-credentials' }], "the ServiceAccount gave the pod the namespace's Secret");
     const signal = pod.status?.ephemeralContainerStatuses?.[0];
-    t.equal(pod.spec?.ephemeralContainers?.[0]?.image, addOnImage, 'the signal container runs the release image');
-    t.match(signal?.imageID, new RegExp(`^${prefix}/sidecar-terminator@sha256:`), 'pulled from the registry');
+    t.equal(pod.spec?.ephemeralContainers?.[0]?.image, `${prefix}/stop-sidecar:${version}`, "the signal container runs the release's stop-sidecar");
+    t.match(signal?.imageID, new RegExp(`^${prefix}/stop-sidecar@sha256:`), 'pulled from the registry');
   });
 
   t.test(`helm upgrade to the next release (${next}) with Jobs in flight leaves none hanging`, async (t) => {

@@ -8,7 +8,7 @@ import t from 'tap';
 import { parse } from 'yaml';
 import { runCommand } from '../support/command.ts';
 import { buildScriptOutput } from '../support/managed-process.ts';
-import { repoRoot } from '../support/markdown.ts';
+import { repoRoot } from '../support/repo.ts';
 
 const WORKFLOW = '.github/workflows/release.yml';
 const actionlint = await buildScriptOutput('build-go-tool.sh', ['actionlint']);

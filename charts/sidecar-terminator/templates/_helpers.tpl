@@ -58,7 +58,26 @@
 
 {{/* The image of the signal mechanism's ephemeral container (--signal-image). */}}
 {{- define "sidecar-terminator.signalImage" -}}
-{{- .Values.watcher.signalImage | default (include "sidecar-terminator.image" .) }}
+{{- .Values.watcher.signalImage | default (include "sidecar-terminator.besideImage" (list . "stop-sidecar")) }}
+{{- end }}
+
+{{- define "sidecar-terminator.quickExitImage" -}}
+{{- if kindIs "invalid" .Values.watcher.quickExitImage }}
+{{- include "sidecar-terminator.besideImage" (list . "quick-exit") }}
+{{- else }}
+{{- .Values.watcher.quickExitImage }}
+{{- end }}
+{{- end }}
+
+{{/*
+An image published beside the add-on's own (stop-sidecar, quick-exit), with its tag: in the
+same registry and path (image.registry), or beside a repository that names its own registry.
+Call with (list $ "stop-sidecar").
+*/}}
+{{- define "sidecar-terminator.besideImage" -}}
+{{- $root := index . 0 }}
+{{- $path := dir (include "sidecar-terminator.repository" $root) }}
+{{- printf "%s%s:%s" (ternary "" (printf "%s/" $path) (eq $path ".")) (index . 1) ($root.Values.image.tag | default $root.Chart.AppVersion) }}
 {{- end }}
 
 {{- define "sidecar-terminator.image" -}}
@@ -115,10 +134,6 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- if ne .Values.watcher.killMechanism "signal" }}true{{ end }}
 {{- end }}
 
-{{- define "sidecar-terminator.usesSignal" -}}
-{{- if ne .Values.watcher.killMechanism "crr" }}true{{ end }}
-{{- end }}
-
 {{/* The pod-level settings both Deployments share. Call with (list $ .Values.webhook). */}}
 {{- define "sidecar-terminator.podScheduling" -}}
 {{- $root := index . 0 }}
@@ -160,12 +175,11 @@ terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
-{{- if include "sidecar-terminator.usesSignal" . }}
-# PodWriter.addEphemeralContainers: the signal containers that send SIGTERM (patchNamespacedPodEphemeralcontainers).
+# PodWriter.addEphemeralContainers: the signal containers that send SIGTERM or a sidecar's HTTP
+# shutdown request, whatever the kill mechanism (patchNamespacedPodEphemeralcontainers).
 - apiGroups: [""]
   resources: [pods/ephemeralcontainers]
   verbs: [patch]
-{{- end }}
 # SidecarTerminator and SidecarTerminationFailed events on the pods (createNamespacedEvent).
 - apiGroups: [""]
   resources: [events]
