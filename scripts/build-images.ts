@@ -308,6 +308,7 @@ export function nodeBinary(arch: Arch | 'win-x64'): string {
 function npmPackage(name: string, packageVersion: string): string {
   const dir = join(cacheRoot, 'npm', `${name}-${packageVersion}`);
   if (existsSync(join(dir, 'package.json'))) return dir;
+  mkdirSync(join(cacheRoot, 'npm'), { recursive: true });
   const work = mkdtempSync(join(cacheRoot, 'npm', `.${name}-`));
   try {
     process.stderr.write(`[images] fetching ${name}@${packageVersion} from the npm registry\n`);
