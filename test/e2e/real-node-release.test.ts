@@ -108,6 +108,11 @@ else if (canRunRealNode(t)) {
     }
     t.equal(elfMachine(exportFile(crane, craneEnv, addOn, 'linux/amd64', /(^|\/)bin\/node$/, work)), 62, 'and the amd64 one an x86-64 node');
     t.equal((craneJson(['config', '--platform', 'linux/amd64', addOn]) as { config: { User?: string } }).config.User, '1000:1000', 'the add-on runs as a non-root user');
+    for (const platform of ['linux/amd64', 'linux/arm64']) {
+      const manifest = craneJson(['manifest', '--platform', platform, addOn]) as { annotations?: Record<string, string> };
+      const base = execFileSync(crane, ['digest', '--platform', platform, `${prefix}/sidecar-terminator-runtime:${version}`], { env: craneEnv, encoding: 'utf8' }).trim();
+      t.equal(manifest.annotations?.['org.opencontainers.image.base.digest'], base, `${platform}: the add-on names its base, the runtime image for ${platform}, by digest`);
+    }
   });
 
   t.test('the release directory: checksums, plugin archives per platform, a krew manifest that matches them', async (t) => {
