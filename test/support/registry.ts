@@ -1,5 +1,5 @@
 // A real OCI registry on loopback, as a cluster pulls from: CNCF Distribution (Debian's
-// docker-registry package, scripts/install-registry.sh) serving HTTPS with a certificate of its
+// docker-registry package, scripts/install-debian-tool.sh) serving HTTPS with a certificate of its
 // own CA, and basic authentication (an htpasswd file, bcrypt: Distribution reads no other kind).
 // Its access log says what was pulled.
 import { execFileSync } from 'node:child_process';
@@ -26,7 +26,7 @@ export interface Registry {
 }
 
 export async function startRegistry(): Promise<Registry> {
-  const binary = await buildScriptOutput('install-registry.sh');
+  const binary = await buildScriptOutput('install-debian-tool.sh', ['docker-registry']);
   const dir = mkdtempSync(join(tmpdir(), 'st-registry-'));
   const lease = new PortLease();
   const port = await lease.take();
