@@ -3,7 +3,7 @@
 // started, stopped and drained is lifecycle.ts's concern.
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { AdmissionregistrationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, BatchV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { pino, type Logger as PinoLogger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { ServeConfig } from '../config.ts';
@@ -138,7 +138,13 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   readinessChecks.push(() => (configured ? { ready: true } : { ready: false, reason: 'the webhook configurations are not checked yet' }));
   const drain = new Drain({ graceMs: config.shutdownGrace, logger });
   readinessChecks.push(() => (drain.draining() ? { ready: false, reason: 'shutting down' } : { ready: true }));
-  const ownerEvents = new OwnerEventRecorder({ core: kubeConfig.makeApiClient(CoreV1Api), logger, metrics });
+  const ownerEvents = new OwnerEventRecorder({
+    core: kubeConfig.makeApiClient(CoreV1Api),
+    batch: kubeConfig.makeApiClient(BatchV1Api),
+    excludedNamespaces: excludedNamespaces(namespace, config.excludedNamespaces),
+    logger,
+    metrics,
+  });
   const nativeSidecars = await nativeSidecarsOn(config.nativeSidecars, kubeConfig, logger);
   const app = buildApp({
     nativeSidecars,

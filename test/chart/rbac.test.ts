@@ -103,6 +103,16 @@ const CALLS: Record<string, Call> = {
   readNamespacedSecret: { sites: ['src/tls/secret-store.ts'], needs: [{ group: '', resource: 'secrets', verb: 'get', scope: 'own', names: tlsSecret }], why: 'load the certificates' },
   createNamespacedSecret: { sites: ['src/tls/secret-store.ts'], needs: [{ group: '', resource: 'secrets', verb: 'create', scope: 'own' }], why: 'the first replica stores the certificates' },
   replaceNamespacedSecret: { sites: ['src/tls/secret-store.ts'], needs: [{ group: '', resource: 'secrets', verb: 'update', scope: 'own', names: tlsSecret }], why: 'store renewed certificates' },
+  readNamespacedJob: {
+    sites: ['src/webhook/owner-events.ts'],
+    needs: [{ group: 'batch', resource: 'jobs', verb: 'get', scope: 'watched' }],
+    why: 'the Job a review names as the owner of a pod admitted despite errors, read before its event is written',
+  },
+  readNamespacedCronJob: {
+    sites: ['src/webhook/owner-events.ts'],
+    needs: [{ group: 'batch', resource: 'cronjobs', verb: 'get', scope: 'watched' }],
+    why: 'the same for the CronJob of a Job',
+  },
   readMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('get', 'mutating')], why: 'compare the caBundle' },
   readValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('get', 'validating')], why: 'compare the caBundle' },
   patchMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('patch', 'mutating')], why: 'set the caBundle' },
