@@ -1,0 +1,83 @@
+// Large bodies are judged in a worker thread. JSON.parse cannot be interrupted: a 3 MiB pod (the
+// API server's request limit) takes tens of milliseconds to parse and check, and on the event
+// loop every probe and every other review would wait for it. The worker takes them one at a
+// time, on its own heap: a body that needs more memory than that heap kills the worker, not
+// the webhook (the review gets a 413, the next large one a new worker).
+import { Worker } from 'node:worker_threads';
+import type { JudgeTask } from './judge-worker.ts';
+import type { AdmissionEndpoint } from './metrics.ts';
+import type { Judgement } from './review.ts';
+import type { AdmissionSettings } from './validate.ts';
+
+/** Bodies larger than this go to the worker; below it, parsing and judging take about a millisecond. */
+export const OFFLOAD_BODY_BYTES = 256 * 1024;
+
+/**
+ * The worker's old-generation heap. A body that passes the scan of parseJsonBody (at most
+ * MAX_BODY_COLLECTIONS objects and arrays, at most --body-limit bytes) parses into about
+ * 100 MiB at worst; the webhook's two heaps stay within the chart's 384 MiB.
+ */
+const WORKER_HEAP_MIB = 192;
+
+/** The worker died while judging (out of memory: the body is too costly to judge). */
+export class WorkerFailure extends Error {
+  readonly outOfMemory: boolean;
+
+  constructor(message: string, outOfMemory: boolean) {
+    super(message);
+    this.outOfMemory = outOfMemory;
+  }
+}
+
+type Pending = { resolve: (judgement: Judgement) => void; reject: (error: Error) => void };
+
+export class Offload {
+  private worker: Worker | undefined;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 0;
+
+  /** Judges `body` in the worker, started on first use. The body's memory moves to the worker. */
+  judge(endpoint: AdmissionEndpoint, body: Buffer, settings: AdmissionSettings): Promise<Judgement> {
+    const worker = (this.worker ??= this.start());
+    const id = this.nextId++;
+    // Moved, not copied; a Buffer that shares its memory with others is copied first.
+    const owned = body.byteOffset === 0 && body.byteLength === body.buffer.byteLength ? body : Buffer.from(body);
+    const task: JudgeTask = { id, endpoint, body: owned, settings };
+    return new Promise<Judgement>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      // Busy, the worker keeps the process alive; idle, it does not.
+      worker.ref();
+      worker.postMessage(task, [owned.buffer as ArrayBuffer]);
+    });
+  }
+
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = undefined;
+    await worker?.terminate();
+  }
+
+  private start(): Worker {
+    const script = new URL(import.meta.url.endsWith('.ts') ? './judge-worker.ts' : './judge-worker.js', import.meta.url);
+    // Without the parent's --import hooks (a test runner's), which would keep it alive.
+    const worker = new Worker(script, { execArgv: [], resourceLimits: { maxOldGenerationSizeMb: WORKER_HEAP_MIB } });
+    worker.on('message', ({ id, judgement, failure }: { id: number; judgement?: Judgement; failure?: string }) => {
+      const pending = this.pending.get(id);
+      this.pending.delete(id);
+      if (this.pending.size === 0) worker.unref();
+      if (judgement) pending?.resolve(judgement);
+      else pending?.reject(new Error(failure));
+    });
+    const fail = (error: Error) => {
+      if (this.worker === worker) this.worker = undefined;
+      const failure = new WorkerFailure(error.message, (error as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY');
+      for (const pending of this.pending.values()) pending.reject(failure);
+      this.pending.clear();
+    };
+    worker.on('error', fail);
+    worker.on('exit', (code) => fail(new Error(`the worker exited (${code})`)));
+    // After the listeners: listening for messages takes a reference again.
+    worker.unref();
+    return worker;
+  }
+}
