@@ -163,6 +163,8 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   await app.listen(listenAddress);
 
   const admissionApi = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+  // Read afresh before a CA leaves a caBundle: another replica may have renewed since this one's last check.
+  const storedCaBundle = { read: async () => (await store.load())?.bundle.caBundle };
   const target: WebhookTarget = {
     name: config.webhookConfigName,
     namespace,
@@ -178,7 +180,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
       logger.info({ name: target.name, via: target.url || `service ${namespace}/${target.serviceName}` }, 'webhook configurations registered');
       await registerFenceFor(admissionApi, config, namespace, logger);
     } else {
-      const patched = await syncCaBundles(admissionApi, target.name, served.caBundle);
+      const patched = await syncCaBundles(admissionApi, target.name, served.caBundle, storedCaBundle);
       logger.info({ name: target.name, patched }, 'caBundle of existing webhook configurations checked');
     }
   } catch (err) {
@@ -189,7 +191,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
 
   rotator.watch(async (bundle) => {
     // The API server must trust a new CA before any replica serves a certificate it signed.
-    const patched = await syncCaBundles(admissionApi, target.name, bundle.caBundle);
+    const patched = await syncCaBundles(admissionApi, target.name, bundle.caBundle, storedCaBundle);
     if (patched.length > 0) logger.info({ name: target.name, patched }, 'caBundle of the webhook configurations updated');
     if (bundle.cert === served.cert) return;
     app.server.setSecureContext(secureContextOptions(bundle));
