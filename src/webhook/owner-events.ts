@@ -213,8 +213,13 @@ function abortingOn(signal: AbortSignal): ConfigurationOptions {
   };
 }
 
-/** `<owner>.<hash of owner uid and errors>`: the same problem on the same owner is one event. */
+/**
+ * `<owner>.<hash of the owner and the errors>`: the same problem on the same owner is one event.
+ * Every part of the claim is in it, so that a claim that fails verification is remembered apart
+ * from the true one and cannot hold back its event.
+ */
 function eventName(notice: OwnerNotice): string {
-  const id = createHash('sha256').update(`${notice.owner.uid}\n${notice.errors.join('\n')}`).digest('hex').slice(0, 16);
+  const { namespace, owner, errors } = notice;
+  const id = createHash('sha256').update([namespace, owner.apiVersion, owner.kind, owner.uid, ...errors].join('\n')).digest('hex').slice(0, 16);
   return `${notice.owner.name.slice(0, 253 - id.length - 1)}.${id}`;
 }

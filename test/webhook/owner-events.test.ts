@@ -177,10 +177,14 @@ t.test('only about an owner read back: a Job or CronJob of that name and uid, in
   events.record(claim({ kind: 'Deployment', apiVersion: 'apps/v1', name: 'coredns' }));
   events.record(claim({ kind: 'Workflow', apiVersion: 'argoproj.io/v1alpha1' }));
   events.record(claim({}, 'kube-system'));
+  // The true owner's name and uid, claimed in another namespace or as another kind: not found
+  // there, and remembered apart from the true claim, which they cannot hold back.
+  events.record(claim({}, 'elsewhere'));
+  events.record(claim({ kind: 'CronJob' }));
   await events.idle();
   t.same(received, [], 'no event: a Job that does not exist, one of another uid, kinds the webhook cannot read, an excluded namespace');
-  t.same(reads.sort(), ['jobs/batch/missing', 'jobs/batch/real'], 'the Jobs were read; the other kinds and the excluded namespace not even that');
-  t.same(await counts(), { created: 0, duplicate: 0, dropped: 1, unverified: 4, error: 0 });
+  t.same(reads.sort(), ['cronjobs/batch/real', 'jobs/batch/missing', 'jobs/batch/real', 'jobs/elsewhere/real'], 'the Jobs were read; the other kinds and the excluded namespace not even that');
+  t.same(await counts(), { created: 0, duplicate: 0, dropped: 1, unverified: 6, error: 0 });
   t.same(warnings, []);
 
   events.record(claim({}));
