@@ -191,3 +191,42 @@ namespaceSelector:
       values:
         {{- toYaml (index . 2) | nindent 8 }}
 {{- end }}
+
+{{/*
+The addresses the API server calls the webhook from, as a YAML list of CIDRs:
+networkPolicy.apiServerCIDRs, else those the `kubernetes` EndpointSlice lists, read at install
+time (none with `helm template`).
+*/}}
+{{- define "sidecar-terminator.apiServerCIDRs" -}}
+{{- $cidrs := .Values.networkPolicy.apiServerCIDRs }}
+{{- if not $cidrs }}
+{{- $slice := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "kubernetes" }}
+{{- range (get ($slice | default dict) "endpoints" | default list) }}
+{{- range .addresses }}
+{{- $cidrs = append $cidrs (printf "%s/%s" . (ternary "128" "32" (contains ":" .))) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $cidrs }}
+{{- end }}
+
+{{/*
+The NetworkPolicy peers allowed to the webhook port, as a YAML list: the API server's addresses,
+networkPolicy.webhookFrom, and the scrapers of /metrics when networkPolicy.metrics is on (every
+source when its `from` is empty). An empty list admits every source.
+*/}}
+{{- define "sidecar-terminator.webhookPeers" -}}
+{{- $peers := list }}
+{{- range (include "sidecar-terminator.apiServerCIDRs" . | fromYamlArray) }}
+{{- $peers = append $peers (dict "ipBlock" (dict "cidr" .)) }}
+{{- end }}
+{{- $peers = concat $peers .Values.networkPolicy.webhookFrom }}
+{{- if and $peers .Values.networkPolicy.metrics.enabled }}
+{{- if .Values.networkPolicy.metrics.from }}
+{{- $peers = concat $peers .Values.networkPolicy.metrics.from }}
+{{- else }}
+{{- $peers = list }}
+{{- end }}
+{{- end }}
+{{- toYaml $peers }}
+{{- end }}
