@@ -47,10 +47,10 @@ export type WebhookApp = FastifyInstance<http.Server | https.Server>;
 
 /**
  * Connections open at once, each costing the server about 60 KiB before its TLS handshake is
- * done: at this many, the webhook stays well within the chart's 384 MiB. Several API servers
- * calling at their limit of requests in flight open a few hundred.
+ * done: at this many, the webhook stays well within the chart's 384 MiB. The API servers open
+ * one per request in flight (HTTP/1.1), a few hundred at most.
  */
-export const MAX_CONNECTIONS = 2000;
+export const MAX_CONNECTIONS = 1000;
 
 /** A denial's message in a log line: the answer lists at most a few findings, the log a few KiB of them. */
 const MAX_LOGGED_MESSAGE = 2048;

@@ -1,5 +1,6 @@
 // The worker thread of offload.ts: judges large bodies with the default handlers, one at a time,
 // away from the event loop that answers probes and the other reviews.
+import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import type { AdmissionEndpoint } from './metrics.ts';
 import { HANDLERS, judge } from './review.ts';
@@ -10,6 +11,14 @@ export interface JudgeTask {
   endpoint: AdmissionEndpoint;
   body: Uint8Array;
   settings: AdmissionSettings;
+}
+
+// This thread alone at the lowest CPU priority (Linux sets a thread's own nice value), so that
+// the event loop gets the cores first: a stream of large bodies slows the large bodies only.
+try {
+  setPriority(19);
+} catch {
+  // Not allowed here: the worker keeps the process's priority.
 }
 
 parentPort?.on('message', ({ id, endpoint, body, settings }: JudgeTask) => {

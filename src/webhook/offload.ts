@@ -13,11 +13,14 @@ import type { AdmissionSettings } from './validate.ts';
 export const OFFLOAD_BODY_BYTES = 256 * 1024;
 
 /**
- * The worker's old-generation heap. A body that passes the scan of parseJsonBody (at most
- * MAX_BODY_COLLECTIONS objects and arrays, at most --body-limit bytes) parses into about
- * 100 MiB at worst; the webhook's two heaps stay within the chart's 384 MiB.
+ * The worker's heap. A body that passes the scan of parseJsonBody (at most MAX_BODY_COLLECTIONS
+ * objects and arrays, at most --body-limit bytes) parses into about 100 MiB at worst; small
+ * young-generation spaces keep what the worker holds between bodies small.
  */
-const WORKER_HEAP_MIB = 192;
+const WORKER_HEAP = { maxOldGenerationSizeMb: 160, maxYoungGenerationSizeMb: 8 };
+
+/** An idle worker ends after this long, returning its heap to the system; the next large body starts another (about 50 ms). */
+const WORKER_IDLE_MS = 10_000;
 
 /** The worker died while judging (out of memory: the body is too costly to judge). */
 export class WorkerFailure extends Error {
@@ -35,9 +38,11 @@ export class Offload {
   private worker: Worker | undefined;
   private readonly pending = new Map<number, Pending>();
   private nextId = 0;
+  private idle: NodeJS.Timeout | undefined;
 
   /** Judges `body` in the worker, started on first use. The body's memory moves to the worker. */
   judge(endpoint: AdmissionEndpoint, body: Buffer, settings: AdmissionSettings): Promise<Judgement> {
+    clearTimeout(this.idle);
     const worker = (this.worker ??= this.start());
     const id = this.nextId++;
     // Moved, not copied; a Buffer that shares its memory with others is copied first.
@@ -52,6 +57,7 @@ export class Offload {
   }
 
   async close(): Promise<void> {
+    clearTimeout(this.idle);
     const worker = this.worker;
     this.worker = undefined;
     await worker?.terminate();
@@ -60,11 +66,14 @@ export class Offload {
   private start(): Worker {
     const script = new URL(import.meta.url.endsWith('.ts') ? './judge-worker.ts' : './judge-worker.js', import.meta.url);
     // Without the parent's --import hooks (a test runner's), which would keep it alive.
-    const worker = new Worker(script, { execArgv: [], resourceLimits: { maxOldGenerationSizeMb: WORKER_HEAP_MIB } });
+    const worker = new Worker(script, { execArgv: [], resourceLimits: WORKER_HEAP });
     worker.on('message', ({ id, judgement, failure }: { id: number; judgement?: Judgement; failure?: string }) => {
       const pending = this.pending.get(id);
       this.pending.delete(id);
-      if (this.pending.size === 0) worker.unref();
+      if (this.pending.size === 0) {
+        worker.unref();
+        this.idle = setTimeout(() => void this.close(), WORKER_IDLE_MS).unref();
+      }
       if (judgement) pending?.resolve(judgement);
       else pending?.reject(new Error(failure));
     });
