@@ -117,8 +117,8 @@ export function buildApp(options: AppOptions): WebhookApp {
         const body = (request.body as Buffer | undefined) ?? Buffer.alloc(0);
         // A test's own handler runs here; the default ones in the worker when the body is large.
         const judgement = !custom && body.length > OFFLOAD_BODY_BYTES ? await offload.judge(endpoint, body, settings) : judge(body, custom ?? HANDLERS[endpoint], settings);
-        // Started here, finished in the background: the answer never waits for it.
         if (judgement.failure) request.log.error({ err: judgement.failure }, 'admission handler failed');
+        // Started here, finished in the background: the answer never waits for it.
         if (judgement.ownerNotice) options.ownerEvents?.record(judgement.ownerNotice);
         if (judgement.migration) metrics.migration(judgement.migration);
         return answer(request, reply, judgement);
