@@ -14,7 +14,9 @@ export interface JudgeTask {
 }
 
 // This thread alone at the lowest CPU priority (Linux sets a thread's own nice value), so that
-// the event loop gets the cores first: a stream of large bodies slows the large bodies only.
+// the event loop gets the cores first: a stream of large bodies slows the large bodies only. In
+// a container the priority weighs against the webhook's own threads (its cgroup shares the node
+// with others as a whole); on a host shared with busy processes it can slow a large body a lot.
 try {
   setPriority(19);
 } catch {

@@ -88,3 +88,23 @@ t.test('runtime: every compiled module loads from the production node_modules (s
   t.equal(result.stdout.trim(), 'loaded');
   t.notOk(modules.some((file) => relative(app, file).startsWith('dist/test')), 'no test code in the image');
 });
+
+t.test('runtime: a large body is judged by the compiled worker thread (dist/src/webhook/judge-worker.js)', async (t) => {
+  const appModule = pathToFileURL(join(app, 'dist/src/webhook/app.js')).href;
+  const value = 'x'.repeat(80);
+  const script = [
+    `const { buildApp } = await import(${JSON.stringify(appModule)});`,
+    "const app = buildApp({ enforcement: 'deny', quickExitImageAllowlist: [], bodyLimit: 8 << 20, logger: false, readiness: () => ({ ready: true }) });",
+    `const env = Array.from({ length: 5000 }, (_, i) => ({ name: 'SETTING_' + i, value: ${JSON.stringify(value)} }));`,
+    "const object = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' }, spec: { restartPolicy: 'Never', containers: [{ name: 'main', env }] } };",
+    "const payload = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', object } });",
+    "const response = await app.inject({ method: 'POST', url: '/validate', headers: { 'content-type': 'application/json' }, payload });",
+    'console.log(payload.length, response.statusCode, JSON.parse(response.body).response.allowed);',
+    'await app.close();',
+  ].join('\n');
+  const result = await run('node', ['--input-type=module', '-e', script], app, { PATH: `${join(repoRoot, 'node_modules/node/bin')}:/usr/bin:/bin`, NODE_PATH: '' });
+  t.equal(result.code, 0, result.stderr);
+  const [bytes, status, allowed] = result.stdout.trim().split(' ');
+  t.ok(Number(bytes) > 256 * 1024, `a ${bytes}-byte body: over the size judged on the event loop`);
+  t.same([status, allowed], ['200', 'true'], 'answered from the worker thread');
+});
