@@ -1,7 +1,7 @@
 // Reproduces every figure of bench/README.md (`make bench` runs this).
 //
-//   node bench/run.ts [--quick] [--only webhook,profile,watcher,client,rolling,parity]
-//                     [--before REV] [--watcher-before REV] [--no-before]
+//   node bench/run.ts [--quick] [--only webhook,profile,watcher,client,rolling,parity,hostile]
+//                     [--before REV] [--watcher-before REV] [--hostile-before REV] [--no-before]
 //
 // webhook: admission latency/throughput next to the empty fastify route (bench/webhook/run.ts)
 // profile: where admission time goes (bench/webhook/profile.ts)
@@ -10,6 +10,9 @@
 // client:  cost of one API request through src/kube/client.ts (bench/watcher/client-requests.ts)
 // rolling: requests lost by a rolling restart of the webhook under load (bench/rolling-restart/run.ts)
 // parity:  the same Jobs under OpenKruise's controller and the add-on (bench/parity/run.ts, bench/parity.md)
+// hostile: hostile reviews alone, ordinary reviews with one in flight, 10,000 half-open TLS
+//          connections (bench/webhook/hostile.ts), next to the webhook before it judged large
+//          bodies off the event loop (--hostile-before)
 //
 // The before/after figures: unless --no-before, src/ as it was at --before (by default the
 // commit before the changes the profiles suggested) is extracted to /tmp and measured in the
@@ -28,7 +31,7 @@ import { parseArgs } from './lib/stats.ts';
 const repoRoot = resolve(import.meta.dirname, '..');
 const args = parseArgs(process.argv.slice(2));
 const quick = args.has('quick') ? ['--quick'] : [];
-const only = (args.get('only') ?? 'webhook,profile,watcher,client,rolling,parity').split(',');
+const only = (args.get('only') ?? 'webhook,profile,watcher,client,rolling,parity,hostile').split(',');
 
 function node(script: string, scriptArgs: string[]): void {
   const started = Date.now();
@@ -42,6 +45,8 @@ function node(script: string, scriptArgs: string[]): void {
 const DEFAULT_BEFORE = 'd90bacfb7f3a4e4a0ca56f97092ac77b285f6ce8';
 /** The watcher before it left finished pods to a field selector and wrote the condition only when it says more than the event. */
 const DEFAULT_WATCHER_BEFORE = '9895f5dbd196a2b1de9df2edf096b6ce6d4ced20';
+/** The webhook before hostile bodies were judged in linear time, off the event loop, and its connections bounded. */
+const DEFAULT_HOSTILE_BEFORE = 'e754425a3fa58273568cc2d24771ce0fb628cbaa';
 
 /** src/ (and what it needs to run) as it was at `revision`, in a new directory under /tmp. */
 function checkoutOf(revision: string): string {
@@ -54,6 +59,7 @@ function checkoutOf(revision: string): string {
 
 const before = args.has('no-before') ? undefined : checkoutOf(args.get('before') ?? DEFAULT_BEFORE);
 const watcherBefore = args.has('no-before') || !only.includes('watcher') ? undefined : checkoutOf(args.get('watcher-before') ?? DEFAULT_WATCHER_BEFORE);
+const hostileBefore = args.has('no-before') || !only.includes('hostile') ? undefined : checkoutOf(args.get('hostile-before') ?? DEFAULT_HOSTILE_BEFORE);
 try {
   if (only.includes('webhook')) node('bench/webhook/run.ts', [...quick, ...(before ? ['--before-root', before] : [])]);
   if (only.includes('profile')) {
@@ -74,7 +80,8 @@ try {
     }
   }
   if (only.includes('parity')) node('bench/parity/run.ts', []);
+  if (only.includes('hostile')) node('bench/webhook/hostile.ts', [...quick, ...(hostileBefore ? ['--before-root', hostileBefore] : [])]);
   process.stderr.write(`\nResults: ${readdirSync(join(repoRoot, 'bench/results')).filter((f) => f.endsWith('.md')).map((f) => `bench/results/${f}`).join(', ')}\n`);
 } finally {
-  for (const dir of [before, watcherBefore]) if (dir) rmSync(dir, { recursive: true, force: true });
+  for (const dir of [before, watcherBefore, hostileBefore]) if (dir) rmSync(dir, { recursive: true, force: true });
 }
