@@ -9,17 +9,21 @@
 //            server built from that checkout (no answer within 2 minutes is reported as such).
 // in-flight: ordinary reviews (the 5-container pod of reviews.ts, /validate, 16 connections,
 //            autocannon) for --duration seconds alone, then as long again while one hostile
-//            review is always in flight (the next sent as soon as the last is answered); p99 of
-//            the ordinary reviews with and without, pair by pair, median of --repeats pairs.
+//            review is always in flight (the next sent as soon as the last is answered, by
+//            bench/webhook/hostile-client.ts in a process of its own); p99 of the ordinary
+//            reviews with and without, pair by pair, median of --repeats pairs.
 // half-open: 10,000 TCP connections that each send the 5-byte header of a TLS record and then
 //            nothing: how many the server keeps, for how long, and its resident memory (VmRSS,
 //            VmHWM) next to the chart's 384 MiB limit.
 //
 // Writes bench/results/hostile[-LABEL].json and .md, prints the markdown.
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:https';
 import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
@@ -37,6 +41,8 @@ const INPUT_TIMEOUT_MS = 120_000;
 const mainContainer = { name: 'main', image: 'registry.example.com/batch/worker:1.0' };
 const repeat = <T>(count: number, make: (index: number) => T): T[] => Array.from({ length: count }, (_, index) => make(index));
 const shape = (id: string) => HOSTILE_SHAPES.find((each) => each.id === id)!;
+/** Where the hostile client reads its body from. */
+const bodyDir = mkdtempSync(join(tmpdir(), 'st-bench-hostile-'));
 
 interface Input {
   id: string;
@@ -62,7 +68,7 @@ function inputs(): Input[] {
     },
     { id: 'containers-60k', what: '60,000 containers with a bad marker value', path: '/validate', body: JSON.stringify(podReview({ containers: [mainContainer, ...repeat(60_000, (i) => ({ name: `c${i}`, env: [{ name: ENV_WHEN_JOB_EXIT, value: 'yes' }] }))] })) },
     { id: 'labels-3MiB', what: '3 MiB of labels and annotations, to /mutate', path: '/mutate', body: hostileBody(shape('many-labels-and-annotations'), countWithin(shape('many-labels-and-annotations'))) },
-    { id: 'inline-250KiB', what: 'identical markers in 250 KiB (the largest body judged on the event loop)', path: '/validate', body: hostileBody(inline, countWithin(inline, 250 * 1024)) },
+    { id: 'inline-64KiB', what: 'identical markers in 64 KiB (the largest body judged on the event loop)', path: '/validate', body: hostileBody(inline, countWithin(inline, 64 * 1024)) },
     {
       id: 'empty-objects-8MiB',
       what: '8 MiB of empty objects',
@@ -108,7 +114,7 @@ async function measureInputs(names: string[], start: (name: string) => Promise<S
       try {
         // Warm-up: the JIT, and the worker thread that takes large bodies.
         await post(server.port, agent, '/validate', bodies().pod5!);
-        await post(server.port, agent, '/validate', all.find((each) => each.id === 'inline-250KiB')!.body);
+        await post(server.port, agent, '/validate', all.find((each) => each.id === 'inline-64KiB')!.body);
         const result = await post(server.port, agent, input.path, input.body, INPUT_TIMEOUT_MS);
         const row = { server: name, input: input.id, bodyMiB: input.body.length / MiB, status: result.status, ms: result.ms, answerBytes: result.bytes, rssMiB: memory(server.pid).rssMiB };
         rows.push(row);
@@ -130,33 +136,31 @@ interface LoadFigures {
   errors: number;
 }
 
-/** Ordinary reviews for `durationS`; meanwhile, if given, one hostile review always in flight. */
+/** Ordinary reviews for `durationS`; meanwhile, if given, one hostile review always in flight, sent by another process (hostile-client.ts). */
 async function ordinaryLoad(server: Server, durationS: number, hostile?: Input): Promise<LoadFigures & { hostileAnswered: number; hostileMs: number }> {
   const ordinary = bodies().pod5!;
   const latencies = new Samples();
   const seen = new WeakSet<object>();
-  let running = true;
-  let hostileAnswered = 0;
-  let hostileMs = 0;
-  const agent = new Agent({ keepAlive: true, maxSockets: 1, rejectUnauthorized: false });
-  const loop = (async () => {
-    while (hostile && running) {
-      const result = await post(server.port, agent, hostile.path, hostile.body, INPUT_TIMEOUT_MS);
-      if (!running) break;
-      hostileAnswered++;
-      hostileMs += result.ms;
-    }
-  })();
+  let client: ChildProcess | undefined;
+  let report: Promise<string> | undefined;
+  if (hostile) {
+    const file = join(bodyDir, `${hostile.id}.json`);
+    writeFileSync(file, hostile.body);
+    client = spawn('setpriv', ['--pdeathsig', 'KILL', '--', process.execPath, join(import.meta.dirname, 'hostile-client.ts'), '--port', String(server.port), '--path', hostile.path, '--body', file], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const lines = createInterface({ input: client.stdout! });
+    const next = () => new Promise<string>((resolve) => lines.once('line', resolve));
+    await next();
+    report = next();
+  }
   const instance = autocannon(admissionLoad(`https://127.0.0.1:${server.port}/validate`, ordinary, 16, durationS));
-  instance.on('response', (client: object, statusCode: number, _bytes: number, responseTime: number) => {
+  instance.on('response', (connection: object, statusCode: number, _bytes: number, responseTime: number) => {
     // The first response of a connection waited for the TLS handshake.
-    if (!seen.has(client)) return void seen.add(client);
+    if (!seen.has(connection)) return void seen.add(connection);
     if (statusCode === 200) latencies.push(responseTime);
   });
   const result = await instance;
-  running = false;
-  await loop;
-  agent.destroy();
+  client?.kill('SIGTERM');
+  const { answered, meanMs } = report ? (JSON.parse(await report) as { answered: number; meanMs: number | null }) : { answered: 0, meanMs: null };
   const sorted = latencies.sorted();
   return {
     requests: sorted.length,
@@ -164,8 +168,8 @@ async function ordinaryLoad(server: Server, durationS: number, hostile?: Input):
     p99: sortedQuantile(sorted, 0.99),
     max: sorted.at(-1) ?? Number.NaN,
     errors: result.errors + result.timeouts + result.non2xx,
-    hostileAnswered,
-    hostileMs: hostileAnswered > 0 ? hostileMs / hostileAnswered : Number.NaN,
+    hostileAnswered: answered,
+    hostileMs: meanMs ?? Number.NaN,
   };
 }
 
@@ -180,7 +184,8 @@ interface InFlightRow {
 async function measureInFlight(servers: Server[], all: Input[], durationS: number, repeats: number): Promise<InFlightRow[]> {
   const rows: InFlightRow[] = [];
   for (const server of servers) {
-    await ordinaryLoad(server, Math.min(3, durationS), all[0]);
+    // Warm-up: the JIT; the worker starts with the first hostile review of the first pair.
+    await ordinaryLoad(server, Math.min(3, durationS));
     for (let round = 1; round <= repeats; round++) {
       for (const input of all) {
         const alone = await ordinaryLoad(server, durationS);
@@ -262,7 +267,7 @@ async function main(): Promise<void> {
   const outDir = join(import.meta.dirname, '../results');
   mkdirSync(outDir, { recursive: true });
   const all = inputs();
-  const inFlightInputs = all.filter((input) => ['duplicates-46k', 'bad-values-40k', 'sidecars-1.5MiB', 'labels-3MiB', 'inline-250KiB', 'empty-objects-8MiB'].includes(input.id));
+  const inFlightInputs = all.filter((input) => ['duplicates-46k', 'bad-values-40k', 'sidecars-1.5MiB', 'labels-3MiB', 'inline-64KiB', 'empty-objects-8MiB'].includes(input.id));
 
   const certDir = await writeCertificates();
   const start = (name: string, from?: string) => startServer(name, ['--mode', 'app', '--cert-dir', certDir, '--log', 'devnull', '--native-sidecars', ...(from ? ['--root', from] : [])]);
@@ -304,6 +309,7 @@ async function main(): Promise<void> {
   } finally {
     for (const server of servers) await server.stop();
     rmSync(certDir, { recursive: true, force: true });
+    rmSync(bodyDir, { recursive: true, force: true });
   }
   const markdown = summarise(results, all);
   const suffix = label ? `-${label}` : '';
@@ -331,7 +337,7 @@ function summarise(results: { inputs?: InputRow[]; inFlight?: InFlightRow[]; hal
     const groups = [...new Set(results.inFlight.map((row) => `${row.server}\n${row.input}`))];
     out.push(
       table(
-        ['server', 'hostile review in flight', 'p99 alone ms', 'p99 with it ms', 'ratio (median of pairs)', 'max with it ms', 'hostile answered, ms each', 'errors alone / with'],
+        ['server', 'hostile review in flight', 'ordinary answered alone / with', 'p99 alone ms', 'p99 with it ms', 'ratio (median of pairs)', 'max with it ms', 'hostile answered, ms each', 'errors alone / with'],
         groups.map((group) => {
           const [server, input] = group.split('\n') as [string, string];
           const rows = results.inFlight!.filter((row) => row.server === server && row.input === input);
@@ -339,6 +345,7 @@ function summarise(results: { inputs?: InputRow[]; inFlight?: InFlightRow[]; hal
           return [
             server,
             all.find((each) => each.id === input)!.what,
+            `${m((row) => row.alone.requests)} / ${m((row) => row.during.requests)}`,
             fmt(m((row) => row.alone.p99)),
             fmt(m((row) => row.during.p99)),
             `${fmt(m((row) => row.during.p99 / row.alone.p99))}x`,
