@@ -4,9 +4,10 @@
 # Node 24 comes from the `node` devDependency.
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-# npm packages, reinstalled when the lock file changes.
+# npm packages, reinstalled when the lock file changes. Only the install scripts package.json's
+# allowScripts approves run; any other one fails the install (scripts/install-packages.sh).
 node_modules: package.json package-lock.json
-	npm ci --no-audit --no-fund
+	bash scripts/install-packages.sh
 	@touch node_modules
 
 # Builds (once, then cached under ~/.cache/sidecar-terminator) etcd, kube-apiserver,
@@ -28,7 +29,7 @@ test-unit: node_modules
 
 .PHONY: dev helm chart-test
 
-# A local demo (README "Try it"): a real control plane, a kubelet simulator with a normal and a
+# A local demo (docs/getting-started.md): a real control plane, a kubelet simulator with a normal and a
 # virtual node, and sidecar-terminator serve registered with it; runs until Ctrl-C.
 dev: node_modules
 	bash scripts/build-control-plane.sh
@@ -57,7 +58,7 @@ bench: node_modules
 .PHONY: test-matrix
 
 # The end-to-end suite (real node included) on Kubernetes 1.29, 1.33 and 1.37, each built once
-# into the cache; writes the README table "Kubernetes versions". Not part of `make test`.
+# into the cache; writes the table "Kubernetes versions" of docs/installation.md. Not part of `make test`.
 # `make test-matrix VERSIONS=v1.29.15` runs one version; the others keep their last result.
 test-matrix: node_modules
 	node scripts/test-matrix.ts $(VERSIONS)

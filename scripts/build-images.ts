@@ -9,11 +9,12 @@
 // The images:
 //   pause, quick-exit, test-container(-nonroot)  static Go programs from images/
 //   busybox                                      Debian's busybox-static (fetched, not installed)
-//   sidecar-terminator                           the add-on: the Dockerfile's content (Node.js, the
-//                                                production node_modules, dist/src), assembled here
+//   sidecar-terminator                           the add-on: the Dockerfile's content (Node.js and the
+//                                                bundles of scripts/bundle.ts), assembled here, with
+//                                                the Dockerfile's ENTRYPOINT (Node's flags included)
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 
@@ -105,7 +106,7 @@ const IMAGES: Record<string, ImageSpec> = {
     reference: `ghcr.io/sidecar-terminator/sidecar-terminator:${version}`,
     inputs: () => [
       projectNode,
-      ...['package.json', 'package-lock.json', 'tsconfig.json'].map((file) => join(repoRoot, file)),
+      ...['package.json', 'package-lock.json', 'Dockerfile', 'scripts/bundle.ts'].map((file) => join(repoRoot, file)),
       ...filesUnder(join(repoRoot, 'src')),
     ],
     assemble: assembleAddOn,
@@ -114,35 +115,36 @@ const IMAGES: Record<string, ImageSpec> = {
       Env: [PATH_ENV, 'NODE_ENV=production'],
       WorkingDir: '/app',
       User: '1000:1000',
-      Entrypoint: ['node', '/app/dist/src/cli.js'],
+      Entrypoint: addOnEntrypoint(),
       Cmd: ['serve'],
     },
   },
 };
 
-/** The Dockerfile's three stages without Docker: compile, production dependencies, Node.js and its libraries. */
+/**
+ * The add-on image's ENTRYPOINT as the Dockerfile has it: `node`, Node's flags, the bundled CLI.
+ * One home for those flags: this image, the benchmarks and the tests that start the image's
+ * content read them here.
+ */
+export function addOnEntrypoint(): string[] {
+  const line = /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8'))?.[1];
+  if (!line) throw new Error('the Dockerfile has no ENTRYPOINT ["node", ...] line');
+  return JSON.parse(line) as string[];
+}
+
+/** Node's flags of the image's ENTRYPOINT (between `node` and the script). */
+export function addOnNodeFlags(): string[] {
+  return addOnEntrypoint().slice(1, -1);
+}
+
+/** The Dockerfile's two stages without Docker: the bundles, then Node.js and its libraries. */
 function assembleAddOn(rootfs: string): void {
-  const work = mkdtempSync(join(tmpdir(), 'st-addon-'));
-  try {
-    for (const file of ['package.json', 'package-lock.json', 'tsconfig.json']) copyFileSync(join(repoRoot, file), join(work, file));
-    cpSync(join(repoRoot, 'src'), join(work, 'src'), { recursive: true });
-    // Output to stderr: stdout carries this script's answer.
-    const inWork = { cwd: work, stdio: ['ignore', 2, 2] as ['ignore', number, number] };
-    // 1. Compile src/ with the full dependency tree (the repository's: its compiler and types).
-    symlinkSync(join(repoRoot, 'node_modules'), join(work, 'node_modules'));
-    execFileSync(projectNode, [join(repoRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--outDir', 'dist'], inWork);
-    rmSync(join(work, 'node_modules'));
-    // 2. Production dependencies only.
-    execFileSync('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund'], inWork);
-    const app = join(rootfs, 'app');
-    mkdirSync(app, { recursive: true });
-    cpSync(join(work, 'node_modules'), join(app, 'node_modules'), { recursive: true });
-    cpSync(join(work, 'dist/src'), join(app, 'dist/src'), { recursive: true });
-    copyFileSync(join(work, 'package.json'), join(app, 'package.json'));
-  } finally {
-    rmSync(work, { recursive: true, force: true });
-  }
-  // 3. The runtime: this Node.js (the project's own, from its `node` package) and the shared
+  const app = join(rootfs, 'app');
+  mkdirSync(app, { recursive: true });
+  // 1. The bundles, from the repository's dependency tree (stderr: stdout carries this script's answer).
+  execFileSync(projectNode, [join(repoRoot, 'scripts/bundle.ts'), '--out', join(app, 'dist')], { cwd: repoRoot, stdio: ['ignore', 2, 2] });
+  copyFileSync(join(repoRoot, 'package.json'), join(app, 'package.json'));
+  // 2. The runtime: this Node.js (the project's own, from its `node` package) and the shared
   // libraries it links, at the paths its ELF header names.
   copyExecutable(projectNode, join(rootfs, 'usr/local/bin/node'));
   for (const library of sharedLibraries(projectNode)) copyExecutable(library, join(rootfs, library.replace(/^\//, '')));

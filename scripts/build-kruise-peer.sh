@@ -6,6 +6,7 @@
 # version of main.go. Prints the binary's path.
 set -euo pipefail
 source "$(dirname "$0")/versions.sh"
+source "$(dirname "$0")/kruise-module.sh"
 
 main_go="$(cd "$(dirname "$0")/.." && pwd)/bench/kruise/main.go"
 digest=$(sha256sum "$main_go" | cut -c1-12)
@@ -32,8 +33,7 @@ module=github.com/openkruise/kruise
 src="$OUT/src"
 if [[ ! -f "$src/go.mod" ]]; then
   log "resolving $module@$KRUISE_VERSION"
-  dir=$(go mod download -json "$module@$KRUISE_VERSION" | sed -n 's/^\s*"Dir": "\(.*\)",*$/\1/p')
-  [[ -n "$dir" ]] || { echo "could not download $module@$KRUISE_VERSION from the Go module proxy" >&2; exit 1; }
+  dir=$(kruise_module_dir)
   rm -rf "$src" && cp -r "$dir" "$src" && chmod -R u+w "$src"
 fi
 mkdir -p "$src/cmd/sidecarterminator-peer"

@@ -7,6 +7,7 @@
 # webhook/manifests.yaml (the webhook configurations Kruise's manager fills in).
 set -euo pipefail
 source "$(dirname "$0")/versions.sh"
+source "$(dirname "$0")/kruise-module.sh"
 
 OUT="$SIDECAR_TERMINATOR_CACHE/kruise-$KRUISE_VERSION"
 done_building() { [[ -x "$OUT/bin/kruise-daemon" && -x "$OUT/bin/kruise-manager" && -d "$OUT/crd" && -f "$OUT/webhook/manifests.yaml" ]]; }
@@ -31,8 +32,7 @@ log() { echo "[kruise] $*" >&2; }
 # module: build from a writable copy of it, not with `go install pkg@version`.
 module=github.com/openkruise/kruise
 log "resolving $module@$KRUISE_VERSION"
-dir=$(go mod download -json "$module@$KRUISE_VERSION" | sed -n 's/^\s*"Dir": "\(.*\)",*$/\1/p')
-[[ -n "$dir" ]] || { echo "could not download $module@$KRUISE_VERSION from the Go module proxy" >&2; exit 1; }
+dir=$(kruise_module_dir)
 src="$OUT/src"
 rm -rf "$src" && cp -r "$dir" "$src" && chmod -R u+w "$src"
 cd "$src"

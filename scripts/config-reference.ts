@@ -1,17 +1,17 @@
-// Prints the README's table of serve flags, generated from src/config.ts; --write puts it into
-// README.md between its markers, --check exits 1 when README.md is out of date.
+// Prints the table of serve flags of docs/installation.md, generated from src/config.ts; --write
+// puts it into that page between its markers, --check exits 1 when the page is out of date.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { serveFlagsTable, withServeFlagsTable } from '../test/support/config-reference.ts';
 
-const readmePath = resolve(import.meta.dirname, '../README.md');
+const pagePath = resolve(import.meta.dirname, '../docs/installation.md');
 const mode = process.argv[2];
 if (mode === '--write' || mode === '--check') {
-  const current = readFileSync(readmePath, 'utf8');
+  const current = readFileSync(pagePath, 'utf8');
   const updated = withServeFlagsTable(current);
-  if (mode === '--write') writeFileSync(readmePath, updated);
+  if (mode === '--write') writeFileSync(pagePath, updated);
   else if (updated !== current) {
-    process.stderr.write('README.md: the table of serve flags is out of date; run node scripts/config-reference.ts --write\n');
+    process.stderr.write('docs/installation.md: the table of serve flags is out of date; run node scripts/config-reference.ts --write\n');
     process.exitCode = 1;
   }
 } else if (mode === undefined) {

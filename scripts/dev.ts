@@ -1,6 +1,6 @@
 // `make dev`: a local control plane, the kubelet simulator and `sidecar-terminator serve`, until
 // Ctrl-C. The code lives in test/support/demo.ts (type-checked, and shared with the test that
-// follows the README's "Try it").
+// follows "Try it" of docs/getting-started.md).
 import { runDev } from '../test/support/demo.ts';
 
 process.exitCode = await runDev(process.argv.slice(2));

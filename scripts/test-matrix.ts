@@ -1,11 +1,11 @@
 // `make test-matrix`: the end-to-end suite (test/e2e, real-node files included, and the chart's
 // install under its own RBAC) on the oldest and newest supported Kubernetes releases and one in
 // between, each built once into the cache like the default control plane. Records each run in
-// scripts/test-matrix-results.json and writes the README table "Kubernetes versions" from it.
+// scripts/test-matrix-results.json and writes the table of docs/installation.md, "Kubernetes versions", from it.
 //
 //   node scripts/test-matrix.ts                    every version of MATRIX
 //   node scripts/test-matrix.ts v1.29.15           only these (the others keep their last result)
-//   node scripts/test-matrix.ts --readme           rewrite the README table from the results, run nothing
+//   node scripts/test-matrix.ts --docs             rewrite the docs table from the results, run nothing
 //   TAP_ARGS="test/e2e/native-sidecars.test.ts" node scripts/test-matrix.ts v1.33.4   a subset, recorded as such
 //   TAP_ARGS="--jobs=1" node scripts/test-matrix.ts v1.37.2   the whole suite, one file at a time (a busy machine)
 import { spawn } from 'node:child_process';
@@ -18,7 +18,7 @@ const SUITE = ['test/e2e/*.test.ts', 'test/chart/cluster.test.ts'];
 
 const root = resolve(import.meta.dirname, '..');
 const resultsPath = resolve(root, 'scripts/test-matrix-results.json');
-const readmePath = resolve(root, 'README.md');
+const pagePath = resolve(root, 'docs/installation.md');
 export const TABLE_BEGIN = '<!-- matrix results: generated from scripts/test-matrix-results.json by `make test-matrix`; do not edit -->';
 export const TABLE_END = '<!-- end of matrix results -->';
 
@@ -96,7 +96,7 @@ async function runVersion(version: string): Promise<MatrixResult> {
   return { version, date: new Date().toISOString(), suite, ...parseTapOutput(tap.output), minutes: Math.round((Date.now() - started) / 60_000) };
 }
 
-/** The README table, one row per version of MATRIX. */
+/** The table of docs/installation.md, one row per version of MATRIX. */
 export function matrixTable(results: Results): string {
   const rows = MATRIX.map((version) => {
     const result = results[version];
@@ -110,17 +110,17 @@ export function matrixTable(results: Results): string {
   return ['| Kubernetes | result | tests | time | run on |', '|---|---|---|---|---|', ...rows].join('\n');
 }
 
-export function withMatrixTable(readme: string, results: Results): string {
-  const begin = readme.indexOf(TABLE_BEGIN);
-  const end = readme.indexOf(TABLE_END);
-  if (begin < 0 || end < begin) throw new Error(`README.md lacks the markers ${TABLE_BEGIN} ... ${TABLE_END}`);
-  return `${readme.slice(0, begin + TABLE_BEGIN.length)}\n${matrixTable(results)}\n${readme.slice(end)}`;
+export function withMatrixTable(page: string, results: Results): string {
+  const begin = page.indexOf(TABLE_BEGIN);
+  const end = page.indexOf(TABLE_END);
+  if (begin < 0 || end < begin) throw new Error(`docs/installation.md lacks the markers ${TABLE_BEGIN} ... ${TABLE_END}`);
+  return `${page.slice(0, begin + TABLE_BEGIN.length)}\n${matrixTable(results)}\n${page.slice(end)}`;
 }
 
 if (import.meta.main) {
   const args = process.argv.slice(2);
   const results = readResults();
-  const versions = args.includes('--readme') ? [] : args.length > 0 ? args : [...MATRIX];
+  const versions = args.includes('--docs') ? [] : args.length > 0 ? args : [...MATRIX];
   for (const version of versions) {
     if (!MATRIX.includes(version as (typeof MATRIX)[number])) throw new Error(`${version} is not in the matrix (${MATRIX.join(', ')})`);
   }
@@ -128,7 +128,7 @@ if (import.meta.main) {
     results[version] = await runVersion(version);
     writeFileSync(resultsPath, `${JSON.stringify(results, null, 2)}\n`);
   }
-  writeFileSync(readmePath, withMatrixTable(readFileSync(readmePath, 'utf8'), results));
+  writeFileSync(pagePath, withMatrixTable(readFileSync(pagePath, 'utf8'), results));
   process.stdout.write(`\n${matrixTable(results)}\n`);
   process.exitCode = versions.some((version) => results[version]!.fail > 0) ? 1 : 0;
 }

@@ -9,7 +9,12 @@
 : "${RUNC_VERSION:=v1.3.6}"
 : "${CNI_PLUGINS_VERSION:=v1.9.1}"
 : "${CRI_TOOLS_VERSION:=v1.36.0}"
-# OpenKruise, for its kruise-daemon and its controller next to ours.
-: "${KRUISE_VERSION:=v1.8.2}"
+# OpenKruise, for its kruise-daemon and its controller next to ours; the hash of the module the
+# Go module proxy serves for it (scripts/kruise-module.sh checks it; empty: not checked).
+: "${KRUISE_VERSION:=v1.9.0}"
+: "${KRUISE_MODULE_SUM=h1:7MWDURrU7VlkapL1qaFLQehJG0OdTN338RSvzuzR3kU=}"
+# The npm that installs the packages where the machine's is older than 11.16, which is the first to
+# enforce package.json's allowScripts (scripts/install-packages.sh): the one Node.js 24.21 ships.
+: "${NPM_VERSION:=11.19.0}"
 : "${SIDECAR_TERMINATOR_CACHE:=$HOME/.cache/sidecar-terminator}"
-export K8S_VERSION ETCD_VERSION HELM_VERSION CONTAINERD_VERSION RUNC_VERSION CNI_PLUGINS_VERSION CRI_TOOLS_VERSION KRUISE_VERSION SIDECAR_TERMINATOR_CACHE
+export K8S_VERSION ETCD_VERSION HELM_VERSION CONTAINERD_VERSION RUNC_VERSION CNI_PLUGINS_VERSION CRI_TOOLS_VERSION KRUISE_VERSION KRUISE_MODULE_SUM NPM_VERSION SIDECAR_TERMINATOR_CACHE

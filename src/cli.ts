@@ -1,12 +1,13 @@
 #!/usr/bin/env node
-// The sidecar-terminator command: `serve`, `lint`, `status`, `help` and `--version`. The flags
+// The sidecar-terminator command: `serve`, `lint`, `status`, `remove-webhooks`, `help` and `--version`. The flags
 // of serve come from the table in config.ts, which also writes `serve --help`; lint shares two
 // of them. Exit codes: 0 success, 1 lint found errors (or serve failed, or status found a pod
 // stuck), 2 usage or input errors; status has its own (status --help).
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { SERVE_FLAGS, defaultText, oneOf, type FlagSpec, type FlagValue } from './config.ts';
-import { MAX_FILE_BYTES, OUTPUT_FORMATS, runLint, type LintIO } from './lint.ts';
+import type { LintIO } from './lint.ts';
+import { MAX_FILE_BYTES, OUTPUT_FORMATS } from './lint/limits.ts';
 import { STATUS_EXIT_CODES, STATUS_FLAGS } from './status/flags.ts';
 import { UsageError } from './usage-error.ts';
 
@@ -29,6 +30,12 @@ const LINT_FLAGS = {
   output: { ...oneOf('output', 'text: one line per finding and a summary; json: the findings with file, document, object, container, field, rule, severity, message, fix, line and column; sarif: SARIF 2.1.0, for GitHub code scanning and other CI tools.', OUTPUT_FORMATS, 'text'), short: 'o', env: '' },
 };
 
+/** remove-webhooks finds the configurations as serve names them. */
+const REMOVE_WEBHOOKS_FLAGS = {
+  kubeconfig: SERVE_FLAGS.kubeconfig,
+  webhookConfigName: SERVE_FLAGS.webhookConfigName,
+};
+
 export async function main(args: readonly string[], env: Env = process.env, io: CliIO = PROCESS_IO): Promise<number> {
   const [command, ...rest] = args;
   const print = (text: string) => {
@@ -44,6 +51,8 @@ export async function main(args: readonly string[], env: Env = process.env, io: 
       case 'status':
       case 'explain':
         return await status(command, rest, env, io, print);
+      case 'remove-webhooks':
+        return await removeWebhooks(rest, env, io, print);
       case 'help':
       case '--help':
       case '-h':
@@ -54,7 +63,7 @@ export async function main(args: readonly string[], env: Env = process.env, io: 
         io.stderr.write(usage());
         return 2;
       default:
-        throw new UsageError(`unknown command "${command}": the commands are serve, lint, status and help; run "${PROGRAM} --help"`);
+        throw new UsageError(`unknown command "${command}": the commands are serve, lint, status, remove-webhooks and help; run "${PROGRAM} --help"`);
     }
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
@@ -79,6 +88,8 @@ async function lint(args: readonly string[], env: Env, io: CliIO, print: Print):
   const { values, positionals, help } = parseFlags('lint', LINT_FLAGS, args, env);
   if (help) return print(lintHelp());
   if (positionals.length === 0) throw new UsageError(`lint needs at least one FILE ("-" reads stdin); run "${PROGRAM} lint --help"`);
+  // Loaded on demand, as serve's and status's modules: each command loads only its own.
+  const { runLint } = await import('./lint.ts');
   return runLint(positionals, { ...values, toolVersion: packageVersion() }, io);
 }
 
@@ -93,12 +104,21 @@ async function status(command: 'status' | 'explain', args: readonly string[], en
   return runStatus(values, positionals[0], io);
 }
 
+async function removeWebhooks(args: readonly string[], env: Env, io: CliIO, print: Print): Promise<number> {
+  const { values, positionals, help } = parseFlags('remove-webhooks', REMOVE_WEBHOOKS_FLAGS, args, env);
+  if (help) return print(removeWebhooksHelp());
+  if (positionals.length > 0) throw new UsageError(`remove-webhooks takes no arguments, got "${positionals[0]}"; run "${PROGRAM} remove-webhooks --help"`);
+  const { runRemoveWebhooks } = await import('./kube/remove-webhooks.ts');
+  return runRemoveWebhooks(values, io.stdout);
+}
+
 function help(topic: string | undefined): string {
   if (topic === undefined) return usage();
   if (topic === 'serve') return serveHelp();
   if (topic === 'lint') return lintHelp();
   if (topic === 'status' || topic === 'explain') return statusHelp();
-  throw new UsageError(`no help for "${topic}": the commands are serve, lint and status`);
+  if (topic === 'remove-webhooks') return removeWebhooksHelp();
+  throw new UsageError(`no help for "${topic}": the commands are serve, lint, status and remove-webhooks`);
 }
 
 /**
@@ -185,6 +205,8 @@ Usage:
   ${PROGRAM} status [flags] [pod/NAME]
                                     the managed pods and their state, or why one pod's sidecars
                                     still run (also the kubectl plugin: kubectl sidecar-terminator)
+  ${PROGRAM} remove-webhooks [flags]
+                                    delete the webhook configurations (the chart's pre-delete hook)
   ${PROGRAM} help [COMMAND]         show this help, or the flags of a command
   ${PROGRAM} --version              print the version
 
@@ -238,6 +260,18 @@ Exit status: ${STATUS_EXIT_CODES}
 
 Flags:
 ${flagsHelp(STATUS_FLAGS)}`;
+}
+
+function removeWebhooksHelp(): string {
+  return `Usage: ${PROGRAM} remove-webhooks [flags]
+
+Deletes the MutatingWebhookConfiguration and the ValidatingWebhookConfiguration named
+--webhook-config-name, so that the API server stops calling the webhook before it goes: the
+Helm chart runs it as a pre-delete hook of \`helm uninstall\`. Configurations already gone are
+fine. Exit status: 0 when none is left, 1 when a deletion failed, 2 for a usage error.
+
+Flags:
+${flagsHelp(REMOVE_WEBHOOKS_FLAGS)}`;
 }
 
 function flagsHelp(table: FlagTable): string {

@@ -1,7 +1,16 @@
 // Every flag of `sidecar-terminator serve`, with its environment variable, default and help
-// text. --help and the README are generated from this table, so nothing goes undocumented.
+// text. --help and the flags table of docs/installation.md are generated from this table, so nothing goes undocumented.
 import { parseDuration } from './duration.ts';
-import { NATIVE_SIDECARS_MODES, NATIVE_SIDECARS_NAMESPACE_LABEL, NATIVE_SIDECARS_OPT_OUT } from './policy/native-sidecars.ts';
+import { NATIVE_SIDECARS_NAMESPACE_LABEL, NATIVE_SIDECARS_OPT_OUT } from './policy/names.ts';
+import { NATIVE_SIDECARS_MODES } from './policy/native-sidecars.ts';
+
+/**
+ * How long the API server waits for an answer by default (--webhook-timeout-seconds); the
+ * webhook's HTTPS server uses the same limit (webhook/app.ts). An answer takes milliseconds: a
+ * replica that is reachable but silent holds each pod creation this long before failurePolicy
+ * decides, so it is short.
+ */
+export const WEBHOOK_TIMEOUT_SECONDS = 3;
 
 export type FlagValue = string | number | boolean | string[];
 
@@ -101,6 +110,7 @@ export const SERVE_FLAGS = {
   ),
   bodyLimit: bytes('body-limit', 'Largest AdmissionReview body accepted; larger requests get a 413.', 8 * 1024 * 1024),
   shutdownGrace: duration('shutdown-grace', 'On SIGTERM, how long in-flight requests and reconciles may take to finish.', '20s'),
+  shutdownDrain: duration('shutdown-drain', 'On SIGTERM, how long the webhook keeps listening, unready and closing each connection after its answer, before it stops listening (so the API server moves to another replica); part of --shutdown-grace.', '3s'),
   certDir: text('cert-dir', 'Keep the CA and serving certificate in this directory (local runs, e.g. certs/) instead of a Secret.', ''),
   tlsSecret: text('tls-secret', 'Name of the Secret holding the CA and serving certificate, shared by every replica.', 'sidecar-terminator-tls'),
   serviceName: text('service-name', 'Name of the webhook Service; its DNS names go into the serving certificate.', 'sidecar-terminator'),
@@ -113,8 +123,29 @@ export const SERVE_FLAGS = {
   watcherServiceAccount: text('watcher-service-account', "The watcher's ServiceAccount, in --namespace; with --register-webhooks, the admission policy that fences its writes is registered for it.", 'sidecar-terminator-watcher'),
   webhookServiceAccount: text('webhook-service-account', "The webhook's ServiceAccount, in --namespace; with --register-webhooks, the admission policy that fences its writes is registered for it.", 'sidecar-terminator-webhook'),
   webhookUrl: text('webhook-url', 'Register the webhooks with this base URL (e.g. https://127.0.0.1:9443) instead of the Service; for local runs.', ''),
+  namespaceLabels: {
+    ...list('namespace-labels', 'Serve only namespaces carrying every one of these labels (key=value): written into the namespaceSelector of the registered configurations, and the sweeper labels pods in those namespaces only (listing the namespaces by label).'),
+    parse: (raw: string) => {
+      const pairs = list('namespace-labels', '').parse(raw);
+      const bad = pairs.find((pair) => !/^[^=\s]+=[^=\s]*$/.test(pair));
+      if (bad !== undefined) throw new Error(`--namespace-labels: expected key=value pairs separated by commas, got ${JSON.stringify(bad)}`);
+      return pairs;
+    },
+  },
   excludedNamespaces: list('excluded-namespaces', 'Namespaces the webhooks skip besides kube-system and --namespace (written into the registered configurations) and that the sweeper leaves alone.'),
   failurePolicy: oneOf('failure-policy', 'failurePolicy of registered webhooks.', ['Ignore', 'Fail'] as const, 'Ignore'),
+  webhookTimeoutSeconds: {
+    name: 'webhook-timeout-seconds',
+    env: envName('webhook-timeout-seconds'),
+    help: 'How long the API server waits for an admission answer before failurePolicy decides (timeoutSeconds of registered webhooks, 1 to 30); the HTTPS server gives a request as long to arrive, and closes a connection silent that long.',
+    default: WEBHOOK_TIMEOUT_SECONDS,
+    parse: (raw: string) => {
+      const value = Number(raw);
+      if (!Number.isInteger(value) || value < 1 || value > 30) throw new Error(`--webhook-timeout-seconds: expected a whole number of seconds from 1 to 30 (the API server's limits), got ${JSON.stringify(raw)}`);
+      return value;
+    },
+  },
+  validateWorkloads: bool('validate-workloads', 'Register the validating webhook for Deployment, StatefulSet and DaemonSet writes too (their pod templates get warnings, never a denial); off, only Pods, Jobs and CronJobs wait on the webhook.'),
   namespaces: list('namespaces', 'Namespaces whose managed pods the watcher acts on; empty means every namespace.'),
   killMechanism: oneOf('kill-mechanism', 'How sidecars on normal nodes are stopped: crr creates an OpenKruise ContainerRecreateRequest (kruise-daemon kills the container), signal adds an ephemeral container that sends SIGTERM to the sidecar, auto uses crr when the cluster serves the Kruise CRD and signal otherwise.', ['auto', 'crr', 'signal'] as const, 'auto'),
   signalImage: text('signal-image', "Image of the ephemeral container that signals a sidecar (it runs `node -e process.kill(1, 'SIGTERM')`); the chart sets it to the add-on's own image.", 'ghcr.io/sidecar-terminator/sidecar-terminator:0.1.0'),
@@ -123,6 +154,11 @@ export const SERVE_FLAGS = {
   leaderElect: bool('leader-elect', 'Run the watcher only while holding a coordination.k8s.io Lease in --namespace, so several replicas never act twice; needed with more than one watcher replica.'),
   leaderElectionLease: text('leader-election-lease', 'Name of the Lease used for leader election.', 'sidecar-terminator-watcher'),
   leaderElectionDuration: duration('leader-election-duration', 'How long a leader holds the Lease without renewing it before another replica may take over.', '15s'),
+  leaderStartTimeout: duration(
+    'leader-start-timeout',
+    'How long a replica that became leader retries starting its watcher (the kill mechanism discovered anew each time, with backoff from 1s doubling up to 30s) before it releases the Lease for another replica and stands back for --leader-election-duration.',
+    '1m',
+  ),
   concurrency: {
     name: 'concurrency',
     env: envName('concurrency'),

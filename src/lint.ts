@@ -12,8 +12,9 @@ import { containerOf, parseFieldPath } from './lint/field-path.ts';
 import { toSarif } from './lint/sarif.ts';
 import type { FileReport, LintReport } from './lint/report.ts';
 import { sourceRange } from './lint/source-range.ts';
+import { MAX_FILE_BYTES, type OutputFormat } from './lint/limits.ts';
 
-export const MAX_FILE_BYTES = 8 * 1024 * 1024;
+export { MAX_FILE_BYTES, OUTPUT_FORMATS, type OutputFormat } from './lint/limits.ts';
 const MAX_ALIAS_COUNT = 50;
 /** YAML tokens in one document: a Kubernetes object (at most ~1.5 MiB in etcd) has a few hundred thousand. */
 export const MAX_DOCUMENT_TOKENS = 1_000_000;
@@ -23,9 +24,6 @@ export const MAX_FILE_TOKENS = 4_000_000;
 const MARKERS = new Set(['\x02', '\x18', '\x1f']);
 /** How `helm template` names the template each document comes from. */
 const HELM_SOURCE = /^ ?Source: (.+)$/m;
-
-export const OUTPUT_FORMATS = ['text', 'json', 'sarif'] as const;
-export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
 export interface LintOptions {
   enforcement: EnforcementMode;

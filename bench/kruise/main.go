@@ -44,6 +44,7 @@ import (
 	appsv1alpha1 "github.com/openkruise/kruise/apis/apps/v1alpha1"
 	appsv1beta1 "github.com/openkruise/kruise/apis/apps/v1beta1"
 	policyv1alpha1 "github.com/openkruise/kruise/apis/policy/v1alpha1"
+	policyv1beta1 "github.com/openkruise/kruise/apis/policy/v1beta1"
 	"github.com/openkruise/kruise/pkg/controller/sidecarterminator"
 	"github.com/openkruise/kruise/pkg/features"
 	utilclient "github.com/openkruise/kruise/pkg/util/client"
@@ -60,6 +61,7 @@ func init() {
 	utilruntime.Must(appsv1alpha1.AddToScheme(scheme))
 	utilruntime.Must(appsv1beta1.AddToScheme(scheme))
 	utilruntime.Must(policyv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(policyv1beta1.AddToScheme(scheme))
 	scheme.AddUnversionedTypes(metav1.SchemeGroupVersion, &metav1.UpdateOptions{}, &metav1.DeleteOptions{}, &metav1.CreateOptions{})
 }
 
@@ -112,7 +114,7 @@ func main() {
 	// through the cached client), started now rather than at its first reconcile, as the other
 	// controllers of kruise-manager would have started them.
 	go func() {
-		for _, object := range []client.Object{&corev1.Pod{}, &corev1.Node{}, &appsv1alpha1.ContainerRecreateRequest{}} {
+		for _, object := range []client.Object{&corev1.Pod{}, &corev1.Node{}, &appsv1beta1.ContainerRecreateRequest{}} {
 			if _, err := mgr.GetCache().GetInformer(ctx, object); err != nil {
 				klog.ErrorS(err, "cannot start an informer")
 				return

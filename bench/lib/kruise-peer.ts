@@ -6,7 +6,7 @@ import { closeSync, openSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { freePort, httpStatus } from '../../test/support/net.ts';
+import { httpStatus, PortLease } from '../../test/support/net.ts';
 
 const repoRoot = resolve(import.meta.dirname, '../..');
 
@@ -27,6 +27,11 @@ export interface KruisePeer {
   stop(): Promise<void>;
 }
 
+/** The OpenKruise version the peer is built from (scripts/versions.sh, or $KRUISE_VERSION), e.g. `v1.9.0`. */
+export function kruiseVersion(): string {
+  return process.env.KRUISE_VERSION || (/KRUISE_VERSION:=(v[\w.-]+)/.exec(readFileSync(resolve(repoRoot, 'scripts/versions.sh'), 'utf8'))?.[1] ?? 'unknown');
+}
+
 /** Builds the peer once (then cached); its binary's path. */
 export async function buildKruisePeer(): Promise<string> {
   const { stdout } = await promisify(execFile)('bash', [resolve(repoRoot, 'scripts/build-kruise-peer.sh')], { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024 });
@@ -37,7 +42,8 @@ export async function buildKruisePeer(): Promise<string> {
 
 export async function startKruisePeer(options: KruisePeerOptions): Promise<KruisePeer> {
   const binary = await buildKruisePeer();
-  const healthPort = await freePort();
+  const lease = new PortLease();
+  const healthPort = await lease.take();
   const log = openSync(options.logFile, 'a');
   // setpriv: the peer dies with the process that started it, whatever happens to that one.
   const child = spawn(
@@ -48,6 +54,7 @@ export async function startKruisePeer(options: KruisePeerOptions): Promise<Kruis
   closeSync(log);
   let exit: string | undefined;
   const exited = new Promise<void>((resolveExit) => child.once('exit', (code, signal) => resolveExit(void (exit = signal ?? `code ${code}`))));
+  void exited.then(() => lease.release());
   const logTail = (lines = 30) => readFileSync(options.logFile, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
   const peer: KruisePeer = {
     pid: child.pid!,

@@ -65,3 +65,10 @@ export function cpuSecondsOf(pids: readonly number[]): number {
   }
   return total;
 }
+
+/** The resident set in two parts (/proc/PID/smaps_rollup), MiB: anonymous memory (heaps, stacks, buffers) and file-backed pages (the binary's code and data, shared libraries). */
+export function residentParts(pid: number): { anonymousMiB: number; fileMiB: number } {
+  const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+  const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1] ?? Number.NaN);
+  return { anonymousMiB: kib('Anonymous') / 1024, fileMiB: (kib('Rss') - kib('Anonymous')) / 1024 };
+}

@@ -31,7 +31,7 @@ export interface Scenario {
   /** Simulator annotations (simAnnotations): exits and SIGTERM reactions. */
   annotations?: Record<string, string>;
   /**
-   * Why the two differ in these aspects of the table (the README's "Coming from OpenKruise" says
+   * Why the two differ in these aspects of the table (docs/migrating-from-openkruise.md says
    * the same). Other aspects must come out the same, but for the differences every Job shows
    * (bench/parity/run.ts, EVERY_JOB).
    */
@@ -210,7 +210,7 @@ export const SCENARIOS: Scenario[] = [
     containers: [sidecar('worker', whenJobExit()), sidecar('proxy', whenJobExit())],
     difference: {
       aspects: ['admission', 'job', 'pod', 'stop', 'crr', 'events'],
-      why: 'Kruise stops every container as soon as all of them run, cutting the work short; sidecar-terminator refuses the Job at `kubectl apply` (a controller-created one is admitted, and nothing is stopped)',
+      why: 'Kruise stops every container as soon as all of them run, cutting the work short; sidecar-terminator refuses the Job at `kubectl apply` (one created by a controller, or admitted in warn mode, is stopped as Kruise stops it)',
     },
   },
 ];

@@ -1,7 +1,7 @@
 // A rolling restart of the webhook under admission load: does any request get lost?
 //
 //   node bench/rolling-restart/run.ts [--client autocannon|node] [--duration 30] [--connections 16]
-//        [--path /mutate] [--body pod5] [--endpoint-lag 0] [--shutdown-grace 20s] [--root DIR] [--label NAME]
+//        [--path /mutate] [--body pod5] [--endpoint-lag 0] [--pre-stop 0] [--shutdown-grace 20s] [--root DIR] [--label NAME]
 //
 // A real control plane (serve needs an API server), two `serve --no-watcher` replicas sharing a
 // certificate directory, and the loopback round-robin TCP proxy of test/support/tcp-balancer.ts
@@ -12,14 +12,16 @@
 // replica is replaced in turn, as a Deployment's rolling update does with maxSurge 1 and
 // maxUnavailable 0: the new replica is started and, once /readyz answers, added to the proxy;
 // then the old one is taken out of the proxy (its endpoint removed) `--endpoint-lag` ms after
-// it gets SIGTERM, and the run waits for it to exit. Connections already open to the old
+// Kubernetes decides to stop it, which sends SIGTERM at once, or `--pre-stop` ms later (the
+// chart's preStop sleep: it serves as usual meanwhile), and the run waits for it to exit. Connections already open to the old
 // replica stay with it until it closes them, as conntrack keeps established flows.
 //
 // Reported: requests sent, 2xx, non-2xx (by status), requests lost without an answer (a
 // connection closed under them; autocannon re-sends those silently, so they are counted per
 // connection here), errors (by code), timeouts, and for each
 // old replica how long it took to exit after SIGTERM and whether it used up its grace period.
-// --root runs the replicas from another checkout (e.g. an earlier commit, extracted by bench/run.ts), to compare.
+// The replicas run as the image runs them (bench/lib/addon.ts); --root runs them from another
+// checkout (e.g. an earlier commit, extracted by bench/run.ts, as its image ran it), to compare.
 // Writes bench/results/rolling-restart[-LABEL].json and .md, prints the markdown.
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { EventEmitter } from 'node:events';
@@ -30,8 +32,9 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon, { type Options } from 'autocannon';
 import { startControlPlane } from '../../test/support/control-plane.ts';
-import { freePort, httpStatus } from '../../test/support/net.ts';
+import { httpStatus, PortLease } from '../../test/support/net.ts';
 import { startTcpBalancer, type Backend } from '../../test/support/tcp-balancer.ts';
+import { addOnArgs } from '../lib/addon.ts';
 import { admissionLoad } from '../lib/load.ts';
 import { machineLoad } from '../lib/proc.ts';
 import { parseArgs, table } from '../lib/stats.ts';
@@ -43,6 +46,7 @@ const connections = Number(args.get('connections') ?? 16);
 const path = args.get('path') ?? '/mutate';
 const bodyId = args.get('body') ?? 'pod5';
 const endpointLagMs = Number(args.get('endpoint-lag') ?? 0);
+const preStopMs = Number(args.get('pre-stop') ?? 0);
 const shutdownGrace = args.get('shutdown-grace') ?? '20s';
 const root = resolve(args.get('root') ?? join(import.meta.dirname, '../..'));
 const label = args.get('label');
@@ -66,11 +70,12 @@ interface Replica {
 let replicaCount = 0;
 
 async function startReplica(kubeconfig: string, certDir: string): Promise<Replica> {
-  const port = await freePort();
+  const lease = new PortLease();
+  const port = await lease.take();
   const name = `replica-${++replicaCount}`;
   const child = spawn(
     'setpriv',
-    ['--pdeathsig', 'KILL', '--', process.execPath, join(root, 'src/cli.ts'), 'serve', '--no-watcher', '--kubeconfig', kubeconfig, '--cert-dir', certDir, '--listen-address', `127.0.0.1:${port}`, '--shutdown-grace', shutdownGrace],
+    ['--pdeathsig', 'KILL', '--', process.execPath, ...addOnArgs(root), 'serve', '--no-watcher', '--kubeconfig', kubeconfig, '--cert-dir', certDir, '--listen-address', `127.0.0.1:${port}`, '--shutdown-grace', shutdownGrace],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, KUBECONFIG: '' } },
   );
   const warnings: string[] = [];
@@ -86,6 +91,7 @@ async function startReplica(kubeconfig: string, certDir: string): Promise<Replic
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolveExit) =>
     child.on('close', (code, signal) => resolveExit({ code, signal, at: performance.now() })),
   );
+  void exited.then(() => lease.release());
   const deadline = Date.now() + 30_000;
   while ((await httpStatus(`https://127.0.0.1:${port}/readyz`)) !== 200) {
     if (Date.now() > deadline || child.exitCode !== null) throw new Error(`${name} did not get ready: ${warnings.join('\n')}`);
@@ -192,9 +198,10 @@ try {
     balancer.add(backendOf(fresh));
     replicas[slot] = fresh;
     const at = performance.now();
+    const removed = sleep(endpointLagMs).then(() => balancer.remove(backendOf(old)));
+    if (preStopMs > 0) await sleep(preStopMs);
     old.child.kill('SIGTERM');
-    if (endpointLagMs > 0) await sleep(endpointLagMs);
-    balancer.remove(backendOf(old));
+    await removed;
     const exit = await old.exited;
     restarts.push({
       old: old.name,
@@ -223,7 +230,7 @@ try {
     date: new Date().toISOString(),
     command: `node bench/rolling-restart/run.ts ${process.argv.slice(2).join(' ')}`.trim(),
     root,
-    settings: { client, durationS, connections, path, bodyId, bodyBytes: Buffer.byteLength(body), endpointLagMs, shutdownGrace },
+    settings: { client, durationS, connections, path, bodyId, bodyBytes: Buffer.byteLength(body), endpointLagMs, preStopMs, shutdownGrace },
     load: machineLoad(),
     sent,
     responses,
@@ -245,7 +252,7 @@ try {
   const markdown = [
     `## Rolling restart under load${label ? ` (${label})` : ''}`,
     '',
-    `\`${summary.command}\`, ${summary.date}; client ${client}, ${durationS} s, ${connections} connections, POST ${path} (${bodyId}, ${summary.settings.bodyBytes} bytes), endpoint removed ${endpointLagMs} ms after SIGTERM, --shutdown-grace ${shutdownGrace}; load average ${summary.load}.`,
+    `\`${summary.command}\`, ${summary.date}; client ${client}, ${durationS} s, ${connections} connections, POST ${path} (${bodyId}, ${summary.settings.bodyBytes} bytes), endpoint removed ${endpointLagMs} ms after the stop began, SIGTERM ${preStopMs} ms after it (preStop), --shutdown-grace ${shutdownGrace}; load average ${summary.load}.`,
     '',
     table(
       ['sent', '2xx', 'non-2xx', 'lost (connection closed under it)', 'errors', 'timeouts', 'cut at the end of the run', 'connections refused (retried by the proxy)'],
@@ -262,7 +269,7 @@ try {
     ),
     '',
     table(
-      ['replaced', 'by', 'SIGTERM at', 'exited after', 'exit', 'grace period used up'],
+      ['replaced', 'by', 'stop began at', 'exited after', 'exit', 'grace period used up'],
       restarts.map((r) => [r.old, r.new, `${r.at} s`, `${r.exitAfterMs} ms`, r.exit, r.gracePeriodUsedUp ? 'yes' : 'no']),
     ),
     '',

@@ -18,7 +18,7 @@ import { isApiError } from '../../src/kube/api-errors.ts';
 import { loadKubeConfig } from '../../src/kube/client.ts';
 import { CONDITION_REASONS, EVENT_REASONS, TERMINATED_CONDITION, classifyContainers, decide } from '../../src/policy/index.ts';
 import { createCrr } from '../../src/watcher/crr.ts';
-import { servedCrrVersion } from '../../src/watcher/discovery.ts';
+import { servedCrrVersion } from '../../src/kube/discovery.ts';
 import { EventRecorder } from '../../src/watcher/events.ts';
 import { PodWriter } from '../../src/watcher/pod-writes.ts';
 import { WorkQueue } from '../../src/watcher/queue.ts';
@@ -35,6 +35,8 @@ const crrVersion = await servedCrrVersion(kubeConfig);
 if (!crrVersion) throw new Error('the cluster does not serve ContainerRecreateRequest');
 const clients = { core: kubeConfig.makeApiClient(CoreV1Api), custom: kubeConfig.makeApiClient(CustomObjectsApi) };
 const events = new EventRecorder(clients.core);
+/** The events recorded per pod uid, as the slim watcher's executor keeps them. */
+const sent = new Map<string, Set<string>>();
 const writer = new PodWriter(clients.core);
 const nodes = new Map<string, V1Node | undefined>();
 let synced = false;
@@ -48,7 +50,7 @@ const reflector = new PodReflector({
   kubeConfig,
   labelSelector: '',
   onEvent: (event, pod) => {
-    if (event === 'deleted') events.forget(pod.metadata?.uid ?? '');
+    if (event === 'deleted') sent.delete(pod.metadata?.uid ?? '');
     else if (inScope(pod) && hasSidecar(pod)) queue.add(podKey(pod));
   },
   onSynced: () => (synced = true),
@@ -78,7 +80,9 @@ async function reconcile(key: string): Promise<void> {
   if (containers.length === 0) return;
   await createCrr(clients.custom, crrVersion!, pod, containers);
   const message = `stopping sidecars: ${containers.map((c) => `${c} (ContainerRecreateRequest)`).join(', ')}`;
-  await events.record(pod, 'Normal', EVENT_REASONS.stopping, message);
+  const uid = pod.metadata?.uid ?? '';
+  if (!sent.has(uid)) sent.set(uid, new Set());
+  await events.record(pod, { type: 'Normal', reason: EVENT_REASONS.stopping, code: 'stop-requested', message }, sent.get(uid)!);
   const conditionSet = pod.status?.conditions?.some((c) => c.type === TERMINATED_CONDITION && c.status === 'True');
   if (!conditionSet) await writer.setStatus(pod, { type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping, message });
 }

@@ -1,6 +1,6 @@
 // Watcher scale: reaction latency to bursts of finishing Jobs, API requests and memory as the
 // cluster grows, for the slim watcher (`serve --no-webhook`, a watch of the pods the webhook
-// labelled), OpenKruise v1.8.2's own SidecarTerminator controller (bench/kruise/main.go, built by
+// labelled), OpenKruise's own SidecarTerminator controller (bench/kruise/main.go, built by
 // scripts/build-kruise-peer.sh: Kruise's code, Kruise's manager options), and a watcher written
 // here in Kruise's style (bench/watcher/all-pods-watcher.ts: our code, caching every pod).
 //
@@ -41,11 +41,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, CustomObjectsApi, PatchStrategy, Watch, setHeaderOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from '../../test/support/control-plane.ts';
 import { CRR } from '../../test/support/kubelet-simulator.ts';
-import { freePort, httpStatus } from '../../test/support/net.ts';
+import { httpStatus, PortLease } from '../../test/support/net.ts';
 import { installCrrCrd } from '../../test/support/stack.ts';
 import { profileTables, summarise as summariseProfile, type CpuProfile } from '../lib/cpuprofile.ts';
 import { AuditLog, MEASURED_GROUP, auditFlags, total } from '../lib/audit.ts';
-import { startKruisePeer } from '../lib/kruise-peer.ts';
+import { addOnArgs, probed, type AfterGc } from '../lib/addon.ts';
+import { kruiseVersion, startKruisePeer } from '../lib/kruise-peer.ts';
 import { WATCHER_RULES } from './profile-rules.ts';
 import { pooledKubeConfig } from '../lib/kube.ts';
 import { cpuSeconds, cpuSecondsOf, findPids, machineLoad, memory } from '../lib/proc.ts';
@@ -76,18 +77,6 @@ async function until(what: string, check: () => boolean | Promise<boolean>, time
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
     await sleep(intervalMs);
-  }
-}
-
-/** Free ports are picked before binding: another test starting a control plane meanwhile may take one. */
-async function startControlPlaneWithRetries(apiServerArgs: string[], attempts = 3): Promise<ControlPlane> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await startControlPlane({ apiServerArgs });
-    } catch (error) {
-      if (attempt >= attempts) throw error;
-      log(`control plane failed to start (${(error as Error).message.split('\n')[0]}); trying again`);
-    }
   }
 }
 
@@ -169,45 +158,12 @@ interface Proc {
   stop(): Promise<void>;
 }
 
-/** The live heap and RSS right after a full garbage collection (bench/watcher/gc-probe.ts, bench/kruise/main.go). */
-interface AfterGc {
-  heapMiB: number;
-  rssAfterGcMiB: number;
-}
-
 interface Watcher extends Proc {
   /** The user it runs as: the audit log counts its requests under this name. */
   user: string;
   /** Pods in its cache (the all-pods watcher reports it; the slim one's cache is the managed pods). */
   cached?(): number;
   afterGc(): Promise<AfterGc>;
-}
-
-const gcProbe = join(import.meta.dirname, 'gc-probe.ts');
-
-/** Node flags and environment that preload the GC probe into a watcher process. */
-function probed(dir: string, name: string): { nodeArgs: string[]; env: Record<string, string>; file: string; afterGc: (pid: number) => Promise<AfterGc> } {
-  const file = join(dir, `${name}.gc.json`);
-  return {
-    nodeArgs: ['--expose-gc', '--import', gcProbe],
-    env: { BENCH_GC_PROBE_OUT: file },
-    file,
-    async afterGc(pid) {
-      rmSync(file, { force: true });
-      process.kill(pid, 'SIGUSR2');
-      let text = '';
-      await until(`${name}'s GC probe`, () => {
-        try {
-          text = readFileSync(file, 'utf8');
-          return text.endsWith('}');
-        } catch {
-          return false;
-        }
-      }, 60_000, 100);
-      const usage = JSON.parse(text) as { heapUsed: number; rss: number };
-      return { heapMiB: usage.heapUsed / 1048576, rssAfterGcMiB: usage.rss / 1048576 };
-    },
-  };
 }
 
 /** A kubeconfig of its own for a measured process: a user in MEASURED_GROUP, with every permission. */
@@ -241,18 +197,20 @@ function spawnProcess(name: string, args: string[], logFile: string, pipeStdout 
   };
 }
 
-/** `serve --no-webhook`: the slim watcher as an operator runs it (info logs, default concurrency, sweeper on). */
+/** `serve --no-webhook`: the slim watcher as an operator runs it (the image's build and Node flags, info logs, default concurrency, sweeper on). */
 async function startSlimWatcher(cp: ControlPlane, dir: string, name: string, root: string, profileDir?: string, extraArgs: string[] = []): Promise<Watcher> {
-  const port = await freePort();
+  const lease = new PortLease();
+  const port = await lease.take();
   const probe = probed(dir, name);
   const { user, kubeconfig } = await identity(cp, name);
   const proc = spawnProcess(
     name,
-    [...probe.nodeArgs, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), join(root, 'src/cli.ts'), 'serve', '--no-webhook', '--kubeconfig', kubeconfig, '--kill-mechanism', 'crr', '--probe-address', `127.0.0.1:${port}`, ...extraArgs],
+    [...probe.nodeArgs, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...addOnArgs(root), 'serve', '--no-webhook', '--kubeconfig', kubeconfig, '--kill-mechanism', 'crr', '--probe-address', `127.0.0.1:${port}`, ...extraArgs],
     join(dir, `${name}-watcher.log`),
     false,
     probe.env,
   );
+  proc.child.once('exit', () => lease.release());
   await until('the slim watcher to be ready', async () => (await httpStatus(`http://127.0.0.1:${port}/readyz`)) === 200, 60_000, 200);
   return { ...proc, user, afterGc: () => probe.afterGc(proc.pid) };
 }
@@ -350,6 +308,8 @@ interface BurstResult {
   cpuSeconds: number;
   /** From the first main container seen finished to the last action seen. */
   wallSeconds: number;
+  /** Each pod's latency, ms (bench/plots.ts draws their distribution). */
+  latencies: number[];
   /** From the first main container seen finished to the last: how long the simulator took to write the burst. */
   spreadSeconds: number;
   /** API requests the watcher made per pod of the burst, by verb and resource, as the API server logged them. */
@@ -390,7 +350,7 @@ async function main(): Promise<void> {
 
   const audit = auditFlags(dir);
   const auditLog = new AuditLog(audit.logPath);
-  const cp = await startControlPlaneWithRetries(audit.apiServerArgs);
+  const cp = await startControlPlane({ apiServerArgs: audit.apiServerArgs, log });
   const procs: Array<{ stop(): Promise<void> }> = [];
   const observers: Array<Observer<never>> = [];
   try {
@@ -560,6 +520,7 @@ async function main(): Promise<void> {
           missing: burst - latencies.length,
           cpuSeconds: cpu,
           wallSeconds: (last - first) / 1000,
+          latencies,
           spreadSeconds: (Math.max(...finishes) - first) / 1000,
           requestsPerPod,
           controlPlaneCpuSeconds,
@@ -661,7 +622,7 @@ function summarise(
     memoryPoints.find((p) => p.watcher === watcher && p.unmanaged === step)?.[field] ?? Number.NaN;
   const names: Record<string, string> = {
     slim: 'sidecar-terminator (`serve --no-webhook`)',
-    kruise: 'OpenKruise v1.8.2 (its controller, Go)',
+    kruise: `OpenKruise ${kruiseVersion()} (its controller, Go)`,
     'all-pods': 'Kruise-style watcher (ours, caching every pod)',
   };
   for (const name of new Set([...memoryPoints.map((p) => p.watcher), ...bursts.map((b) => b.watcher)])) names[name] ??= `sidecar-terminator, ${name}`;

@@ -70,7 +70,7 @@ async function main(): Promise<void> {
     for (const { scenario, mode, title } of runs) {
       const profileDir = mkdtempSync(join(tmpdir(), 'st-bench-prof-'));
       const file = join(profileDir, 'webhook.cpuprofile');
-      const server = await startServer(mode, ['--mode', mode, '--cert-dir', certDir, '--profile-out', file, ...(root ? ['--root', root] : [])]);
+      const server = await startServer(mode, ['--mode', mode, '--cert-dir', certDir, '--profile-out', file, ...(root ? ['--root', root] : [])], [], true);
       let result;
       try {
         await load(server, scenario.path, scenario.body, concurrency, quick ? 1 : 3); // warm-up, not profiled

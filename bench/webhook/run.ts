@@ -4,7 +4,7 @@
 //                             [--only pod5] [--root DIR] [--before-root DIR] [--label NAME]
 //                             [--log devnull|stdout|off]
 //
-// Two server processes (bench/webhook/server.ts) listen on 127.0.0.1 with a certificate issued
+// Two server processes (bench/webhook/server.ts, bundled and run as the image runs the add-on) listen on 127.0.0.1 with a certificate issued
 // by src/tls/certificates.ts: the webhook's buildApp, and a stock fastify HTTPS route returning
 // a constant AdmissionReview ("empty"). autocannon runs here, in this process, at fixed
 // concurrency levels; each webhook run is paired with an empty-route run of the same body at
@@ -27,6 +27,7 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
+import { bundledArgs } from '../lib/addon.ts';
 import { admissionLoad } from '../lib/load.ts';
 import { cpuSeconds, machineLoad } from '../lib/proc.ts';
 import { Samples, fmt, median, numberList, parseArgs, pct, sortedQuantile, table } from '../lib/stats.ts';
@@ -67,10 +68,17 @@ export async function writeCertificates(): Promise<string> {
   return dir;
 }
 
-/** Starts bench/webhook/server.ts; resolves once it prints its port. */
-export async function startServer(name: string, args: string[], nodeArgs: string[] = []): Promise<Server> {
+let bundledServer: Promise<string[]> | undefined;
+
+/**
+ * Starts bench/webhook/server.ts; resolves once it prints its port. Bundled as the image's code is,
+ * with the image's Node flags (bench/lib/addon.ts), unless `sources` (the profiler names the
+ * modules a sample comes from by their source files).
+ */
+export async function startServer(name: string, args: string[], nodeArgs: string[] = [], sources = false): Promise<Server> {
+  const script = sources ? [serverScript] : await (bundledServer ??= bundledArgs(serverScript));
   // setpriv: the server dies with this process, whatever happens to it.
-  const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', process.execPath, ...nodeArgs, serverScript, ...args], {
+  const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', process.execPath, ...nodeArgs, ...script, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const lines = createInterface({ input: child.stdout });

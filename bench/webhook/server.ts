@@ -10,6 +10,8 @@
 // app:   the webhook's own buildApp (schema, policy, metrics, one log line per decision),
 //        as `serve` builds it. --root points at another checkout (e.g. an earlier commit extracted under /tmp)
 //        whose src/webhook/app.ts is used instead of this one.
+// bench/webhook/run.ts runs this file bundled as the image's bundles are (scripts/bundle.ts), with
+// the image's Node flags, so that the webhook's code runs as it does in the image.
 // empty: the framework's limit: a stock fastify HTTPS server (default JSON body parser, no
 //        schema, no logger) whose /validate and /mutate return a constant AdmissionReview.
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -18,6 +20,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { pino } from 'pino';
+import { buildApp as ownBuildApp } from '../../src/webhook/app.ts';
 import { parseArgs } from '../lib/stats.ts';
 
 type AppModule = typeof import('../../src/webhook/app.ts');
@@ -31,8 +34,8 @@ const BODY_LIMIT = 8 * 1024 * 1024; // serve's default --body-limit
 
 let app: FastifyInstance;
 if (mode === 'app') {
-  const root = resolve(args.get('root') ?? join(import.meta.dirname, '../..'));
-  const { buildApp } = (await import(pathToFileURL(join(root, 'src/webhook/app.ts')).href)) as AppModule;
+  const root = args.get('root');
+  const { buildApp } = root ? ((await import(pathToFileURL(join(resolve(root), 'src/webhook/app.ts')).href)) as AppModule) : { buildApp: ownBuildApp };
   const log = args.get('log') ?? 'devnull';
   // serve logs JSON at info to stdout, synchronously (pino's default); /dev/null keeps that cost
   // (one write(2) per decision) without a terminal or a pipe reader in the measurement.

@@ -12,11 +12,23 @@
 // `object`, `oldObject` and `request` are read as the API server holds them: an absent field is
 // absent (hence `.?field.orValue(...)`), and `dyn(...)` lets a rule walk the keys of an object, so
 // "everything else unchanged" also covers fields a later Kubernetes adds.
-import { CONDITION_REASONS, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, EVENT_REASONS, MANAGED, MANAGED_LABEL, SIGNAL_COMMAND, TERMINATED_CONDITION } from '../policy/index.ts';
-import { BUNDLE_KEYS } from '../tls/store.ts';
-import { crrName, CRR_GROUP } from '../watcher/crr.ts';
-import { OWNER_EVENT_REASON } from '../webhook/owner-events.ts';
-import { COMPONENT } from './events.ts';
+import {
+  COMPONENT,
+  CONDITION_REASONS,
+  CRR,
+  ENV_WHEN_JOB_EXIT,
+  ENV_WITH_IMAGE,
+  EVENT_REASONS,
+  MANAGED,
+  MANAGED_BY_LABELS,
+  MANAGED_LABEL,
+  OWNER_EVENT_REASON,
+  SIGNAL_COMMAND,
+  SIGNAL_CONTAINER_PREFIX,
+  TERMINATED_CONDITION,
+  TLS_SECRET_KEYS,
+  crrName,
+} from '../policy/index.ts';
 
 export interface Variable {
   name: string;
@@ -50,6 +62,9 @@ const sameExcept = (next: string, previous: string, except: readonly string[]) =
   `dyn(${next}).all(k, k in ${list(except)} || (k in dyn(${previous}) && dyn(${next})[k] == dyn(${previous})[k])) && ` +
   `dyn(${previous}).all(k, k in ${list(except)} || k in dyn(${next}))`;
 
+/** A CEL map literal of strings, `{"key": "value"}`. */
+const celMap = (map: Readonly<Record<string, string>>) => `{${Object.entries(map).map(([key, value]) => `${literal(key)}: ${literal(value)}`).join(', ')}}`;
+
 /** Only these keys in the object. */
 const onlyKeys = (object: string, keys: readonly string[]) => `dyn(${object}).all(k, k in ${list(keys)})`;
 
@@ -76,7 +91,7 @@ const watcher: FenceRules = {
     { name: 'podUpdate', expression: request('', 'pods', '', ['UPDATE']) },
     { name: 'signalContainersAdded', expression: request('', 'pods', 'ephemeralcontainers', ['UPDATE']) },
     { name: 'podStatusUpdate', expression: request('', 'pods', 'status', ['UPDATE']) },
-    { name: 'crrCreate', expression: request(CRR_GROUP, 'containerrecreaterequests', '', ['CREATE']) },
+    { name: 'crrCreate', expression: request(CRR.group, CRR.plural, '', ['CREATE']) },
     { name: 'eventCreate', expression: request('', 'events', '', ['CREATE']) },
     { name: 'leaseWrite', expression: request('coordination.k8s.io', 'leases', '', ['CREATE', 'UPDATE']) },
     { name: 'oldLabels', expression: 'oldObject.metadata.?labels.orValue({})' },
@@ -130,7 +145,7 @@ const watcher: FenceRules = {
         '!variables.signalContainersAdded || (variables.managedBefore && variables.oldEphemeral.all(o, variables.newEphemeral.exists(n, n == o)) && variables.addedEphemeral.size() > 0 && ' +
         // The API server fills in imagePullPolicy, terminationMessagePath and an empty resources.
         `variables.addedEphemeral.all(n, ${onlyKeys('n', ['name', 'image', 'command', 'targetContainerName', 'terminationMessagePolicy', 'terminationMessagePath', 'imagePullPolicy', 'resources', 'securityContext'])} && ` +
-        'dyn(n.?resources.orValue({})).size() == 0 && n.name.startsWith("stop-") && n.image == variables.signalImage && n.?command.orValue([]) == variables.signalCommand))',
+        `dyn(n.?resources.orValue({})).size() == 0 && n.name.startsWith(${literal(SIGNAL_CONTAINER_PREFIX)}) && n.image == variables.signalImage && n.?command.orValue([]) == variables.signalCommand))`,
       messageExpression: `"sidecar-terminator fence: the watcher may only add its signal container to a pod labelled ${MANAGED_LABEL}=${MANAGED}: named stop-<sidecar>, image " + variables.signalImage + ", command " + variables.signalCommand.join(" ") + ", and no other field"`,
     },
     {
@@ -185,7 +200,7 @@ const watcher: FenceRules = {
         'object.metadata.ownerReferences[0].apiVersion == "v1" && object.metadata.ownerReferences[0].kind == "Pod" && object.metadata.ownerReferences[0].name == object.spec.?podName.orValue("") && ' +
         'object.metadata.ownerReferences[0].?controller == optional.of(true) && object.metadata.ownerReferences[0].?blockOwnerDeletion == optional.of(true) && ' +
         // The name's prefix: crrName of a pod without uid.
-        `object.metadata.name == ${literal(crrName({ metadata: { uid: '' } }))} + object.metadata.ownerReferences[0].uid && ` +
+        `object.metadata.name == ${literal(crrName(''))} + object.metadata.ownerReferences[0].uid && ` +
         'object.metadata.?labels.orValue({}).all(k, k.startsWith("crr.apps.kruise.io/")) && object.metadata.?labels[?"crr.apps.kruise.io/pod-uid"].orValue(object.metadata.ownerReferences[0].uid) == object.metadata.ownerReferences[0].uid && ' +
         '!has(object.metadata.annotations) && !has(object.metadata.finalizers))',
       message:
@@ -238,10 +253,10 @@ const webhook: FenceRules = {
       expression:
         '!variables.secretWrite || (request.namespace == variables.ownNamespace && object.metadata.name == variables.tlsSecret && object.type == "kubernetes.io/tls" && ' +
         `${onlyKeys('object', ['apiVersion', 'kind', 'metadata', 'type', 'data', 'immutable'])} && object.?immutable.orValue(false) == false && ` +
-        `${onlyKeys('object.?data.orValue({})', BUNDLE_KEYS.map(({ key }) => key))} && object.metadata.?labels == optional.of({"app.kubernetes.io/managed-by": ${literal(COMPONENT)}}) && ` +
+        `${onlyKeys('object.?data.orValue({})', Object.values(TLS_SECRET_KEYS))} && object.metadata.?labels == optional.of(${celMap(MANAGED_BY_LABELS)}) && ` +
         `${onlyKeys('object.metadata', [...SERVER_METADATA, 'name', 'namespace', 'labels', 'uid', 'creationTimestamp'])})`,
       messageExpression:
-        `"sidecar-terminator fence: the webhook may write only the Secret " + variables.ownNamespace + "/" + variables.tlsSecret + " of type kubernetes.io/tls, not immutable, with the keys ${BUNDLE_KEYS.map(({ key }) => key).join(', ')} and the label app.kubernetes.io/managed-by=${COMPONENT} alone, and no other field"`,
+        `"sidecar-terminator fence: the webhook may write only the Secret " + variables.ownNamespace + "/" + variables.tlsSecret + " of type kubernetes.io/tls, not immutable, with the keys ${Object.values(TLS_SECRET_KEYS).join(', ')} and the label app.kubernetes.io/managed-by=${COMPONENT} alone, and no other field"`,
     },
     // syncCaBundles: the caBundle of each webhook of its two configurations, nothing else.
     {

@@ -3,6 +3,7 @@
 // (the rules: src/kube/fence-rules.ts). The chart ships the same objects; with
 // --register-webhooks the add-on writes them itself (local runs, the tests).
 import type { AdmissionregistrationV1Api, V1ValidatingAdmissionPolicy, V1ValidatingAdmissionPolicyBinding } from '@kubernetes/client-node';
+import { MANAGED_BY_LABELS } from '../policy/index.ts';
 import { isApiError } from './api-errors.ts';
 import { FENCE_RULES, PARAMETERS, literal, type FencedComponent } from './fence-rules.ts';
 import { createOrReplace } from './webhook-configurations.ts';
@@ -25,8 +26,6 @@ export interface FenceObjects {
   binding: V1ValidatingAdmissionPolicyBinding;
 }
 
-const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'sidecar-terminator' };
-
 /** `<configuration name>-<component>`: the policy and its binding. */
 export const fenceName = (configurationName: string, component: FencedComponent) => `${configurationName}-${component}`;
 
@@ -48,7 +47,7 @@ export function desiredFence(target: FenceTarget): Record<FencedComponent, Fence
       policy: {
         apiVersion: 'admissionregistration.k8s.io/v1',
         kind: 'ValidatingAdmissionPolicy',
-        metadata: { name, labels: MANAGED_BY },
+        metadata: { name, labels: { ...MANAGED_BY_LABELS } },
         spec: {
           // Every write, of any resource: the rules refuse what the component never writes.
           failurePolicy: 'Fail',
@@ -61,7 +60,7 @@ export function desiredFence(target: FenceTarget): Record<FencedComponent, Fence
       binding: {
         apiVersion: 'admissionregistration.k8s.io/v1',
         kind: 'ValidatingAdmissionPolicyBinding',
-        metadata: { name, labels: MANAGED_BY },
+        metadata: { name, labels: { ...MANAGED_BY_LABELS } },
         spec: { policyName: name, validationActions: ['Deny'] },
       },
     };

@@ -1,7 +1,9 @@
 // Leader election on a coordination.k8s.io Lease, in the manner of client-go's: only the
 // holder of an unexpired lease acts; it renews the lease every retry period and steps down
 // when it could not renew within the renew deadline; a replica that stops gracefully gives
-// the lease up so another takes over at once instead of after the lease duration.
+// the lease up so another takes over at once instead of after the lease duration, and so does a
+// leader that cannot do its work (release), which then stands back for a while so that another
+// replica can win.
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
 import { isApiError } from './api-errors.ts';
@@ -26,6 +28,10 @@ export class LeaderElector {
   private leading = false;
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
+  /** The tick under way, which release() waits for. */
+  private ticking: Promise<void> = Promise.resolve();
+  /** Until when (epoch ms) this replica does not campaign, after release(). */
+  private standingBackUntil = 0;
   private lastRenewal = 0;
   /** The lease as last seen, and when this replica saw it change (clock skew between replicas does not matter). */
   private observed: { holder: string; renewTime: string; seenAt: number } | undefined;
@@ -43,12 +49,17 @@ export class LeaderElector {
   run(onStarted: () => void, onStopped: () => void): void {
     const tick = async () => {
       if (this.stopped) return;
-      const acquired = await this.tryAcquireOrRenew().catch((error: unknown) => {
-        this.options.logger.warn({ err: error, lease: this.options.name }, 'lease update failed');
-        return false;
-      });
+      const standingBack = () => Date.now() < this.standingBackUntil;
+      const acquired =
+        !standingBack() &&
+        (await this.tryAcquireOrRenew().catch((error: unknown) => {
+          this.options.logger.warn({ err: error, lease: this.options.name }, 'lease update failed');
+          return false;
+        }));
       if (this.stopped) return;
-      if (acquired) {
+      if (standingBack()) {
+        // released meanwhile: not leading, whatever the request said
+      } else if (acquired) {
         this.lastRenewal = Date.now();
         if (!this.leading) {
           this.leading = true;
@@ -60,9 +71,23 @@ export class LeaderElector {
         this.options.logger.warn({ lease: this.options.name }, 'lost leadership: the lease could not be renewed in time');
         onStopped();
       }
-      this.timer = setTimeout(() => void tick(), this.options.retryPeriodMs);
+      this.timer = setTimeout(() => {
+        this.ticking = tick();
+      }, this.options.retryPeriodMs);
     };
-    void tick();
+    this.ticking = tick();
+  }
+
+  /**
+   * Gives the lease up for another replica and stands back for `standBackMs` before campaigning
+   * again (onStopped is not called: the caller knows). For a leader that cannot do its work.
+   */
+  async release(standBackMs: number): Promise<void> {
+    this.standingBackUntil = Date.now() + standBackMs;
+    await this.ticking;
+    if (!this.leading) return;
+    this.leading = false;
+    await this.releaseLease();
   }
 
   /** Stops campaigning and, when leading, releases the lease for the next replica. */
@@ -71,6 +96,11 @@ export class LeaderElector {
     clearTimeout(this.timer);
     if (!this.leading) return;
     this.leading = false;
+    await this.releaseLease();
+  }
+
+  /** Writes the lease as held by nobody and expiring at once, unless another replica holds it now. */
+  private async releaseLease(): Promise<void> {
     try {
       const lease = await this.read();
       if (lease?.spec?.holderIdentity !== this.options.identity) return;

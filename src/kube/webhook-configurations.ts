@@ -8,7 +8,8 @@ import type {
   V1RuleWithOperations,
   V1ValidatingWebhookConfiguration,
 } from '@kubernetes/client-node';
-import { NATIVE_SIDECARS_NAMESPACE_LABEL, type NativeSidecarsMode } from '../policy/index.ts';
+import { MANAGED_BY_LABELS, NATIVE_SIDECARS_NAMESPACE_LABEL, WEBHOOK_NAMES, type NativeSidecarsMode } from '../policy/index.ts';
+import { WEBHOOK_TIMEOUT_SECONDS } from '../config.ts';
 import { certificatesIn } from '../tls/certificates.ts';
 import { isApiError } from './api-errors.ts';
 
@@ -28,20 +29,24 @@ export interface WebhookTarget {
   failurePolicy: string;
   /** Further namespaces the webhooks skip (--excluded-namespaces). */
   excludedNamespaces: readonly string[];
+  /** Labels a namespace needs for the webhooks to serve it (--namespace-labels); every namespace without. */
+  namespaceLabels?: Readonly<Record<string, string>>;
   /** --native-sidecars: which namespaces the native-sidecars webhook serves; none registers no such webhook. */
   nativeSidecars?: NativeSidecarsMode;
+  /** --webhook-timeout-seconds; WEBHOOK_TIMEOUT_SECONDS without it. */
+  timeoutSeconds?: number;
+  /** --validate-workloads: Deployment, StatefulSet and DaemonSet writes go through /validate too (for warnings). */
+  validateWorkloads?: boolean;
 }
 
-/** How long the API server waits for an answer; the webhook's HTTPS server uses the same limit (webhook/app.ts). */
-export const WEBHOOK_TIMEOUT_SECONDS = 10;
 
 type WebhookConfiguration = V1MutatingWebhookConfiguration | V1ValidatingWebhookConfiguration;
 
-const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'sidecar-terminator' };
 const podCreate: V1RuleWithOperations = { apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' };
 // Pod UPDATE is left out on purpose: the watcher's in-place image replacement is one.
 const jobTemplates: V1RuleWithOperations = { apiGroups: ['batch'], apiVersions: ['v1'], resources: ['jobs', 'cronjobs'], operations: ['CREATE', 'UPDATE'], scope: 'Namespaced' };
-// Workloads only get warnings (a template shared with a Job shows its problems), never a denial.
+// Workloads only get warnings (a template shared with a Job shows its problems), never a denial:
+// with --validate-workloads only, as every write of those kinds then waits on the webhook.
 const workloadTemplates: V1RuleWithOperations = { apiGroups: ['apps'], apiVersions: ['v1'], resources: ['deployments', 'statefulsets', 'daemonsets'], operations: ['CREATE', 'UPDATE'], scope: 'Namespaced' };
 
 export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: string): { mutating: V1MutatingWebhookConfiguration; validating: V1ValidatingWebhookConfiguration } {
@@ -49,20 +54,22 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
     clientConfig: clientConfig(target, path, caBundle),
     admissionReviewVersions: ['v1'],
     failurePolicy: target.failurePolicy,
-    timeoutSeconds: WEBHOOK_TIMEOUT_SECONDS,
+    timeoutSeconds: target.timeoutSeconds ?? WEBHOOK_TIMEOUT_SECONDS,
     namespaceSelector: {
+      ...(target.namespaceLabels && Object.keys(target.namespaceLabels).length > 0 ? { matchLabels: { ...target.namespaceLabels } } : {}),
       matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excludedNamespaces(target.namespace, target.excludedNamespaces) }],
     },
   });
-  const metadata = { name: target.name, labels: MANAGED_BY };
+  const metadata = { name: target.name, labels: { ...MANAGED_BY_LABELS } };
   // First, so that the label webhook after it sees the pod migrated already. The API server
   // selects the namespaces from its own cache: no namespace reads, nothing to keep in sync.
   const nativeSidecars = target.nativeSidecars ?? 'none';
   const nativeCommon = common('/native-sidecars');
-  const optIn = nativeSidecars === 'labelled' ? { matchLabels: { [NATIVE_SIDECARS_NAMESPACE_LABEL.key]: NATIVE_SIDECARS_NAMESPACE_LABEL.value } } : {};
+  const optIn: Record<string, string> = nativeSidecars === 'labelled' ? { [NATIVE_SIDECARS_NAMESPACE_LABEL.key]: NATIVE_SIDECARS_NAMESPACE_LABEL.value } : {};
+  const matchLabels: Record<string, string> = { ...target.namespaceLabels, ...optIn };
   const native = nativeSidecars === 'none'
     ? []
-    : [{ name: 'native-sidecars.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...nativeCommon, namespaceSelector: { ...optIn, ...nativeCommon.namespaceSelector } }];
+    : [{ name: WEBHOOK_NAMES.nativeSidecars, rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...nativeCommon, namespaceSelector: { ...(Object.keys(matchLabels).length > 0 ? { matchLabels } : {}), matchExpressions: nativeCommon.namespaceSelector.matchExpressions } }];
   return {
     mutating: {
       apiVersion: 'admissionregistration.k8s.io/v1',
@@ -71,7 +78,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
       // IfNeeded: called again when a later webhook changed the pod (a service mesh or log agent
       // injecting a marked sidecar), so that sidecar's pod is labelled too. Mutation is
       // idempotent: a pod labelled already gets no patch.
-      webhooks: [...native, { name: 'mutate.sidecar-terminator.io', rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...common('/mutate') }],
+      webhooks: [...native, { name: WEBHOOK_NAMES.mutate, rules: [podCreate], reinvocationPolicy: 'IfNeeded', sideEffects: 'None', ...common('/mutate') }],
     },
     validating: {
       apiVersion: 'admissionregistration.k8s.io/v1',
@@ -79,7 +86,7 @@ export function desiredWebhookConfigurations(target: WebhookTarget, caBundle: st
       metadata,
       // NoneOnDryRun: for an object a controller created despite errors it records an Event on the
       // owner, except on dry runs.
-      webhooks: [{ name: 'validate.sidecar-terminator.io', rules: [podCreate, jobTemplates, workloadTemplates], sideEffects: 'NoneOnDryRun', ...common('/validate') }],
+      webhooks: [{ name: WEBHOOK_NAMES.validate, rules: [podCreate, jobTemplates, ...(target.validateWorkloads ? [workloadTemplates] : [])], sideEffects: 'NoneOnDryRun', ...common('/validate') }],
     },
   };
 }

@@ -1,5 +1,6 @@
 // The watcher's decision for one pod on its node: is the job's work done, and which sidecars to
 // stop by which mechanism now. Pure: stop-plan.ts turns the actions into the requests to make.
+import type { IgnoreCode, WaitCode } from './codes.ts';
 import { classifyContainers, type ContainerRole, type SidecarMarkers } from './markers.ts';
 import { nodeKindOf, type NodeKind } from './nodes.ts';
 import { arrayOf, isRecord, restartPolicyOf, type ContainerState, type ContainerStatus, type NodeLike, type PodLike } from './types.ts';
@@ -14,7 +15,7 @@ export type Action =
   /** Patch the pod status to a terminal phase with condition SidecarTerminated=True. */
   | { type: 'markTerminal'; phase: 'Succeeded' | 'Failed' }
   /** Nothing can stop this sidecar here: report it. */
-  | { type: 'cannotStop'; container: string; reason: string }
+  | { type: 'cannotStop'; container: string; code: 'virtual-node-without-image' }
   /**
    * The quick-exit image that replaced the sidecar's image cannot be pulled (ErrImagePull,
    * ImagePullBackOff...), so the kubelet retries it forever and the sidecar never ends. On a normal
@@ -25,9 +26,9 @@ export type Action =
 
 export type Decision =
   /** Not a pod to act on, now or later. */
-  | { outcome: 'ignore'; reason: string }
+  | { outcome: 'ignore'; code: IgnoreCode }
   /** Not yet: the main containers are working, or sidecars are already stopping. */
-  | { outcome: 'wait'; reason: string }
+  | { outcome: 'wait'; code: WaitCode }
   /** Every sidecar has stopped for good: nothing is left to do for this pod. */
   | { outcome: 'finished' }
   /** Execute these actions now, in order. */
@@ -44,17 +45,19 @@ export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
   const spec = pod.spec ?? {};
   const restartPolicy = restartPolicyOf(spec);
   if (restartPolicy !== 'Never' && restartPolicy !== 'OnFailure') {
-    return { outcome: 'ignore', reason: 'restartPolicy is neither Never nor OnFailure' };
+    return { outcome: 'ignore', code: 'restart-policy-always' };
   }
-  if (pod.metadata?.deletionTimestamp) return { outcome: 'ignore', reason: 'the pod is being deleted' };
+  if (pod.metadata?.deletionTimestamp) return { outcome: 'ignore', code: 'pod-deleting' };
   const phase = pod.status?.phase;
-  if (phase === undefined || phase === 'Pending') return { outcome: 'ignore', reason: 'the pod has not started' };
+  if (phase === undefined || phase === 'Pending') return { outcome: 'ignore', code: 'pod-not-started' };
 
   const roles = classifyContainers(spec);
   const mains = roles.filter((role) => role.role === 'main');
   const sidecars = roles.filter((role) => role.role === 'sidecar');
-  if (sidecars.length === 0) return { outcome: 'ignore', reason: 'the pod has no sidecar' };
-  if (mains.length === 0) return { outcome: 'ignore', reason: 'the pod has no main container' };
+  if (sidecars.length === 0) return { outcome: 'ignore', code: 'no-sidecar' };
+  // No main container (every one is marked): OpenKruise counts the empty set of main containers
+  // as done once the kubelet reports every container, and stops them all. So does the watcher.
+  if (mains.length === 0 && !everyContainerReported(pod, roles)) return { outcome: 'wait', code: 'containers-not-reported' };
 
   const terminalPhase = phase === 'Succeeded' || phase === 'Failed';
   const exitCodes = exitCodesByName(pod);
@@ -69,15 +72,15 @@ export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
 
   const mainCodes = mains.map((main) => exitCodes.get(main.name));
   if (mainCodes.some((code) => code === undefined)) {
-    return { outcome: 'wait', reason: 'main containers are still running' };
+    return { outcome: 'wait', code: 'mains-running' };
   }
   if (restartPolicy === 'OnFailure' && mainCodes.some((code) => code !== 0)) {
-    return { outcome: 'wait', reason: 'a main container failed and will be restarted (OnFailure)' };
+    return { outcome: 'wait', code: 'main-restarting' };
   }
 
   const kind = nodeKindOf(node);
   const running = sidecars.filter((sidecar) => !exitCodes.has(sidecar.name));
-  if (running.length === 0) return { outcome: 'wait', reason: SIDECARS_RESTARTING };
+  if (running.length === 0) return { outcome: 'wait', code: 'sidecars-restarting' };
 
   const now: Action[] = [];
   const afterTerminalPhase: Action[] = [];
@@ -86,7 +89,7 @@ export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
   for (const sidecar of running) {
     const mechanism = stopMechanism(sidecar.markers, kind);
     if (mechanism === undefined) {
-      now.push({ type: 'cannotStop', container: sidecar.name, reason: VIRTUAL_NODE_WITHOUT_IMAGE });
+      now.push({ type: 'cannotStop', container: sidecar.name, code: 'virtual-node-without-image' });
     } else if (mechanism === 'image') {
       const image = sidecar.markers.quickExitImage!;
       const pullFailure = sidecar.image === image ? imagePullFailure(pod, sidecar.name) : undefined;
@@ -118,12 +121,9 @@ export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
       : [{ type: 'markTerminal', phase: mainCodes.every((code) => code === 0) ? 'Succeeded' : 'Failed' }];
     return { outcome: 'act', actions: [...now, ...phaseAction, ...afterTerminalPhase] };
   }
-  if (now.length === 0) return { outcome: 'wait', reason: SIDECARS_STOPPING };
+  if (now.length === 0) return { outcome: 'wait', code: 'sidecars-stopping' };
   return { outcome: 'act', actions: now };
 }
-
-const VIRTUAL_NODE_WITHOUT_IMAGE =
-  'the pod runs on a virtual-kubelet node, which cannot kill a container, and the sidecar declares no quick-exit image (KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE)';
 
 /** Waiting reasons of a container whose image cannot be pulled: kubelet retries the pull and never gives up. */
 const IMAGE_PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull']);
@@ -133,6 +133,12 @@ function stateOf(pod: PodLike, name: string): ContainerState | undefined {
     if (isRecord(raw) && raw.name === name) return (raw as ContainerStatus).state ?? undefined;
   }
   return undefined;
+}
+
+/** Whether the kubelet reports a status for every container of the spec, as Kruise's containersCompleted requires. */
+function everyContainerReported(pod: PodLike, roles: ContainerRole[]): boolean {
+  const reported = new Set(arrayOf(pod.status?.containerStatuses).flatMap((raw) => (isRecord(raw) ? [raw.name] : [])));
+  return roles.every((role) => reported.has(role.name));
 }
 
 function isRunning(pod: PodLike, name: string): boolean {
@@ -167,13 +173,12 @@ export function mainsFinishedAt(pod: PodLike): number | undefined {
  */
 export function sidecarsPendingSince(pod: PodLike): number | undefined {
   const decision = decide(pod, undefined);
-  const waitsOnSidecars = decision.outcome === 'act' || (decision.outcome === 'wait' && SIDECAR_WAITS.has(decision.reason));
+  const waitsOnSidecars = decision.outcome === 'act' || (decision.outcome === 'wait' && SIDECAR_WAITS.has(decision.code));
   return waitsOnSidecars ? mainsFinishedAt(pod) : undefined;
 }
 
-const SIDECARS_RESTARTING = 'sidecars are restarting';
-const SIDECARS_STOPPING = 'sidecars are stopping';
-const SIDECAR_WAITS = new Set([SIDECARS_RESTARTING, SIDECARS_STOPPING]);
+/** The waits on the sidecars, once the main containers are done. */
+export const SIDECAR_WAITS: ReadonlySet<WaitCode> = new Set(['sidecars-restarting', 'sidecars-stopping']);
 
 /** Exit codes of the containers that have terminated, by name. */
 export function exitCodesByName(pod: PodLike): Map<string, number> {

@@ -6,7 +6,7 @@ export type Severity = 'error' | 'warning' | 'info';
 /** The Kubernetes field error types used here; a finding without one is a plain remark. */
 export type FindingType = 'Invalid value' | 'Required value' | 'Forbidden' | 'Duplicate value' | 'Unsupported value';
 
-/** Stable identifiers of the rules checked at admission, one per row of the README table "Rules checked at admission". */
+/** Stable identifiers of the rules checked at admission, one per row of the rules table of docs/admission-rules.md. */
 export type AdmissionRuleId =
   | 'marker-value'
   | 'marker-value-from'

@@ -10,6 +10,7 @@
 // migrated pod is never also managed by the watcher.
 import { clipValue, listedFindings, type Finding } from './findings.ts';
 import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, classifyContainers } from './markers.ts';
+import { MIGRATED_ANNOTATION, NATIVE_SIDECARS_OPT_OUT } from './names.ts';
 import { virtualNodeField } from './nodes.ts';
 import { podMetadataPrefix } from './templates.ts';
 import { arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from './types.ts';
@@ -17,15 +18,6 @@ import { arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from
 export const NATIVE_SIDECARS_MODES = ['none', 'labelled', 'all'] as const;
 /** Which pods the webhook migrates: none, those of namespaces carrying NATIVE_SIDECARS_NAMESPACE_LABEL, or all it serves. */
 export type NativeSidecarsMode = (typeof NATIVE_SIDECARS_MODES)[number];
-
-/** The namespace label that opts a namespace in with --native-sidecars=labelled. */
-export const NATIVE_SIDECARS_NAMESPACE_LABEL = { key: 'sidecar-terminator.io/native-sidecars', value: 'enabled' } as const;
-/** The pod annotation (on a Job's pod template) that keeps a pod as it is. */
-export const NATIVE_SIDECARS_OPT_OUT = { key: 'sidecar-terminator.io/native-sidecars', value: 'disabled' } as const;
-/** Written on a migrated pod: the containers that moved, comma-separated, in their order. */
-export const MIGRATED_ANNOTATION = 'sidecar-terminator.io/native-sidecars-migrated';
-/** Written on a pod that could have moved but did not: why, in the words of the findings. */
-export const SKIPPED_ANNOTATION = 'sidecar-terminator.io/native-sidecars-skipped';
 
 export type MigrationPlan =
   /** Move these containers (names, in their order in spec.containers); `findings` say so, one per container. */

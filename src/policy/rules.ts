@@ -1,5 +1,5 @@
 // The catalogue of validation rules: one entry per rule id of findings.ts, with the words
-// lint's JSON and SARIF reports and the README's rules table give each rule. Typed by RuleId,
+// lint's JSON and SARIF reports and the rules table of docs/admission-rules.md give each rule. Typed by RuleId,
 // so a new rule does not compile until it is described here.
 import type { RuleId, Severity } from './findings.ts';
 

@@ -3,6 +3,7 @@
 // collide with any container of the pod, and its user, which must be allowed to signal the sidecar.
 import { createHash } from 'node:crypto';
 import type { V1Container, V1EphemeralContainer, V1Pod, V1SecurityContext } from '@kubernetes/client-node';
+import { SIGNAL_CONTAINER_PREFIX } from './names.ts';
 import type { KubernetesVersion } from './native-sidecars.ts';
 
 /** What the signal container runs: SIGTERM to PID 1 of the sidecar's PID namespace (the add-on's image has node). */
@@ -21,7 +22,7 @@ const MAX_NAME_LENGTH = 63;
  */
 function candidateName(sidecar: string, n: number): string {
   const suffix = n === 1 ? sidecar : `${sidecar}-${n}`;
-  const name = `stop-${suffix}`;
+  const name = `${SIGNAL_CONTAINER_PREFIX}${suffix}`;
   if (name.length <= MAX_NAME_LENGTH) return name;
   return `${name.slice(0, 50)}-${createHash('sha256').update(suffix).digest('hex').slice(0, 12)}`;
 }

@@ -5,15 +5,16 @@
 // failing; a quick-exit image that cannot be pulled). Pure: src/watcher/executor.ts makes the
 // requests and records the events.
 import type { V1EphemeralContainer, V1Node, V1Pod } from '@kubernetes/client-node';
+import { CODES, type Code, type CountedAs, type WarningCode } from './codes.ts';
 import { decide, type Action } from './decide.ts';
 import { isAllowedImage } from './image.ts';
-import { CONDITION_REASONS, TERMINATED_CONDITION } from './reporting.ts';
+import { CONDITION_REASONS, TERMINATED_CONDITION } from './names.ts';
 import { existingSignalContainer, signalContainer, type SignalSettings } from './signal-container.ts';
 
 export type KillMechanism = 'crr' | 'signal';
 
 /** How a sidecar is stopped, as the metrics count it: `phase` is the pod's terminal phase, `none` a sidecar nothing can stop. */
-export type Mechanism = KillMechanism | 'image' | 'phase' | 'none';
+export type Mechanism = CountedAs['mechanism'];
 
 export interface StopSettings {
   killMechanism: KillMechanism;
@@ -36,30 +37,37 @@ export interface SidecarCondition {
   message: string;
 }
 
+/** The steps of a plan; each `type` is its code (codes.ts). */
 export type Step =
-  | { type: 'replaceImage'; container: string; image: string }
+  | { type: 'replace-image'; container: string; image: string }
   /** The pod's terminal phase, with the condition saying why. */
-  | { type: 'markTerminal'; phase: 'Succeeded' | 'Failed'; condition: SidecarCondition }
-  | { type: 'createCrr'; containers: string[] }
+  | { type: 'mark-terminal'; phase: 'Succeeded' | 'Failed'; condition: SidecarCondition }
+  | { type: 'create-crr'; containers: string[] }
   /** One request for all of them: each write to the pod is conditional on the version read. */
-  | { type: 'addSignalContainers'; containers: V1EphemeralContainer[] }
-  | { type: 'setCondition'; condition: SidecarCondition }
+  | { type: 'add-signal-containers'; containers: V1EphemeralContainer[] }
+  | { type: 'set-condition'; condition: SidecarCondition }
   /**
-   * A Warning event, once per pod and message, or once per pod and `key` (the first message stays)
-   * for reports whose words change while the cause does not; `count` says how the metrics count it.
+   * A Warning event with this code, once per pod and message, or once per pod and `key` (the
+   * first message stays) for reports whose words change while the cause does not.
    */
-  | { type: 'warn'; message: string; key?: string; count?: { mechanism: Mechanism; result: 'refused' | 'failed' | 'ignored' } }
+  | { type: 'warn'; code: WarningCode; message: string; key?: string }
   /** Every sidecar has stopped: nothing is written (the pod leaves the watch once its phase is terminal). */
   | { type: 'finish' };
 
 export interface Plan {
-  /** Why the plan is what it is, for the logs. */
-  reason: string;
+  /** Why the plan is what it is: the decision's code, `node-missing`, or `mains-done` when there is something to stop. */
+  code: Code;
   /** The sidecars told to stop, by these requests or earlier ones, in the words of the event and the condition: `proxy (SIGTERM)`. */
   stopping: string[];
   steps: Step[];
   /** Look at the pod again after this long even if it does not change (a grace period running out, a node coming back). */
   requeueAfterMs?: number;
+  /**
+   * A warning of this plan is read from the absence of a change (a sidecar still running after its
+   * grace period), and the watch's copy of a pod can lag: plan again from the pod as it is now
+   * before carrying it out.
+   */
+  confirmOnCurrentPod?: true;
 }
 
 /** How often a pod whose node is missing is looked at again. */
@@ -70,15 +78,15 @@ const CONTAINER_START_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'I
 
 export function planStop(pod: V1Pod, node: NodeState, settings: StopSettings, now: number): Plan {
   const decision = decide(pod, node === 'missing' ? undefined : node);
-  if (decision.outcome === 'finished') return { reason: 'every sidecar has stopped', stopping: [], steps: [{ type: 'finish' }] };
-  if (decision.outcome !== 'act') return { reason: decision.reason, stopping: [], steps: [] };
+  if (decision.outcome === 'finished') return { code: 'sidecars-stopped', stopping: [], steps: [{ type: 'finish' }] };
+  if (decision.outcome !== 'act') return { code: decision.code, stopping: [], steps: [] };
   if (node === 'missing') {
     // Not a normal node: nothing runs the pod's containers, so nothing can stop them.
     const nodeName = pod.spec?.nodeName;
     return {
-      reason: `node ${nodeName} does not exist`,
+      code: 'node-missing',
       stopping: [],
-      steps: [{ type: 'warn', message: `the sidecars are not stopped: the pod's node ${nodeName} does not exist; they are stopped if it comes back (the pod garbage collector deletes the pods of deleted nodes)` }],
+      steps: [{ type: 'warn', code: 'node-missing', message: `the sidecars are not stopped: the pod's node ${nodeName} does not exist; they are stopped if it comes back (the pod garbage collector deletes the pods of deleted nodes)` }],
       requeueAfterMs: MISSING_NODE_RECHECK_MS,
     };
   }
@@ -96,6 +104,7 @@ class Planner {
   private requeueAfterMs: number | undefined;
   /** Set when a sidecar waits for an image its virtual node cannot pull: the condition says so. */
   private waitingForImage: SidecarCondition | undefined;
+  private confirm = false;
 
   constructor(pod: V1Pod, settings: StopSettings, now: number) {
     this.pod = pod;
@@ -106,21 +115,21 @@ class Planner {
   add(action: Action, all: Action[]): void {
     switch (action.type) {
       case 'cannotStop':
-        this.warn(`sidecar ${action.container} cannot be stopped: ${action.reason}`, 'none', 'refused');
+        this.warn(action.code, `sidecar ${action.container} cannot be stopped: ${CODES[action.code].meaning}`);
         return;
       case 'replaceImage':
         if (!this.imageAllowed(action.image)) {
-          this.warn(`sidecar ${action.container} is not stopped: its quick-exit image is not in --quick-exit-image-allowlist`, 'image', 'refused');
+          this.warn('quick-exit-image-not-allowed', `sidecar ${action.container} is not stopped: its quick-exit image is not in --quick-exit-image-allowlist`);
           return;
         }
-        this.steps.push({ type: 'replaceImage', container: action.container, image: action.image });
+        this.steps.push({ type: 'replace-image', container: action.container, image: action.image });
         this.stopping.push(byImage(action.container, action.image));
         return;
       case 'markTerminal': {
         const pullFailures = all.flatMap((a) => (a.type === 'imageNotPulled' ? [a.container] : []));
         const why = pullFailures.length > 0 ? `the quick-exit image of ${pullFailures.join(', ')} cannot be pulled` : 'sidecar exit codes are ignored';
         const message = `phase set to ${action.phase}: the main containers are done, ${why}`;
-        this.steps.push({ type: 'markTerminal', phase: action.phase, condition: { status: 'True', reason: CONDITION_REASONS.stopping, message } });
+        this.steps.push({ type: 'mark-terminal', phase: action.phase, condition: { status: 'True', reason: CONDITION_REASONS.stopping, message } });
         return;
       }
       case 'imageNotPulled':
@@ -140,26 +149,28 @@ class Planner {
     // True is written only over a condition saying otherwise: the event already says the sidecars are told to stop.
     const stopping = current && this.stopping.length > 0 ? { status: 'True' as const, reason: CONDITION_REASONS.stopping, message: `stopping sidecars: ${this.stopping.join(', ')}` } : undefined;
     const condition = this.waitingForImage ?? stopping;
-    const phaseSet = this.steps.some((step) => step.type === 'markTerminal');
+    const phaseSet = this.steps.some((step) => step.type === 'mark-terminal');
     if (condition && !phaseSet && (current?.status !== condition.status || current.reason !== condition.reason)) {
-      this.steps.push({ type: 'setCondition', condition });
+      this.steps.push({ type: 'set-condition', condition });
     }
-    return { reason: 'the main containers are done', stopping: this.stopping, steps: this.steps, ...(this.requeueAfterMs !== undefined ? { requeueAfterMs: this.requeueAfterMs } : {}) };
+    return {
+      code: 'mains-done',
+      stopping: this.stopping,
+      steps: this.steps,
+      ...(this.requeueAfterMs !== undefined ? { requeueAfterMs: this.requeueAfterMs } : {}),
+      ...(this.confirm ? { confirmOnCurrentPod: true as const } : {}),
+    };
   }
 
   private kill(containers: string[]): void {
     if (this.settings.killMechanism === 'crr') {
-      this.steps.push({ type: 'createCrr', containers });
+      this.steps.push({ type: 'create-crr', containers });
       this.stopping.push(...containers.map((c) => byKill(c, 'crr')));
       return;
     }
     if (this.pod.spec?.shareProcessNamespace) {
       // One PID namespace for the pod: PID 1 is the pause process, not the sidecar.
-      this.warn(
-        `cannot signal ${containers.join(', ')}: the pod sets shareProcessNamespace, so PID 1 is the pause process, not the sidecar; use --kill-mechanism crr or a quick-exit image`,
-        'signal',
-        'refused',
-      );
+      this.warn('share-process-namespace', `cannot signal ${containers.join(', ')}: the pod sets shareProcessNamespace, so PID 1 is the pause process, not the sidecar; use --kill-mechanism crr or a quick-exit image`);
       return;
     }
     const send: V1EphemeralContainer[] = [];
@@ -172,13 +183,13 @@ class Planner {
       }
       const made = signalContainer(this.pod, sidecar, this.settings.signal, new Set(send.map((c) => c.name)));
       if ('refused' in made) {
-        this.warn(made.refused.message, 'signal', 'refused');
+        this.warn('signal-user-unknown', made.refused.message);
         continue;
       }
       send.push(made.container);
       this.stopping.push(byKill(sidecar, 'signal'));
     }
-    if (send.length > 0) this.steps.push({ type: 'addSignalContainers', containers: send });
+    if (send.length > 0) this.steps.push({ type: 'add-signal-containers', containers: send });
   }
 
   /**
@@ -193,15 +204,14 @@ class Planner {
     if (exit && !signalDelivered(exit)) {
       const output = exit.message?.trim();
       this.warn(
+        'signal-failed',
         `the signal container ${name} did not signal sidecar ${sidecar}: it exited with code ${exit.exitCode}${output ? ` (${output})` : ''}${/EPERM/.test(output ?? '') ? '; it runs as another user than the sidecar: set runAsUser on the sidecar to the uid it runs as' : ''}`,
-        'signal',
-        'failed',
       );
       return;
     }
     const waiting = state?.waiting;
     if (waiting?.reason && CONTAINER_START_FAILURES.has(waiting.reason)) {
-      this.warn(`the signal container ${name} for sidecar ${sidecar} cannot start: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}`, 'signal', 'failed', `signal-not-started/${sidecar}`);
+      this.warn('signal-not-started', `the signal container ${name} for sidecar ${sidecar} cannot start: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}`, `signal-not-started/${sidecar}`);
       return;
     }
     const graceMs = (this.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
@@ -218,10 +228,10 @@ class Planner {
       return;
     }
     this.warn(
+      'signal-ignored',
       `sidecar ${sidecar} still runs ${Math.round(graceMs / 1000)}s after SIGTERM: its PID 1 ignores SIGTERM and cannot be killed from inside its PID namespace; make it exit on SIGTERM, or stop it with a quick-exit image or --kill-mechanism crr`,
-      'signal',
-      'ignored',
     );
+    this.confirm = true;
   }
 
   private lookAgainIn(delayMs: number): void {
@@ -234,16 +244,16 @@ class Planner {
     const key = `image-not-pulled/${action.container}`;
     if (action.fallback === 'phase') {
       const message = `sidecar ${action.container} is not stopped by its quick-exit image ${action.image}: the node cannot pull it (${cause}); the pod is moved to its terminal phase instead once the other sidecars have stopped`;
-      this.warn(message, 'image', 'failed', key);
+      this.warn('quick-exit-image-not-pulled', message, key);
       return;
     }
     const message = `sidecar ${action.container} waits for its quick-exit image ${action.image}, which the node cannot pull (${cause}); make the image pullable, or fix KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE`;
-    this.warn(message, 'image', 'failed', key);
+    this.warn('quick-exit-image-not-pulled', message, key);
     this.waitingForImage = { status: 'False', reason: CONDITION_REASONS.imageNotPulled, message };
   }
 
-  private warn(message: string, mechanism: Mechanism, result: 'refused' | 'failed' | 'ignored', key?: string): void {
-    this.steps.push({ type: 'warn', message, ...(key ? { key } : {}), count: { mechanism, result } });
+  private warn(code: WarningCode, message: string, key?: string): void {
+    this.steps.push({ type: 'warn', code, message, ...(key ? { key } : {}) });
   }
 
   /** The admission rule, applied again: the webhook does not see every labelled pod. */

@@ -1,8 +1,6 @@
 // Where the pod specs are inside the objects the webhook admits and the lint command reads.
+import { STRICT_VALIDATION_ANNOTATION } from './names.ts';
 import { isRecord } from './types.ts';
-
-/** Annotation by which a bare pod asks for Job-strength validation of its restartPolicy. */
-export const STRICT_VALIDATION_ANNOTATION = 'sidecar-terminator.io/validation';
 
 export interface PodSpecLocation {
   spec: unknown;

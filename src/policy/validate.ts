@@ -1,5 +1,5 @@
 // Validation of the sidecar configuration of one pod spec (a pod's, or a template's): the rules
-// of README "Rules checked at admission". Pure: the webhook and the lint command both call it.
+// of docs/admission-rules.md. Pure: the webhook and the lint command both call it.
 import type { Finding, RuleId, Severity, FindingType } from './findings.ts';
 import { isAllowedImage, isSameImage, parseImageReference } from './image.ts';
 import {
@@ -193,7 +193,7 @@ function validatePodLevel(
       rule: 'no-main-container',
       field: containersPath,
       type: 'Forbidden',
-      detail: 'every container is marked as a sidecar, so there is no main container to wait for and the sidecars would be stopped at once; remove the markers from the container that does the work',
+      detail: 'every container is marked as a sidecar, so there is no main container to wait for: as soon as all of them have started, every one is stopped (as OpenKruise does), cutting the work short; remove the markers from the container that does the work',
     });
   }
 

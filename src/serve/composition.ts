@@ -1,6 +1,8 @@
 // What `serve` runs, built from its configuration: the watcher, the admission webhook and the
 // probe listener, sharing one logger, one metrics registry and one readiness. How they are
-// started, stopped and drained is lifecycle.ts's concern.
+// started, stopped and drained is lifecycle.ts's concern. Each component's modules are loaded
+// when it starts, not here: a watcher-only process never loads the webhook, TLS or lint code,
+// and a webhook-only process never loads the watcher (bench/README.md measures what that saves).
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { AdmissionregistrationV1Api, BatchV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
@@ -9,21 +11,11 @@ import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { ServeConfig } from '../config.ts';
 import { buildProbeApp, type Readiness } from '../health.ts';
 import { loadKubeConfig, resolveNamespace } from '../kube/client.ts';
-import { registerFence } from '../kube/fence.ts';
-import { LeaderElector } from '../kube/leader-election.ts';
-import { WEBHOOK_TIMEOUT_SECONDS, excludedNamespaces, registerWebhookConfigurations, syncCaBundles, type WebhookTarget } from '../kube/webhook-configurations.ts';
+import type { WebhookTarget } from '../kube/webhook-configurations.ts';
 import { SIGNAL_COMMAND } from '../policy/index.ts';
-import { isServingCertificateValid, servingHosts, type CertificateBundle } from '../tls/certificates.ts';
-import { createRotator, describeCertificate } from '../tls/rotator.ts';
-import { nativeSidecarsOn } from '../kube/server-version.ts';
-import { secretStore } from '../tls/secret-store.ts';
-import { secureContextOptions } from '../tls/secure-context.ts';
-import { directoryStore } from '../tls/store.ts';
+import type { CertificateBundle } from '../tls/certificates.ts';
 import { UsageError } from '../usage-error.ts';
-import { WatcherMetrics } from '../watcher/metrics.ts';
-import { Watcher } from '../watcher/watcher.ts';
-import { buildApp } from '../webhook/app.ts';
-import { OwnerEventRecorder } from '../webhook/owner-events.ts';
+import type { Watcher } from '../watcher/watcher.ts';
 import { Drain, whileLeader, type Component, type Stop } from './lifecycle.ts';
 
 /** What every component shares. */
@@ -63,6 +55,13 @@ export function compose(config: ServeConfig): { logger: PinoLogger; components: 
 
 /** The watcher: acts on the pods the webhook labelled; with --leader-elect only while holding the Lease. */
 async function startWatcher({ config, kubeConfig, namespace, logger, metrics, readinessChecks }: Context): Promise<Stop> {
+  const [{ Watcher }, { WatcherMetrics }, { exponentialBackoff }, { LeaderElector }, { excludedNamespaces }] = await Promise.all([
+    import('../watcher/watcher.ts'),
+    import('../watcher/metrics.ts'),
+    import('../watcher/queue.ts'),
+    import('../kube/leader-election.ts'),
+    import('../kube/webhook-configurations.ts'),
+  ]);
   const watcherMetrics = new WatcherMetrics(metrics);
   const newWatcher = () =>
     new Watcher({
@@ -74,6 +73,7 @@ async function startWatcher({ config, kubeConfig, namespace, logger, metrics, re
       resyncIntervalMs: config.resyncInterval,
       sweepIntervalMs: config.sweepInterval,
       excludedNamespaces: excludedNamespaces(namespace, config.excludedNamespaces),
+      namespaceLabels: config.namespaceLabels,
       quickExitImageAllowlist: config.quickExitImageAllowlist,
       logger: logger.child({ component: 'watcher' }),
       metrics: watcherMetrics,
@@ -95,11 +95,18 @@ async function startWatcher({ config, kubeConfig, namespace, logger, metrics, re
     retryPeriodMs: Math.max(500, config.leaderElectionDuration / 7),
     logger,
   });
-  const leading = whileLeader(elector, newWatcher, logger);
-  // A standby replica is ready: it serves probes and takes over when the leader goes.
+  const leading = whileLeader(elector, newWatcher, logger, {
+    backoff: exponentialBackoff(1000, 30_000),
+    giveUpAfterMs: config.leaderStartTimeout,
+    standBackMs: config.leaderElectionDuration,
+  });
+  // A standby replica is ready: it serves probes and takes over when the leader goes (a standby
+  // that were unready would hold up every rolling update). A leader is ready once its watcher
+  // runs; sidecar_terminator_leader says which replica that is.
   readinessChecks.push(() => {
+    if (!elector.isLeader()) return { ready: true };
     const watcher = leading.current();
-    return watcher ? watcherReadiness(watcher) : { ready: true };
+    return watcher ? watcherReadiness(watcher) : { ready: false, reason: 'this replica leads but its watcher has not started (its logs say why); it releases the Lease if the watcher cannot start within --leader-start-timeout' };
   });
   return leading.stop;
 }
@@ -118,6 +125,29 @@ async function startProbes({ config, metrics, readiness, logger }: Context): Pro
 
 /** The admission webhook: certificates, the HTTPS server, the webhook configurations. */
 async function startWebhook({ config, kubeConfig, namespace, logger, metrics, readiness, readinessChecks }: Context): Promise<Stop> {
+  const [
+    { excludedNamespaces, registerWebhookConfigurations, syncCaBundles },
+    { nativeSidecarsOn },
+    { isServingCertificateValid, servingHosts },
+    { createRotator, describeCertificate },
+    { secretStore },
+    { secureContextOptions },
+    { directoryStore },
+    { buildApp },
+    { registerCertificateExpiry },
+    { OwnerEventRecorder },
+  ] = await Promise.all([
+    import('../kube/webhook-configurations.ts'),
+    import('../kube/server-version.ts'),
+    import('../tls/certificates.ts'),
+    import('../tls/rotator.ts'),
+    import('../tls/secret-store.ts'),
+    import('../tls/secure-context.ts'),
+    import('../tls/store.ts'),
+    import('../webhook/app.ts'),
+    import('../webhook/metrics.ts'),
+    import('../webhook/owner-events.ts'),
+  ]);
   const listenAddress = parseListenAddress(config.listenAddress, 'listen-address');
   const store = config.certDir ? directoryStore(config.certDir) : secretStore(kubeConfig.makeApiClient(CoreV1Api), namespace, config.tlsSecret);
   const rotator = createRotator({
@@ -129,6 +159,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     logger,
   });
   let served: CertificateBundle = await rotator.ensure();
+  registerCertificateExpiry(metrics, () => new Date(describeCertificate(served).notAfter));
   readinessChecks.push(() => (isServingCertificateValid(served, new Date()) ? { ready: true } : { ready: false, reason: 'the serving certificate is not valid now' }));
   logger.info({ store: store.description, ...describeCertificate(served) }, 'certificates loaded');
 
@@ -136,7 +167,8 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   // requests by a Service while the API server does not call it yet (or with an old caBundle).
   let configured = false;
   readinessChecks.push(() => (configured ? { ready: true } : { ready: false, reason: 'the webhook configurations are not checked yet' }));
-  const drain = new Drain({ graceMs: config.shutdownGrace, logger });
+  if (config.shutdownDrain >= config.shutdownGrace) throw new UsageError(`--shutdown-drain (${config.shutdownDrain} ms) must be shorter than --shutdown-grace (${config.shutdownGrace} ms), which it is part of`);
+  const drain = new Drain({ graceMs: config.shutdownGrace - config.shutdownDrain, drainMs: config.shutdownDrain, logger });
   readinessChecks.push(() => (drain.draining() ? { ready: false, reason: 'shutting down' } : { ready: true }));
   const ownerEvents = new OwnerEventRecorder({
     core: kubeConfig.makeApiClient(CoreV1Api),
@@ -153,7 +185,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     enforcement: config.enforcement,
     quickExitImageAllowlist: config.quickExitImageAllowlist,
     bodyLimit: config.bodyLimit,
-    timeoutSeconds: WEBHOOK_TIMEOUT_SECONDS,
+    timeoutSeconds: config.webhookTimeoutSeconds,
     logger,
     metrics,
     https: { key: served.key, cert: served.cert },
@@ -161,6 +193,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   });
   drain.track(app.server);
   await app.listen(listenAddress);
+  logger.info({ address: config.listenAddress, timeoutSeconds: config.webhookTimeoutSeconds, drainMs: config.shutdownDrain }, 'admission webhook listening');
 
   const admissionApi = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
   // Read afresh before a CA leaves a caBundle: another replica may have renewed since this one's last check.
@@ -172,7 +205,10 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     url: config.webhookUrl,
     failurePolicy: config.failurePolicy,
     excludedNamespaces: config.excludedNamespaces,
+    namespaceLabels: Object.fromEntries(config.namespaceLabels.map((pair) => pair.split('=') as [string, string])),
     nativeSidecars: config.nativeSidecars,
+    timeoutSeconds: config.webhookTimeoutSeconds,
+    validateWorkloads: config.validateWorkloads,
   };
   try {
     if (config.registerWebhooks) {
@@ -208,6 +244,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
 
 /** The admission policies that fence both ServiceAccounts; an API server before 1.30 has none to offer. */
 async function registerFenceFor(api: AdmissionregistrationV1Api, config: ServeConfig, namespace: string, logger: PinoLogger): Promise<void> {
+  const { registerFence } = await import('../kube/fence.ts');
   const serviceAccounts = { watcher: config.watcherServiceAccount, webhook: config.webhookServiceAccount };
   const result = await registerFence(api, {
     namespace,

@@ -50,40 +50,87 @@ export interface Service {
   stop(): Promise<void>;
 }
 
+/** How a leader retries starting its service, and when it gives the Lease up instead. */
+export interface LeaderStartPolicy {
+  /** Delay before the n-th retry (n starts at 1). */
+  backoff(attempt: number): number;
+  /** A leader whose service has not started this long after its first failure releases the Lease. */
+  giveUpAfterMs: number;
+  /** How long a replica that released the Lease stands back before campaigning again. */
+  standBackMs: number;
+}
+
 /**
  * Runs a fresh service from `create` each time this replica becomes leader and stops it when
- * leadership is lost, so a standby runs nothing. `current()` is the running one, if any. The
+ * leadership is lost, so a standby runs nothing. A leader is working or gives the Lease up: a
+ * service that fails to start is stopped and a fresh one started again, with `policy.backoff`,
+ * until it starts or `policy.giveUpAfterMs` has passed; then the Lease is released for another
+ * replica (a problem of this replica's own, such as its network, is left behind) and this one
+ * stands back before campaigning again. `current()` is the running service, once started. The
  * returned stop ends the service first, then hands the Lease over.
  */
-export function whileLeader<S extends Service>(elector: LeaderElector, create: () => S, logger: Logger): { current(): S | undefined; stop: Stop } {
+export function whileLeader<S extends Service>(elector: LeaderElector, create: () => S, logger: Logger, policy: LeaderStartPolicy): { current(): S | undefined; stop: Stop } {
   let service: S | undefined;
+  /** Aborted when the leadership that started it ends: a start in its retries stops retrying. */
+  let term = new AbortController();
   // Start and stop in turn, never overlapping: a quick loss and regain waits for the stop.
   let transitions: Promise<void> = Promise.resolve();
+
+  const startLeading = async (signal: AbortSignal): Promise<void> => {
+    const firstFailure = Date.now();
+    for (let attempt = 1; !signal.aborted; attempt++) {
+      const candidate = create();
+      try {
+        await candidate.start();
+      } catch (error) {
+        await candidate.stop().catch(() => undefined);
+        const failingForMs = Date.now() - firstFailure;
+        const retryInMs = policy.backoff(attempt);
+        if (failingForMs + retryInMs > policy.giveUpAfterMs) {
+          logger.error({ err: error, attempt, failingForMs, standBackMs: policy.standBackMs }, 'could not start after becoming leader; releasing the Lease for another replica');
+          await elector.release(policy.standBackMs);
+          return;
+        }
+        logger.error({ err: error, attempt, retryInMs }, 'failed to start after becoming leader; retrying');
+        await sleep(retryInMs, undefined, { signal }).catch(() => undefined);
+        continue;
+      }
+      if (signal.aborted) {
+        await candidate.stop();
+        return;
+      }
+      service = candidate;
+      if (attempt > 1) logger.info({ attempt, afterMs: Date.now() - firstFailure }, 'started after becoming leader, at a retry');
+      return;
+    }
+  };
+
   elector.run(
     () => {
-      const started = (service = create());
-      transitions = transitions.then(() => started.start()).catch((error: unknown) => logger.error({ err: error }, 'failed to start after becoming leader'));
+      const { signal } = (term = new AbortController());
+      transitions = transitions.then(() => startLeading(signal));
     },
     () => {
-      const stopped = service;
-      service = undefined;
-      transitions = transitions.then(() => stopped?.stop());
+      term.abort();
+      transitions = transitions.then(async () => {
+        const stopped = service;
+        service = undefined;
+        await stopped?.stop();
+      });
     },
   );
   return {
     current: () => service,
     async stop() {
+      term.abort();
+      await transitions;
       const stopped = service;
       service = undefined;
-      await transitions;
       await stopped?.stop();
       await elector.stop();
     },
   };
 }
-
-/** How long a stopping webhook keeps serving (unready, closing each connection after its answer) before it stops listening. */
-export const SHUTDOWN_DRAIN_MS = 3000;
 
 /** The part of a fastify app the drain needs. */
 interface ClosableServer {
@@ -94,18 +141,21 @@ interface ClosableServer {
 /**
  * The webhook's graceful stop. `draining()` turns true when stop() begins: /readyz then fails
  * (the Service drops this endpoint) and every answer carries `Connection: close` (clients move
- * to another replica) while the server still listens for SHUTDOWN_DRAIN_MS (at most a quarter of
- * the grace period); then it stops listening, answers what it has received, and closes what is
- * left when the grace period is over.
+ * to another replica) while the server still listens for `drainMs` (--shutdown-drain); then it
+ * stops listening, answers what it has received, and closes what is left when the grace period
+ * is over. A preStop sleep in front of it (the chart's) covers the time endpoints take to reach
+ * every API server and kube-proxy, while the server still answers normally.
  */
 export class Drain {
   private active = false;
   private closeUnused: () => void = () => {};
   private readonly graceMs: number;
+  private readonly drainMs: number;
   private readonly logger: Logger;
 
-  constructor(options: { graceMs: number; logger: Logger }) {
+  constructor(options: { graceMs: number; drainMs: number; logger: Logger }) {
     this.graceMs = options.graceMs;
+    this.drainMs = options.drainMs;
     this.logger = options.logger;
   }
 
@@ -118,7 +168,7 @@ export class Drain {
 
   async stop(app: ClosableServer): Promise<void> {
     this.active = true;
-    await sleep(Math.min(SHUTDOWN_DRAIN_MS, this.graceMs / 4));
+    await sleep(this.drainMs);
     const timer = setTimeout(() => {
       this.logger.warn({ graceMs: this.graceMs }, 'shutdown grace period over; closing the remaining connections');
       app.server.closeAllConnections();

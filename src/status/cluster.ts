@@ -13,17 +13,12 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 import { isApiError } from '../kube/api-errors.ts';
-import { DONE, IN_FLIGHT_FIELD_SELECTOR, MANAGED, MANAGED_LABEL } from '../policy/index.ts';
-import { servedCrrVersion } from '../watcher/discovery.ts';
-import { COMPONENT } from '../watcher/events.ts';
+import { servedCrrVersion } from '../kube/discovery.ts';
+import { COMPONENT, CRR, DONE, IN_FLIGHT_FIELD_SELECTOR, MANAGED, MANAGED_LABEL, WEBHOOK_NAMES } from '../policy/index.ts';
 import { iso, type CrrView, type Readable, type WebhookView } from './story.ts';
 
 /** The cluster cannot be read for the pods themselves: status exits 3 with this message. */
 export class ClusterError extends Error {}
-
-const CRR_GROUP = 'apps.kruise.io';
-const CRR_PLURAL = 'containerrecreaterequests';
-const MUTATING_WEBHOOK = 'mutate.sidecar-terminator.io';
 
 /** Namespace scope: one namespace, or every namespace. */
 export type Scope = { namespace: string } | { allNamespaces: true };
@@ -87,10 +82,10 @@ export class ClusterReader {
     this.crrVersion ??= servedCrrVersion(this.kubeConfig).catch(() => undefined);
     const version = await this.crrVersion;
     if (!version) return { value: new Map() };
-    const read = await readable(`list ${CRR_PLURAL}.${CRR_GROUP} ${where(scope)}`, () =>
+    const read = await readable(`list ${CRR.plural}.${CRR.group} ${where(scope)}`, () =>
       'namespace' in scope
-        ? this.custom.listNamespacedCustomObject({ group: CRR_GROUP, version, namespace: scope.namespace, plural: CRR_PLURAL })
-        : this.custom.listClusterCustomObject({ group: CRR_GROUP, version, plural: CRR_PLURAL }),
+        ? this.custom.listNamespacedCustomObject({ group: CRR.group, version, namespace: scope.namespace, plural: CRR.plural })
+        : this.custom.listClusterCustomObject({ group: CRR.group, version, plural: CRR.plural }),
     );
     if ('missing' in read) return read;
     const items = ((read.value as { items?: unknown[] }).items ?? []) as Array<{
@@ -136,7 +131,7 @@ export class ClusterReader {
     const api = this.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
     const read = await readable('list mutatingwebhookconfigurations', () => api.listMutatingWebhookConfiguration());
     if ('missing' in read) return read;
-    const webhook = read.value.items.flatMap((c) => c.webhooks ?? []).find((w) => w.name === MUTATING_WEBHOOK);
+    const webhook = read.value.items.flatMap((c) => c.webhooks ?? []).find((w) => w.name === WEBHOOK_NAMES.mutate);
     if (!webhook) return { value: { registered: false, namespaceExcluded: false } };
     // Every namespace carries its name as a label, which is what the add-on's selector uses.
     const labels = await readable('get namespaces', () => this.core.readNamespace({ name: namespace }));

@@ -6,8 +6,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { apiErrorMessage, isApiError } from '../kube/api-errors.ts';
-import { MANAGED_LABEL } from '../policy/index.ts';
-import { crrName } from '../watcher/crr.ts';
+import { MANAGED_LABEL, crrName } from '../policy/index.ts';
 import { ClusterError, ClusterReader, type Scope } from './cluster.ts';
 import { EXIT, type StatusFlags } from './flags.ts';
 import { limitsNote, renderList, renderStory } from './render.ts';
@@ -98,7 +97,7 @@ async function storyOfPod(reader: ClusterReader, namespace: string, name: string
     pod,
     node,
     events: pick(events, (byPod) => byPod.get(pod.metadata?.uid ?? '') ?? []),
-    crr: pick(crrs, (byName) => byName.get(`${namespace}/${crrName(pod)}`)),
+    crr: pick(crrs, (byName) => byName.get(`${namespace}/${crrName(pod.metadata?.uid ?? '')}`)),
     ...(managed ? {} : { webhook: await reader.webhook(namespace) }),
     now,
   });
@@ -113,7 +112,7 @@ async function storiesOf(reader: ClusterReader, scope: Scope, selector: string, 
         pod,
         node: await reader.node(pod.spec?.nodeName),
         events: pick(events, (byPod) => byPod.get(pod.metadata?.uid ?? '') ?? []),
-        crr: pick(crrs, (byName) => byName.get(`${pod.metadata?.namespace}/${crrName(pod)}`)),
+        crr: pick(crrs, (byName) => byName.get(`${pod.metadata?.namespace}/${crrName(pod.metadata?.uid ?? '')}`)),
         now,
       }),
     ),

@@ -1,9 +1,12 @@
 // The story of one pod, told from what the add-on leaves on objects: which containers are
 // sidecars and why, the trigger rule, what the watcher did and when, what is awaited now, and
 // what the user can do; or, for a pod the add-on does not manage, why not. Pure: the policy's
-// own decisions (classifyContainers, decide, inspectObject) explain, nothing is re-derived.
+// own decisions (classifyContainers, decide, inspectObject) explain, nothing is re-derived, and
+// what the watcher did is read from the codes of its events (their `action`), never their words.
 import type { CoreV1Event, V1Node, V1Pod } from '@kubernetes/client-node';
 import {
+  CODES,
+  CRR,
   DONE,
   ENV_WITH_IMAGE,
   MANAGED_LABEL,
@@ -18,11 +21,15 @@ import {
   nodeKindOf,
   restartPolicyOf,
   stopMechanism,
+  TERMINATED_CONDITION,
+  isCode,
+  type Code,
   type ContainerRole,
   type Decision,
+  type IgnoreCode,
+  type WaitCode,
 } from '../policy/index.ts';
 import { RULES } from '../policy/rules.ts';
-import { TERMINATED_CONDITION } from '../policy/index.ts';
 
 export type PodState = 'waiting for main' | 'stopping' | 'stopped' | 'failed' | 'not managed';
 
@@ -87,11 +94,13 @@ export interface PodStory {
   /** The managed label's value, if any. */
   managed?: string;
   state: PodState;
+  /** The code (src/policy/codes.ts) that explains the state: the watcher's decision, or the warning it reported last. */
+  code?: Code;
   /** ISO time the state began: the pod's start, the last main container's exit, or the last sidecar's. */
   since?: string;
   /** The pod's mechanisms, one per kind of sidecar (`signal,image`). */
   mechanism: string;
-  lastEvent?: { time?: string; type: string; reason: string; message: string };
+  lastEvent?: { time?: string; type: string; reason: string; code?: Code; message: string };
   restartPolicy: string;
   containers: ContainerStory[];
   /** The trigger rule that applies. */
@@ -106,7 +115,13 @@ export interface PodStory {
   limits: string[];
 }
 
-const MAIN_WAIT_REASONS = new Set(['main containers are still running', 'a main container failed and will be restarted (OnFailure)', 'the pod has not started']);
+/** The waits on the main containers: the watcher has nothing to do yet. */
+const MAIN_WAITS: ReadonlySet<WaitCode | IgnoreCode> = new Set(['mains-running', 'main-restarting', 'pod-not-started']);
+
+/** The code of an event the watcher wrote; undefined for one without (an earlier version's). */
+export function eventCode(event: CoreV1Event | undefined): Code | undefined {
+  return isCode(event?.action) ? event.action : undefined;
+}
 
 export function podStory(facts: PodFacts): PodStory {
   const { pod } = facts;
@@ -133,7 +148,7 @@ export function podStory(facts: PodFacts): PodStory {
     ...optional('managed', managed),
     state: 'not managed',
     mechanism: [...new Set(mechanisms.values())].join(',') || '-',
-    ...(last ? { lastEvent: { ...optional('time', eventTime(last)), type: last.type ?? '', reason: last.reason ?? '', message: last.message ?? '' } } : {}),
+    ...(last ? { lastEvent: { ...optional('time', eventTime(last)), type: last.type ?? '', reason: last.reason ?? '', ...optional('code', eventCode(last)), message: last.message ?? '' } } : {}),
     restartPolicy,
     containers: roles.map((role) => containerStory(role, pod, mechanisms.get(role.name))),
     trigger: triggerRule(restartPolicy),
@@ -151,15 +166,16 @@ export function podStory(facts: PodFacts): PodStory {
   const lastSidecarExit = latest(roles.filter((r) => r.role === 'sidecar').map((r) => finishedAt(pod, r.name)));
 
   if (managed === DONE || decision.outcome === 'finished') {
-    return { ...story, state: 'stopped', ...optional('since', lastSidecarExit) };
+    return { ...story, state: 'stopped', code: 'sidecars-stopped', ...optional('since', lastSidecarExit) };
   }
-  if (decision.outcome === 'ignore' || (decision.outcome === 'wait' && MAIN_WAIT_REASONS.has(decision.reason))) {
-    if (decision.outcome === 'ignore' && decision.reason !== 'the pod has not started') {
-      return { ...story, state: 'failed', waitingFor: `nothing: the watcher ignores this pod (${decision.reason})`, advice: ignoredAdvice(decision.reason) };
+  if (decision.outcome === 'ignore' || (decision.outcome === 'wait' && MAIN_WAITS.has(decision.code))) {
+    if (decision.outcome === 'ignore' && !MAIN_WAITS.has(decision.code)) {
+      return { ...story, state: 'failed', code: decision.code, waitingFor: `nothing: the watcher ignores this pod (${CODES[decision.code].meaning})`, advice: ignoredAdvice(decision.code) };
     }
     return {
       ...story,
       state: 'waiting for main',
+      code: decision.code,
       ...optional('since', pod.status?.startTime ? iso(pod.status.startTime) : undefined),
       waitingFor: mainWait(pod, roles, exitCodes, decision),
       advice: [`Nothing to do for the sidecars: they are stopped once the main containers are done (${story.trigger}). To see what a main container is doing: kubectl logs -n ${story.namespace} ${story.pod} -c ${roles.find((r) => r.role === 'main')?.name ?? 'MAIN'}`],
@@ -169,16 +185,19 @@ export function podStory(facts: PodFacts): PodStory {
   const failed = cannotStop.length > 0 || (warnings.length > 0 && last?.type === 'Warning');
   const running = roles.filter((r) => r.role === 'sidecar' && !exitCodes.has(r.name));
   const since = lastMainExit ?? eventTime(events[0]);
+  const warning = failed ? eventCode(last) : undefined;
+  const code: Code | undefined = cannotStop[0]?.code ?? (failed ? warning : decision.outcome === 'wait' ? decision.code : 'mains-done');
   return {
     ...story,
     state: failed ? 'failed' : 'stopping',
+    ...optional('code', code),
     ...optional('since', since),
     waitingFor: failed
       ? cannotStop.length > 0
         ? `nothing: ${cannotStop.map((a) => `sidecar ${a.container} cannot be stopped on this node`).join('; ')}`
         : `the watcher, after it reported a problem: ${last?.message}`
       : running.map((sidecar) => stopWait(sidecar, mechanisms.get(sidecar.name)!, pod, crr, events)).join('; ') || 'the sidecars to exit',
-    advice: stoppingAdvice(story, running, mechanisms, pod, failed ? (last?.message ?? '') : '', cannotStop.length > 0, events.length === 0),
+    advice: stoppingAdvice(story, running, mechanisms, pod, warning, cannotStop.length > 0, events.length === 0),
   };
 }
 
@@ -235,10 +254,8 @@ function mechanismOf(role: ContainerRole, nodeKind: PodStory['nodeKind'], pod: V
   if (mechanism === 'image') return 'image';
   if (crr?.containers.includes(role.name)) return 'crr';
   if (pod.spec?.ephemeralContainers?.some((c) => c.targetContainerName === role.name)) return 'signal';
-  // The watcher's events name the mechanism after each sidecar: `proxy (SIGTERM)`.
-  const told = events.map((e) => e.message ?? '').join('\n');
-  if (told.includes(`${role.name} (SIGTERM)`)) return 'signal';
-  if (told.includes(`${role.name} (ContainerRecreateRequest)`)) return 'crr';
+  // The request itself may be out of sight (no permission to list them): the event that announced it names it as its related object.
+  if (events.some((e) => eventCode(e) === 'stop-requested' && e.related?.kind === CRR.kind)) return 'crr';
   return 'kill';
 }
 
@@ -316,15 +333,15 @@ function stopWait(sidecar: ContainerRole, mechanism: Mechanism, pod: V1Pod, crr:
     : `the watcher's stop of ${sidecar.name} to take effect`;
 }
 
-function stoppingAdvice(story: PodStory, running: ContainerRole[], mechanisms: Map<string, Mechanism>, pod: V1Pod, warning: string, cannotStop: boolean, nothingRecorded: boolean): string[] {
+function stoppingAdvice(story: PodStory, running: ContainerRole[], mechanisms: Map<string, Mechanism>, pod: V1Pod, warning: Code | undefined, cannotStop: boolean, nothingRecorded: boolean): string[] {
   const advice: string[] = [];
   if (cannotStop) {
     advice.push(`Give each sidecar a quick-exit image (env ${ENV_WITH_IMAGE}), the only way to stop a container on a virtual-kubelet node.`);
     if (story.job) advice.push(`This pod cannot finish by itself: once the Job's template is fixed, replace the Job (kubectl delete job -n ${story.namespace} ${story.job}, then create it again).`);
   }
-  if (/shareProcessNamespace/.test(warning)) advice.push('Drop shareProcessNamespace from the pod, give the sidecar a quick-exit image, or run the watcher with --kill-mechanism crr (OpenKruise).');
-  if (/ignores SIGTERM/.test(warning)) advice.push('Make the sidecar exit on SIGTERM: run it under an init that forwards signals (tini, dumb-init) or give it a handler; or give it a quick-exit image, or use --kill-mechanism crr.');
-  if (/could not stop/.test(warning)) advice.push('The watcher retries; its logs say more.');
+  if (warning === 'share-process-namespace') advice.push('Drop shareProcessNamespace from the pod, give the sidecar a quick-exit image, or run the watcher with --kill-mechanism crr (OpenKruise).');
+  if (warning === 'signal-ignored') advice.push('Make the sidecar exit on SIGTERM: run it under an init that forwards signals (tini, dumb-init) or give it a handler; or give it a quick-exit image, or use --kill-mechanism crr.');
+  if (warning === 'stop-failed') advice.push('The watcher retries; its logs say more.');
   for (const sidecar of running) {
     const status = pod.status?.containerStatuses?.find((s) => s.name === sidecar.name)?.state?.waiting?.reason;
     if (mechanisms.get(sidecar.name) === 'image' && (status === 'ErrImagePull' || status === 'ImagePullBackOff')) {
@@ -337,9 +354,8 @@ function stoppingAdvice(story: PodStory, running: ContainerRole[], mechanisms: M
   return advice;
 }
 
-function ignoredAdvice(reason: string): string[] {
-  if (reason.includes('restartPolicy')) return ['Set restartPolicy: Never or OnFailure.'];
-  if (reason.includes('no main container')) return ['Remove the markers from the container that does the work.'];
+function ignoredAdvice(code: IgnoreCode): string[] {
+  if (code === 'restart-policy-always') return ['Set restartPolicy: Never or OnFailure.'];
   return [];
 }
 

@@ -3,6 +3,7 @@
 // so the loser of a race adopts the winner's certificates instead of overwriting them.
 import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
 import { isApiError } from '../kube/api-errors.ts';
+import { MANAGED_BY_LABELS } from '../policy/index.ts';
 import type { CertificateBundle } from './certificates.ts';
 import { BUNDLE_KEYS, bundleFrom, type CertificateStore, type StoredBundle } from './store.ts';
 
@@ -24,7 +25,7 @@ export function secretStore(core: CoreV1Api, namespace: string, name: string): C
   const toSecret = (bundle: CertificateBundle, resourceVersion?: string): V1Secret => ({
     apiVersion: 'v1',
     kind: 'Secret',
-    metadata: { name, namespace, resourceVersion, labels: { 'app.kubernetes.io/managed-by': 'sidecar-terminator' } },
+    metadata: { name, namespace, resourceVersion, labels: { ...MANAGED_BY_LABELS } },
     type: 'kubernetes.io/tls',
     data: Object.fromEntries(BUNDLE_KEYS.map(({ key, field }) => [key, Buffer.from(bundle[field]).toString('base64')])),
   });

@@ -2,6 +2,7 @@
 // every replica shares. Both use the kubernetes.io/tls key names, plus the CA's key.
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { TLS_SECRET_KEYS } from '../policy/index.ts';
 import type { CertificateBundle } from './certificates.ts';
 
 export interface StoredBundle {
@@ -22,10 +23,10 @@ export interface CertificateStore {
 
 /** Key (file) name of each part of the bundle; `private` parts hold key material. */
 export const BUNDLE_KEYS = [
-  { key: 'ca.crt', field: 'caBundle', private: false },
-  { key: 'ca.key', field: 'caKey', private: true },
-  { key: 'tls.crt', field: 'cert', private: false },
-  { key: 'tls.key', field: 'key', private: true },
+  { key: TLS_SECRET_KEYS.caCert, field: 'caBundle', private: false },
+  { key: TLS_SECRET_KEYS.caKey, field: 'caKey', private: true },
+  { key: TLS_SECRET_KEYS.cert, field: 'cert', private: false },
+  { key: TLS_SECRET_KEYS.key, field: 'key', private: true },
 ] as const satisfies readonly { key: string; field: keyof CertificateBundle; private: boolean }[];
 
 /** The bundle from a key -> text lookup, or undefined when no key is present at all. */

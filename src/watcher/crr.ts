@@ -5,12 +5,7 @@
 // ours the same as Kruise's.
 import type { CustomObjectsApi, V1Pod } from '@kubernetes/client-node';
 import { isApiError } from '../kube/api-errors.ts';
-
-export const CRR_GROUP = 'apps.kruise.io';
-const CRR_PLURAL = 'containerrecreaterequests';
-
-/** One per pod, named after its uid: a second request for the same pod finds the first. */
-export const crrName = (pod: V1Pod): string => `sidecar-termination-${pod.metadata!.uid}`;
+import { CRR, crrName } from '../policy/index.ts';
 
 /**
  * The ContainerRecreateRequest Kruise writes, with its keys in the order of Kruise's Go types
@@ -20,10 +15,10 @@ export const crrName = (pod: V1Pod): string => `sidecar-termination-${pod.metada
 export function containerRecreateRequest(pod: V1Pod, version: string, containers: string[]) {
   const { name, namespace, uid } = pod.metadata!;
   return {
-    kind: 'ContainerRecreateRequest',
-    apiVersion: `${CRR_GROUP}/${version}`,
+    kind: CRR.kind,
+    apiVersion: `${CRR.group}/${version}`,
     metadata: {
-      name: crrName(pod),
+      name: crrName(uid!),
       namespace,
       ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name, uid, controller: true, blockOwnerDeletion: true }],
     },
@@ -39,7 +34,7 @@ export function containerRecreateRequest(pod: V1Pod, version: string, containers
 export async function createCrr(custom: CustomObjectsApi, version: string, pod: V1Pod, containers: string[]): Promise<'created' | 'exists'> {
   const body = containerRecreateRequest(pod, version, containers);
   try {
-    await custom.createNamespacedCustomObject({ group: CRR_GROUP, version, namespace: pod.metadata!.namespace!, plural: CRR_PLURAL, body });
+    await custom.createNamespacedCustomObject({ group: CRR.group, version, namespace: pod.metadata!.namespace!, plural: CRR.plural, body });
     return 'created';
   } catch (error) {
     if (isApiError(error, 409)) return 'exists';

@@ -1,45 +1,53 @@
-// Events on the pods the watcher acts on. One event per pod and key (by default its reason and
-// message): a reconcile that runs again does not repeat it, nor does a restarted watcher (the
-// event's name is derived from the key).
+// Events on the pods the watcher acts on, each with its code (src/policy/codes.ts) in the
+// `action` field, where kubectl and `status` read it. One event per pod and key (by default its
+// reason and message): a reconcile that runs again does not repeat it, nor does a restarted
+// watcher (the event's name is derived from the key).
 import { createHash } from 'node:crypto';
-import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Api, V1ObjectReference, V1Pod } from '@kubernetes/client-node';
 import { isApiError } from '../kube/api-errors.ts';
 import { eventBody, type EventType } from '../kube/events.ts';
+import type { Code } from '../policy/index.ts';
 
-export { COMPONENT, type EventType } from '../kube/events.ts';
+export interface PodEvent {
+  type: EventType;
+  reason: string;
+  code: Code;
+  message: string;
+  /** What makes two events the same one; the reason and message when unset. */
+  key?: string;
+  /** The object the event is also about (the ContainerRecreateRequest a stop creates). */
+  related?: V1ObjectReference;
+}
 
 export class EventRecorder {
   private readonly core: CoreV1Api;
-  /** Event ids already recorded, by pod uid. */
-  private readonly sent = new Map<string, Set<string>>();
 
   constructor(core: CoreV1Api) {
     this.core = core;
   }
 
   /**
-   * Records the event unless one with the same key exists for this pod; `key` defaults to the
-   * reason and message. True when this call created it: callers count it in their metrics then.
+   * Records the event unless one with the same key exists for this pod. `sent` holds the ids of
+   * the pod's events recorded already: the caller keeps it for as long as it keeps the pod, so the
+   * recorder itself holds nothing per pod. True when this call created it: callers count it in
+   * their metrics then.
    */
-  async record(pod: V1Pod, type: EventType, reason: string, message: string, key = `${reason}\n${message}`): Promise<boolean> {
+  async record(pod: V1Pod, event: PodEvent, sent: Set<string>): Promise<boolean> {
+    const { type, reason, code, message, key = `${reason}\n${message}`, related } = event;
     const namespace = pod.metadata!.namespace!;
     const uid = pod.metadata?.uid ?? '';
     const id = createHash('sha256').update(`${uid}\n${key}`).digest('hex').slice(0, 16);
-    if (this.sent.get(uid)?.has(id)) return false;
+    if (sent.has(id)) return false;
     let created = true;
     try {
       const involvedObject = { kind: 'Pod', apiVersion: 'v1', namespace, name: pod.metadata!.name, uid: pod.metadata!.uid };
-      await this.core.createNamespacedEvent({ namespace, body: eventBody(`${pod.metadata!.name}.${id}`, involvedObject, type, reason, message) });
+      const body = eventBody(`${pod.metadata!.name}.${id}`, involvedObject, type, reason, message, { action: code, ...(related ? { related } : {}) });
+      await this.core.createNamespacedEvent({ namespace, body });
     } catch (error) {
       if (!isApiError(error, 409)) throw error;
       created = false;
     }
-    this.sent.set(uid, (this.sent.get(uid) ?? new Set()).add(id));
+    sent.add(id);
     return created;
-  }
-
-  /** Forgets a pod once it leaves the watch, so memory follows the managed pods. */
-  forget(uid: string): void {
-    this.sent.delete(uid);
   }
 }

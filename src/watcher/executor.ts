@@ -1,14 +1,13 @@
 // Executes a stop plan (src/policy/stop-plan.ts) on one pod: the requests, in order, and the
 // events and metrics they come with. The one place where the watcher acts.
-import type { CoreV1Api, CustomObjectsApi, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Api, CustomObjectsApi, V1ObjectReference, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
-import { EVENT_REASONS, TERMINATED_CONDITION, mainsFinishedAt, type Mechanism, type Plan, type Step } from '../policy/index.ts';
+import { CRR, EVENT_REASONS, TERMINATED_CONDITION, crrName, mainsFinishedAt, type Mechanism, type Plan, type Step } from '../policy/index.ts';
 import { apiErrorMessage } from '../kube/api-errors.ts';
 import { createCrr } from './crr.ts';
 import { EventRecorder } from './events.ts';
 import type { WatcherMetrics } from './metrics.ts';
 import { PodChanged, PodWriter } from './pod-writes.ts';
-import type { Result } from './queue.ts';
 
 export interface ExecutorOptions {
   core: CoreV1Api;
@@ -16,23 +15,40 @@ export interface ExecutorOptions {
   /** The apps.kruise.io version serving ContainerRecreateRequests, with --kill-mechanism crr. */
   crrVersion: string | undefined;
   metrics: WatcherMetrics;
+  /**
+   * Whether the pod is still in the watch (the same uid under its key). What the executor keeps
+   * of a pod is kept only while it is: a write that completes after the pod has left (and was
+   * forgotten) does not bring it back. Every pod counts as in the watch without it.
+   */
+  inFlight?: (pod: V1Pod) => boolean;
 }
 
-/** A pod that changed under a write is looked at again once the watch has brought the change. */
-const AFTER_POD_CHANGED_MS = 1000;
+/** What this watcher knows of one pod in the watch, which the pod's own status cannot show. */
+interface PodState {
+  /** Its sidecars were told to stop by this watcher: the stop duration is observed when they finish or the pod leaves. */
+  told: boolean;
+  /** That stop duration was observed: once per pod. */
+  observed: boolean;
+  /** Its ContainerRecreateRequest was created or found by this watcher: it is not requested again. */
+  crr: boolean;
+  /** The events recorded for it, by id (EventRecorder). */
+  events: Set<string>;
+}
 
-const STOP_REQUESTS = new Set<Step['type']>(['replaceImage', 'markTerminal', 'createCrr', 'addSignalContainers']);
+/**
+ * How a plan's execution ended: every step done, or the pod changed under a write (the rest of the
+ * plan was made for a pod that is no more, so it stops there). A request that fails throws.
+ */
+export type Execution = 'done' | 'pod-changed';
+
+const STOP_REQUESTS = new Set<Step['type']>(['replace-image', 'mark-terminal', 'create-crr', 'add-signal-containers']);
 
 export class Executor {
   private readonly options: ExecutorOptions;
   private readonly writer: PodWriter;
   private readonly events: EventRecorder;
-  /** Pods whose sidecars this watcher told to stop, by uid: their stop duration is observed when they finish or leave. */
-  private readonly told = new Set<string>();
-  /** Pods whose stop duration was observed, by uid: once each. */
-  private readonly observed = new Set<string>();
-  /** Pods whose ContainerRecreateRequest this watcher created or found, by uid: it is not requested again. */
-  private readonly crrs = new Set<string>();
+  /** By pod uid, for the pods in the watch only: memory follows the managed pods in flight. */
+  private readonly pods = new Map<string, PodState>();
 
   constructor(options: ExecutorOptions) {
     this.options = options;
@@ -40,16 +56,24 @@ export class Executor {
     this.events = new EventRecorder(options.core);
   }
 
-  async execute(pod: V1Pod, plan: Plan, log: Logger): Promise<Result> {
+  /** Pods the executor keeps something of. */
+  get size(): number {
+    return this.pods.size;
+  }
+
+  async execute(pod: V1Pod, plan: Plan, log: Logger): Promise<Execution> {
+    const state = this.stateOf(pod);
     // Announced before the requests, once per pod: a watcher that dies between a request and its
     // event cannot leave the pod without one (its successor may find nothing left to do).
-    if (plan.steps.some((step) => STOP_REQUESTS.has(step.type) && !this.made(pod, step)) && plan.stopping.length > 0) {
-      await this.events.record(pod, 'Normal', EVENT_REASONS.stopping, `stopping sidecars: ${plan.stopping.join(', ')}`, EVENT_REASONS.stopping);
-      this.told.add(pod.metadata?.uid ?? '');
+    if (plan.steps.some((step) => STOP_REQUESTS.has(step.type) && !made(state, step)) && plan.stopping.length > 0) {
+      const related = plan.steps.some((step) => step.type === 'create-crr') ? this.crrReference(pod) : undefined;
+      const message = `stopping sidecars: ${plan.stopping.join(', ')}`;
+      await this.events.record(pod, { type: 'Normal', reason: EVENT_REASONS.stopping, code: 'stop-requested', message, key: EVENT_REASONS.stopping, ...(related ? { related } : {}) }, state.events);
+      state.told = true;
     }
     let requestedNow = false;
     try {
-      return await this.run(pod, plan, log, (made) => (requestedNow ||= made));
+      return await this.run(pod, state, plan, log, (made) => (requestedNow ||= made));
     } finally {
       // Logged once, when the requests are made: a reconcile that finds them made says nothing new.
       if (requestedNow) log.info({ sidecars: plan.stopping }, 'stopping sidecars');
@@ -57,54 +81,57 @@ export class Executor {
   }
 
   /** The steps in order; `requested` hears whether each stop request was made just now. */
-  private async run(pod: V1Pod, plan: Plan, log: Logger, requested: (made: boolean) => void): Promise<Result> {
+  private async run(pod: V1Pod, state: PodState, plan: Plan, log: Logger, requested: (made: boolean) => void): Promise<Execution> {
     const { metrics } = this.options;
     // Each write carries the resourceVersion the previous one left.
     let current = pod;
     for (const step of plan.steps) {
       try {
         switch (step.type) {
-          case 'warn':
-            if ((await this.events.record(pod, 'Warning', EVENT_REASONS.failed, step.message, step.key)) && step.count) metrics.action(step.count.mechanism, step.count.result);
+          case 'warn': {
+            const event = { type: 'Warning' as const, reason: EVENT_REASONS.failed, code: step.code, message: step.message, ...(step.key ? { key: step.key } : {}) };
+            if (await this.events.record(pod, event, state.events)) metrics.warned(step.code);
             break;
-          case 'replaceImage':
+          }
+          case 'replace-image':
             current = await this.requested(pod, 'image', 1, () => this.writer.replaceImage(current, step.container, step.image));
             requested(true);
             break;
-          case 'markTerminal':
+          case 'mark-terminal':
             current = await this.requested(pod, 'phase', 1, () => this.writer.setStatus(current, { type: TERMINATED_CONDITION, ...step.condition }, step.phase));
             log.info({ phase: step.phase }, step.condition.message);
             break;
-          case 'createCrr': {
-            if (this.made(pod, step)) break;
+          case 'create-crr': {
+            if (made(state, step)) break;
             const crrVersion = this.options.crrVersion!;
             requested((await this.requested(pod, 'crr', 1, () => createCrr(this.options.custom, crrVersion, current, step.containers))) === 'created');
-            this.crrs.add(pod.metadata?.uid ?? '');
+            state.crr = true;
             break;
           }
-          case 'addSignalContainers':
+          case 'add-signal-containers':
             current = await this.requested(pod, 'signal', step.containers.length, () => this.writer.addEphemeralContainers(current, step.containers));
             requested(true);
             break;
-          case 'setCondition':
+          case 'set-condition':
             current = await this.writer.setStatus(current, { type: TERMINATED_CONDITION, ...step.condition });
             break;
           case 'finish':
-            if (this.observeStopped(pod)) log.info('sidecars stopped');
+            if (this.observeStopped(pod, state)) log.info('sidecars stopped');
             break;
         }
       } catch (error) {
         if (error instanceof PodChanged) {
           log.debug({ err: error }, 'the pod changed since it was read; looking at it again');
-          return { requeueAfterMs: AFTER_POD_CHANGED_MS };
+          return 'pod-changed';
         }
         if (STOP_REQUESTS.has(step.type)) {
-          await this.events.record(pod, 'Warning', EVENT_REASONS.failed, `could not stop the sidecars: ${apiErrorMessage(error)}`).catch(() => undefined);
+          const event = { type: 'Warning' as const, reason: EVENT_REASONS.failed, code: 'stop-failed' as const, message: `could not stop the sidecars: ${apiErrorMessage(error)}` };
+          await this.events.record(pod, event, state.events).catch(() => undefined);
         }
         throw error;
       }
     }
-    return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : {};
+    return 'done';
   }
 
   /**
@@ -115,17 +142,27 @@ export class Executor {
    */
   forget(pod: V1Pod): boolean {
     const uid = pod.metadata?.uid ?? '';
-    const stopped = this.told.has(uid) && this.observeStopped(pod);
-    this.events.forget(uid);
-    this.told.delete(uid);
-    this.observed.delete(uid);
-    this.crrs.delete(uid);
-    return stopped;
+    const state = this.pods.get(uid);
+    this.pods.delete(uid);
+    return state !== undefined && state.told && this.observeStopped(pod, state);
   }
 
-  /** A stop request already made for this pod by this watcher, which the pod's own status cannot show (a ContainerRecreateRequest). */
-  private made(pod: V1Pod, step: Step): boolean {
-    return step.type === 'createCrr' && this.crrs.has(pod.metadata?.uid ?? '');
+  /**
+   * The pod's state: kept while the pod is in the watch; for a pod that has left already (a
+   * reconcile that started before it left), a fresh one that goes with the reconcile.
+   */
+  private stateOf(pod: V1Pod): PodState {
+    const uid = pod.metadata?.uid ?? '';
+    const kept = this.pods.get(uid);
+    if (kept) return kept;
+    const state: PodState = { told: false, observed: false, crr: false, events: new Set() };
+    if (this.options.inFlight?.(pod) ?? true) this.pods.set(uid, state);
+    return state;
+  }
+
+  /** The pod's ContainerRecreateRequest, as the `related` object of the event that announces it. */
+  private crrReference(pod: V1Pod): V1ObjectReference {
+    return { apiVersion: `${CRR.group}/${this.options.crrVersion}`, kind: CRR.kind, namespace: pod.metadata?.namespace, name: crrName(pod.metadata?.uid ?? '') };
   }
 
   /** A stop request, counted (`count` sidecars) with its latency from the main containers' end. */
@@ -146,12 +183,16 @@ export class Executor {
   }
 
   /** True when the stop duration is observed now (once per pod). */
-  private observeStopped(pod: V1Pod): boolean {
-    const uid = pod.metadata?.uid ?? '';
+  private observeStopped(pod: V1Pod, state: PodState): boolean {
     const finishedAt = mainsFinishedAt(pod);
-    if (this.observed.has(uid) || finishedAt === undefined) return false;
-    this.observed.add(uid);
+    if (state.observed || finishedAt === undefined) return false;
+    state.observed = true;
     this.options.metrics.stopDuration.observe(Math.max(0, Date.now() - finishedAt) / 1000);
     return true;
   }
+}
+
+/** A stop request already made for this pod by this watcher, which the pod's own status cannot show (a ContainerRecreateRequest). */
+function made(state: PodState, step: Step): boolean {
+  return step.type === 'create-crr' && state.crr;
 }

@@ -1,8 +1,10 @@
 // The watcher's Prometheus metrics, created once per process in the registry serve passes in: a
 // watcher is created anew each time its replica becomes leader, and the gauges read the one
-// running now (none on a standby: they are 0 there).
+// running now (none on a standby: they are 0 there, and sidecar_terminator_leader says which
+// replica runs it). Every series of the stop counter exists from the start, at 0, so that
+// increase() sees the first refused or failed stop of a process.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { Mechanism } from '../policy/index.ts';
+import { countedAs, type Mechanism, type WarningCode } from '../policy/index.ts';
 import type { QueueObserver } from './queue.ts';
 
 /** What the gauges read from the running watcher. */
@@ -13,7 +15,9 @@ export interface WatcherState {
   pendingSince(): number[];
 }
 
-export type ActionResult = 'ok' | 'error' | 'refused' | 'failed' | 'ignored';
+export const ACTION_RESULTS = ['ok', 'error', 'refused', 'failed', 'ignored'] as const;
+export type ActionResult = (typeof ACTION_RESULTS)[number];
+export const MECHANISMS = ['crr', 'signal', 'image', 'phase', 'none'] as const satisfies readonly Mechanism[];
 
 export class WatcherMetrics {
   /** Stop actions: `sidecar_terminator_terminations_total`, the name and labels of earlier versions. */
@@ -33,6 +37,7 @@ export class WatcherMetrics {
       labelNames: ['mechanism', 'result'],
       registers,
     });
+    for (const mechanism of MECHANISMS) for (const result of ACTION_RESULTS) this.actions.inc({ mechanism, result }, 0);
     this.requestLatency = new Histogram({
       name: 'sidecar_terminator_termination_latency_seconds',
       help: "Time from the last main container's finish to the request that stops a sidecar.",
@@ -63,6 +68,14 @@ export class WatcherMetrics {
       retrying: () => retries.inc(),
     };
     const read = <T>(get: (state: WatcherState) => T, fallback: T) => (this.state ? get(this.state) : fallback);
+    new Gauge({
+      name: 'sidecar_terminator_leader',
+      help: 'Whether this replica runs the watcher now: 1 once it leads (holds the Lease, or runs without leader election) and its watcher has started; 0 on a standby, and on a leader whose watcher failed to start.',
+      registers,
+      collect() {
+        this.set(read(() => 1, 0));
+      },
+    });
     new Gauge({
       name: 'sidecar_terminator_queue_depth',
       help: 'Pods waiting to be reconciled now.',
@@ -103,7 +116,9 @@ export class WatcherMetrics {
     this.state = state;
   }
 
-  action(mechanism: Mechanism, result: ActionResult): void {
-    this.actions.inc({ mechanism, result });
+  /** A warning recorded on a pod, counted as its code says (src/policy/codes.ts); some are not counted. */
+  warned(code: WarningCode): void {
+    const counted = countedAs(code);
+    if (counted) this.actions.inc({ ...counted });
   }
 }

@@ -1,14 +1,10 @@
 // A work queue in the manner of client-go's and controller-runtime's: a key waiting is queued once
 // however often it is added, a key is never processed twice at once (added meanwhile, it runs
-// again afterwards), and at most `concurrency` keys run together. Processing a key returns its
-// result: done, or look again after a delay; or it throws, and the key is retried with exponential
-// backoff, for as long as it keeps failing: a finished pod does not change, so nothing else would
-// bring it back. The queue reports what it does to its observer (the watcher's metrics).
-
-export interface Result {
-  /** Process the key again after this long (a grace period to watch, a node that may come back). */
-  requeueAfterMs?: number;
-}
+// again afterwards), and at most `concurrency` keys run together. Processing a key answers with
+// what the reconciler's Result says (src/watcher/reconciler.ts): done, or look again after a delay;
+// or it throws, and the key is retried with exponential backoff, for as long as it keeps failing: a
+// finished pod does not change, so nothing else would bring it back. The queue reports what it
+// does to its observer (the watcher's metrics).
 
 export interface QueueObserver {
   /** A key was processed: how it ended and how long it took. */
@@ -19,7 +15,8 @@ export interface QueueObserver {
 
 export interface WorkQueueOptions<K> {
   concurrency: number;
-  process(key: K): Promise<Result | void>;
+  /** `requeueAfterMs` in the answer: process the key again after that long. */
+  process(key: K): Promise<{ requeueAfterMs?: number } | void>;
   /** Delay before the n-th retry (n starts at 1). */
   backoff?(attempt: number): number;
   onError?(key: K, error: unknown, attempt: number, retryInMs: number): void;

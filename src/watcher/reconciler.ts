@@ -1,23 +1,32 @@
-// Reconciling one managed pod: its plan (pure, src/policy/stop-plan.ts) from the pod as the watch
-// last saw it and from its node, then the plan executed. The result tells the queue whether to
-// look again later; an error (thrown) makes it retry with backoff.
+// Reconciling one managed pod, as a controller-runtime reconciler does: its plan (pure,
+// src/policy/stop-plan.ts) from the pod as the cache holds it and from its node, then the plan
+// executed. The Result says whether to look at the pod again later; an error (thrown) makes the
+// queue retry it with backoff.
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { isApiError } from '../kube/api-errors.ts';
 import type { Logger } from '../logger.ts';
-import { planStop, type StopSettings } from '../policy/index.ts';
+import { CODES, planStop, type StopSettings } from '../policy/index.ts';
 import type { Executor } from './executor.ts';
 import type { NodeLookup } from './nodes.ts';
-import type { Result } from './queue.ts';
+import type { PodCache } from './pod-cache.ts';
+
+/** A reconcile's result: done (`{}`), or look at the pod again after `requeueAfterMs` even if it does not change. */
+export interface Result {
+  /** A grace period to watch, a node that may come back, a pod that changed under a write. */
+  requeueAfterMs?: number;
+}
 
 export interface ReconcilerOptions {
-  /** The pod under this key (namespace/name) as the watch last saw it; undefined once it is gone. */
-  findPod: (key: string) => V1Pod | undefined;
-  nodes: NodeLookup;
+  pods: Pick<PodCache, 'get'>;
+  nodes: Pick<NodeLookup, 'get'>;
   core: Pick<CoreV1Api, 'readNamespacedPod'>;
   settings: StopSettings;
   executor: Pick<Executor, 'execute'>;
   logger: Logger;
 }
+
+/** A pod that changed under a write is looked at again once the watch has brought the change. */
+export const AFTER_POD_CHANGED_MS = 1000;
 
 export class Reconciler {
   private readonly options: ReconcilerOptions;
@@ -26,22 +35,22 @@ export class Reconciler {
     this.options = options;
   }
 
+  /** Reconciles the pod under `key` (namespace/name). */
   async reconcile(key: string): Promise<Result> {
-    const { findPod, nodes, settings, executor, logger } = this.options;
-    let pod = findPod(key);
+    const { pods, nodes, settings, executor, logger } = this.options;
+    let pod = pods.get(key);
     if (!pod) return {};
     const log = logger.child({ pod: key, uid: pod.metadata?.uid });
     const node = await nodes.get(pod.spec?.nodeName);
     let plan = planStop(pod, node, settings, Date.now());
-    // That a sidecar still runs after its grace period is read from the absence of a change, and
-    // the watch's copy can lag (an outage, a slow watch): it is said only of the pod as it is now.
-    if (plan.steps.some((step) => step.type === 'warn' && step.count?.result === 'ignored')) {
+    if (plan.confirmOnCurrentPod) {
       pod = await this.current(pod);
       if (!pod) return {};
       plan = planStop(pod, node, settings, Date.now());
     }
-    if (plan.steps.length === 0) log.debug({ reason: plan.reason }, 'nothing to do');
-    return executor.execute(pod, plan, log);
+    if (plan.steps.length === 0) log.debug({ code: plan.code, reason: CODES[plan.code].meaning }, 'nothing to do');
+    if ((await executor.execute(pod, plan, log)) === 'pod-changed') return { requeueAfterMs: AFTER_POD_CHANGED_MS };
+    return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : {};
   }
 
   /** The pod as the API server has it now; undefined when it is gone or replaced under its name. */

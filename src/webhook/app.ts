@@ -8,7 +8,7 @@ import Fastify, { LogController, type FastifyError, type FastifyInstance, type F
 import type { Logger as PinoLogger } from 'pino';
 import { Registry } from 'prom-client';
 import { healthRoutes, type Readiness } from '../health.ts';
-import { WEBHOOK_TIMEOUT_SECONDS } from '../kube/webhook-configurations.ts';
+import { WEBHOOK_TIMEOUT_SECONDS } from '../config.ts';
 import { secureContextOptions } from '../tls/secure-context.ts';
 import { errored, review } from './admission.ts';
 import { createAdmissionMetrics, ADMISSION_ENDPOINTS, type AdmissionEndpoint, type AdmissionMetrics } from './metrics.ts';

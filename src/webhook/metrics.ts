@@ -1,5 +1,5 @@
 // Prometheus metrics of the admission endpoints, plus prom-client's default process metrics.
-import { Counter, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
 
 export const ADMISSION_ENDPOINTS = ['validate', 'mutate', 'native-sidecars'] as const;
 export type AdmissionEndpoint = (typeof ADMISSION_ENDPOINTS)[number];
@@ -51,4 +51,20 @@ export function createAdmissionMetrics(registry: Registry): AdmissionMetrics {
       migrations.inc({ result });
     },
   };
+}
+
+/**
+ * The serving certificate's expiry, read from `notAfter` at each scrape: a renewal that keeps
+ * failing shows as a time that comes closer instead of moving on (cert-manager exports the same
+ * as certmanager_certificate_expiration_timestamp_seconds).
+ */
+export function registerCertificateExpiry(registry: Registry, notAfter: () => Date): void {
+  new Gauge({
+    name: 'sidecar_terminator_certificate_expiration_timestamp_seconds',
+    help: 'When the serving certificate this replica serves expires, in seconds since the Unix epoch; it is renewed --cert-renew-before that time.',
+    registers: [registry],
+    collect() {
+      this.set(notAfter().getTime() / 1000);
+    },
+  });
 }

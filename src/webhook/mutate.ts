@@ -1,5 +1,5 @@
 // The mutating handlers. /mutate: a pod the watcher should manage gets the managed label
-// (src/policy/labels.ts): the watcher watches those pods only. /native-sidecars (registered
+// (src/policy/names.ts): the watcher watches those pods only. /native-sidecars (registered
 // with --native-sidecars, for the namespaces it selects): the same, and first the pod's marked
 // sidecars move to native sidecars where the policy allows (src/policy/native-sidecars.ts); a
 // migrated pod is not labelled, as the kubelet stops its sidecars.

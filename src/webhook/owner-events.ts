@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import { Observable } from '@kubernetes/client-node';
 import type { BatchV1Api, ConfigurationOptions, CoreV1Api, V1ObjectMeta } from '@kubernetes/client-node';
 import { Counter, type Registry } from 'prom-client';
-import type { ControllerReference } from '../policy/index.ts';
+import { OWNER_EVENT_REASON, type ControllerReference } from '../policy/index.ts';
 import { isApiError } from '../kube/api-errors.ts';
 import { eventBody } from '../kube/events.ts';
 
@@ -31,7 +31,6 @@ export interface OwnerNotice {
   errorCount: number;
 }
 
-export const OWNER_EVENT_REASON = 'InvalidSidecarConfiguration';
 export const OWNER_EVENT_RESULTS = ['created', 'duplicate', 'dropped', 'unverified', 'error'] as const;
 export type OwnerEventResult = (typeof OWNER_EVENT_RESULTS)[number];
 

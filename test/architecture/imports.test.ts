@@ -1,7 +1,9 @@
-// The import graph of src/ (docs/ARCHITECTURE.md, "Layers"): no cycle, and dependencies point
-// one way: src/policy at the bottom imports nothing outside itself; the edges (webhook, watcher,
-// kube, tls, lint, ...) import policy and each other; serve composes the edges; cli is on top
-// and nothing imports it. Type-only and dynamic imports count like the others.
+// The import graph of src/ (docs/ARCHITECTURE.md, "Layers"): no cycle, and every import points
+// down the layers or stays in its own part: src/policy at the bottom imports nothing outside
+// itself; logger, config and health above it; kube and tls, the Kubernetes client and the
+// certificates, above those; then the components (watcher, webhook, status, lint), which never
+// import one another; serve composes the components; cli is on top and nothing imports it.
+// Type-only and dynamic imports count like the others.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import t from 'tap';
@@ -28,12 +30,31 @@ function importGraph(files: readonly string[], read: (file: string) => string): 
   );
 }
 
-/** The layer of a file: a file may import its own layer or a lower one, never a higher one. */
-function layerOf(file: string): { rank: number; name: string } {
-  if (file.startsWith('src/policy/')) return { rank: 0, name: 'policy' };
-  if (file === 'src/cli.ts') return { rank: 3, name: 'cli' };
-  if (file === 'src/serve.ts' || file.startsWith('src/serve/')) return { rank: 2, name: 'serve' };
-  return { rank: 1, name: 'edge' };
+/** The layers, bottom up: a file imports its own layer or a lower one; in the components' layer, only its own component. */
+const LAYERS: ReadonlyArray<{ name: string; parts: Record<string, (file: string) => boolean>; apart?: true }> = [
+  { name: 'policy', parts: { policy: (file) => file.startsWith('src/policy/') } },
+  { name: 'foundation', parts: { foundation: (file) => ['src/logger.ts', 'src/duration.ts', 'src/usage-error.ts', 'src/config.ts', 'src/health.ts'].includes(file) } },
+  { name: 'clients', parts: { kube: (file) => file.startsWith('src/kube/'), tls: (file) => file.startsWith('src/tls/') } },
+  {
+    name: 'components',
+    apart: true,
+    parts: {
+      watcher: (file) => file.startsWith('src/watcher/'),
+      webhook: (file) => file.startsWith('src/webhook/'),
+      status: (file) => file.startsWith('src/status/'),
+      lint: (file) => file === 'src/lint.ts' || file.startsWith('src/lint/'),
+    },
+  },
+  { name: 'serve', parts: { serve: (file) => file === 'src/serve.ts' || file.startsWith('src/serve/') } },
+  { name: 'cli', parts: { cli: (file) => file === 'src/cli.ts' } },
+];
+
+/** The layer (its rank, bottom 0) and part of a file; a file in no layer is an error, so a new directory must be placed. */
+function layerOf(file: string): { rank: number; layer: string; part: string } {
+  for (const [rank, layer] of LAYERS.entries()) {
+    for (const [part, holds] of Object.entries(layer.parts)) if (holds(file)) return { rank, layer: layer.name, part };
+  }
+  throw new Error(`${file} is in no layer: place it in LAYERS (test/architecture/imports.test.ts) and in docs/ARCHITECTURE.md`);
 }
 
 function layeringViolations(graph: Map<string, string[]>): string[] {
@@ -42,7 +63,8 @@ function layeringViolations(graph: Map<string, string[]>): string[] {
     for (const imported of imports) {
       const from = layerOf(file);
       const to = layerOf(imported);
-      if (to.rank > from.rank) violations.push(`${file} (${from.name}) imports ${imported} (${to.name})`);
+      if (to.rank > from.rank) violations.push(`${file} (${from.part}) imports ${imported} (${to.part}): an upward edge`);
+      else if (to.rank === from.rank && to.part !== from.part && LAYERS[from.rank]!.apart) violations.push(`${file} (${from.part}) imports ${imported} (${to.part}): components import no other component`);
     }
   }
   return violations;
@@ -84,22 +106,33 @@ t.test('no import cycle in src/', async (t) => {
   t.strictSame(cycles(graph).map((cycle) => cycle.join(' -> ')), []);
 });
 
-t.test('layers: policy imports only policy, nothing imports cli, edges do not import serve', async (t) => {
+t.test('every file is in a layer, and every import points down or stays in its part', async (t) => {
+  for (const file of files) t.doesNotThrow(() => layerOf(file), file);
   t.strictSame(layeringViolations(graph), []);
 });
 
 t.test('the checks find what they look for', async (t) => {
   const bad = new Map([
     ['src/policy/decide.ts', ['src/logger.ts']],
-    ['src/logger.ts', ['src/serve.ts']],
+    ['src/logger.ts', ['src/kube/client.ts']],
+    ['src/kube/fence-rules.ts', ['src/watcher/crr.ts', 'src/webhook/owner-events.ts', 'src/tls/store.ts']],
+    ['src/tls/secret-store.ts', ['src/status/cluster.ts']],
+    ['src/status/cluster.ts', ['src/watcher/discovery.ts']],
+    ['src/watcher/watcher.ts', ['src/serve/composition.ts']],
     ['src/serve.ts', ['src/cli.ts']],
     ['src/cli.ts', ['src/serve.ts']],
   ]);
   t.strictSame(layeringViolations(bad), [
-    'src/policy/decide.ts (policy) imports src/logger.ts (edge)',
-    'src/logger.ts (edge) imports src/serve.ts (serve)',
-    'src/serve.ts (serve) imports src/cli.ts (cli)',
+    'src/policy/decide.ts (policy) imports src/logger.ts (foundation): an upward edge',
+    'src/logger.ts (foundation) imports src/kube/client.ts (kube): an upward edge',
+    'src/kube/fence-rules.ts (kube) imports src/watcher/crr.ts (watcher): an upward edge',
+    'src/kube/fence-rules.ts (kube) imports src/webhook/owner-events.ts (webhook): an upward edge',
+    'src/tls/secret-store.ts (tls) imports src/status/cluster.ts (status): an upward edge',
+    'src/status/cluster.ts (status) imports src/watcher/discovery.ts (watcher): components import no other component',
+    'src/watcher/watcher.ts (watcher) imports src/serve/composition.ts (serve): an upward edge',
+    'src/serve.ts (serve) imports src/cli.ts (cli): an upward edge',
   ]);
   t.strictSame(cycles(bad), [['src/serve.ts', 'src/cli.ts', 'src/serve.ts']]);
   t.strictSame(cycles(new Map([['a', ['b']], ['b', []]])), []);
+  t.throws(() => layerOf('src/elsewhere/new.ts'), /is in no layer/);
 });

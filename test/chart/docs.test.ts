@@ -1,7 +1,8 @@
-// The README's reference sections against their sources: the flag table against src/config.ts
-// and `serve --help`, the metric names against src/, the RBAC tables against the chart, and
-// every chart value the README names against values.yaml, the Kubernetes versions table against
-// the matrix runs recorded in scripts/test-matrix-results.json.
+// The reference sections of docs/ against their sources: the flag table of installation.md
+// against src/config.ts and `serve --help`, its Kubernetes versions table against the matrix
+// runs recorded in scripts/test-matrix-results.json, the metric names of operations.md against
+// src/, the RBAC tables of security.md against the chart, and every chart value the README or a
+// page names against values.yaml.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,20 +11,13 @@ import t from 'tap';
 import { parse } from 'yaml';
 import { SERVE_FLAGS, defaultText } from '../../src/config.ts';
 import { CHART_SETTINGS, withServeFlagsTable } from '../support/config-reference.ts';
+import { markdownFiles, readDoc, section } from '../support/markdown.ts';
 import { readResults, withMatrixTable } from '../../scripts/test-matrix.ts';
 import { chartDir, registeredMetrics, render, repoRoot } from './helm.ts';
 
 const run = promisify(execFile);
-const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
+const installation = readDoc('docs/installation.md');
 const values = parse(readFileSync(join(chartDir, 'values.yaml'), 'utf8')) as Record<string, unknown>;
-
-/** The text of a `## title` section. */
-function section(title: string): string {
-  const start = readme.indexOf(`\n## ${title}\n`);
-  if (start < 0) throw new Error(`README.md has no section "${title}"`);
-  const end = readme.indexOf('\n## ', start + 1);
-  return readme.slice(start, end < 0 ? undefined : end);
-}
 
 function hasValue(path: string): boolean {
   let node: unknown = values;
@@ -34,13 +28,13 @@ function hasValue(path: string): boolean {
   return true;
 }
 
-t.test('the README table of serve flags is what src/config.ts generates', async (t) => {
-  t.equal(withServeFlagsTable(readme), readme, 'up to date (node scripts/config-reference.ts --write regenerates it)');
-  for (const spec of Object.values(SERVE_FLAGS)) t.match(section('Configuration'), `\`${spec.env}\``, `--${spec.name} is in the table`);
+t.test('the table of serve flags is what src/config.ts generates', async (t) => {
+  t.equal(withServeFlagsTable(installation), installation, 'up to date (node scripts/config-reference.ts --write regenerates it)');
+  for (const spec of Object.values(SERVE_FLAGS)) t.match(section(installation, 'Configuration'), `\`${spec.env}\``, `--${spec.name} is in the table`);
 });
 
-t.test('the README table of Kubernetes versions is what the matrix runs recorded', async (t) => {
-  t.equal(withMatrixTable(readme, readResults()), readme, 'no result typed by hand (node scripts/test-matrix.ts --readme regenerates it)');
+t.test('the table of Kubernetes versions is what the matrix runs recorded', async (t) => {
+  t.equal(withMatrixTable(installation, readResults()), installation, 'no result typed by hand (node scripts/test-matrix.ts --docs regenerates it)');
 });
 
 t.test('the defaults in the table are the ones serve --help prints', async (t) => {
@@ -50,9 +44,11 @@ t.test('the defaults in the table are the ones serve --help prints', async (t) =
   for (const spec of Object.values(SERVE_FLAGS)) t.equal(defaultText(spec), printed.get(spec.env), `--${spec.name}`);
 });
 
-t.test('every chart value named in the README and in the flag mapping exists in values.yaml', async (t) => {
+t.test('every chart value named in the docs and in the flag mapping exists in values.yaml', async (t) => {
   const named = new Set<string>();
-  for (const [, path = ''] of readme.matchAll(/`((?:admission|webhook|watcher|serviceMonitor|prometheusRule|grafanaDashboard|image|rbac)\.[A-Za-z.]+)[`=: ]/g)) named.add(path.replace(/\.$/, ''));
+  // The pages for users; ARCHITECTURE.md names source files, not values.
+  const docs = markdownFiles().filter((file) => file === 'README.md' || (file.startsWith('docs/') && file !== 'docs/ARCHITECTURE.md')).map(readDoc).join('\n');
+  for (const [, path = ''] of docs.matchAll(/`((?:admission|webhook|watcher|serviceMonitor|prometheusRule|grafanaDashboard|image|rbac)\.[A-Za-z.]+)[`=: ]/g)) named.add(path.replace(/\.$/, ''));
   for (const setting of Object.values(CHART_SETTINGS)) if (setting.kind === 'value') named.add(setting.path);
   t.ok(named.size > 15, `${named.size} values named`);
   for (const path of named) t.ok(hasValue(path), `${path} is in values.yaml`);
@@ -60,13 +56,13 @@ t.test('every chart value named in the README and in the flag mapping exists in 
 
 t.test('the Metrics section lists exactly the metrics src/ registers', async (t) => {
   const registered = registeredMetrics();
-  const documented = new Set([...section('Metrics').matchAll(/`(sidecar_terminator_\w+)`/g)].map(([, name = '']) => name));
+  const documented = new Set([...section(readDoc('docs/operations.md'), 'Metrics').matchAll(/`(sidecar_terminator_\w+)`/g)].map(([, name = '']) => name));
   t.ok(registered.size >= 4, `${registered.size} metrics in src/`);
   t.same([...documented].sort(), [...registered].sort());
 });
 
 t.test('the RBAC section has a row for every resource and verb the chart can grant', async (t) => {
-  const rbac = section('RBAC');
+  const rbac = section(readDoc('docs/security.md'), 'RBAC');
   const rows = rbac.split('\n').filter((line) => line.startsWith('| `'));
   const variants = [{}, { watcher: { namespaces: ['team-a'] } }, { watcher: { killMechanism: 'crr' } }, { watcher: { killMechanism: 'signal' } }];
   for (const variant of variants) {
@@ -81,11 +77,4 @@ t.test('the RBAC section has a row for every resource and verb the chart can gra
       }
     }
   }
-});
-
-t.test('the README sections this work adds are there, in order', async (t) => {
-  const titles = [...readme.matchAll(/^## (.+)$/gm)].map(([, title]) => title);
-  const expected = ['Try it', 'Install with Helm', 'Configuration', 'RBAC', 'Metrics', 'Troubleshooting', 'Compared with native sidecars and OpenKruise'];
-  t.same(titles.filter((title) => expected.includes(title!)), expected);
-  t.ok(titles.indexOf('Try it') < titles.indexOf('Run the tests'), 'Try it comes near the top, after the introduction');
 });

@@ -1,10 +1,11 @@
 // The chart's hardening as `helm template` renders it: the fence's ValidatingAdmissionPolicies
-// against the ones `serve --register-webhooks` writes (src/kube/fence.ts), present only where the
-// cluster serves the API; the NetworkPolicies (on by default); which pods get a ServiceAccount token.
+// against the ones `serve --register-webhooks` writes (src/kube/fence.ts), rendered whenever it is
+// on; the NetworkPolicies (on by default); which pods get a ServiceAccount token.
 // test/e2e/fence.test.ts runs the installed fence against an attacker on a real API server.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { parse } from 'yaml';
 import { FENCE_RULES } from '../../src/kube/fence-rules.ts';
 import { desiredFence, type FenceTarget } from '../../src/kube/fence.ts';
 import { chartDir, find, get, podSpec, render, template, VAP_API_VERSION, type Manifest } from './helm.ts';
@@ -62,15 +63,20 @@ t.test('the fence is the one serve --register-webhooks writes, with the release 
   t.equal(signalArg, '--signal-image=registry.example.com/signal:1', 'the image the policy allows is the one the watcher is given');
 });
 
-t.test('on by default where the cluster serves ValidatingAdmissionPolicy; skipped where it does not, or when turned off', async (t) => {
-  t.same(fenceKinds(await render({}, served)), [
+t.test('on by default, whatever helm knows of the cluster; off only when told, and the chart then says what that costs', async (t) => {
+  const fence = [
     'ValidatingAdmissionPolicy/sidecar-terminator-watcher',
     'ValidatingAdmissionPolicy/sidecar-terminator-webhook',
     'ValidatingAdmissionPolicyBinding/sidecar-terminator-watcher',
     'ValidatingAdmissionPolicyBinding/sidecar-terminator-webhook',
-  ]);
-  t.same(fenceKinds(await render()), [], 'an API server without admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (before 1.30)');
+  ];
+  t.same(fenceKinds(await render({}, served)), fence);
+  t.same(fenceKinds(await render()), fence, '`helm template` (GitOps) knows nothing of the cluster: the fence is rendered all the same');
   t.same(fenceKinds(await render({ fence: { enabled: false } }, served)), [], 'fence.enabled=false');
+  const chart = parse(readFileSync(join(chartDir, 'Chart.yaml'), 'utf8')) as { kubeVersion: string };
+  t.equal(chart.kubeVersion, '>=1.30.0-0', 'kubeVersion: the release that serves admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy');
+  const values = readFileSync(join(chartDir, 'values.yaml'), 'utf8');
+  t.match(values, /Turning it off costs that protection: a stolen watcher token can then\n# patch any pod/, 'values.yaml says what turning it off costs');
 });
 
 t.test('ServiceAccount tokens: mounted only into the two Deployments, which call the API server', async (t) => {
@@ -99,11 +105,25 @@ t.test('NetworkPolicies: on by default, the webhook port from the API server alo
   t.same(spec(apiServer, 'webhook').ingress, [{ ports: [{ port: 9443, protocol: 'TCP' }], from: [{ ipBlock: { cidr: '10.0.0.10/32' } }, { ipBlock: { cidr: 'fd00::10/128' } }] }], 'the webhook: from the API server');
   const monitoring = [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }];
   const scraped = await render({ networkPolicy: { apiServerCIDRs: ['10.0.0.10/32'], metrics: { enabled: true, from: monitoring } } });
-  t.same(spec(scraped, 'webhook').ingress, [{ ports: [{ port: 9443, protocol: 'TCP' }], from: [{ ipBlock: { cidr: '10.0.0.10/32' } }, ...monitoring] }], 'the webhook: and its scrapers');
+  t.same(spec(scraped, 'webhook').ingress, [{ ports: [{ port: 9443, protocol: 'TCP' }], from: [{ ipBlock: { cidr: '10.0.0.10/32' } }] }, { ports: [{ port: 9443, protocol: 'TCP' }], from: monitoring }], 'the webhook: and its scrapers');
   t.same(spec(scraped, 'watcher').ingress, [{ ports: [{ port: 8081, protocol: 'TCP' }], from: monitoring }], 'the watcher: its metrics port, from the given peers');
   const peers = [{ podSelector: { matchLabels: { app: 'konnectivity-agent' } }, namespaceSelector: {} }];
   t.same(spec(await render({ networkPolicy: { webhookFrom: peers } }), 'webhook').ingress, [{ ports: [{ port: 9443, protocol: 'TCP' }], from: peers }], 'the webhook: from the given peers');
   const noProbes = await render({ networkPolicy: { metrics: { enabled: true } }, watcher: { probePort: 0 } });
   t.same(spec(noProbes, 'watcher').ingress, [], 'no metrics port, no ingress');
   t.equal((await template({ networkPolicy: { apiServerCIDRs: ['10.0.0.10'] } })).code, 1, 'an address without a prefix length is refused by the schema');
+});
+
+t.test('NetworkPolicies keep scraping open whenever a ServiceMonitor is on', async (t) => {
+  const spec = (manifests: Manifest[], component: string) => get(manifests, 'NetworkPolicy', `sidecar-terminator-${component}`).spec as Record<string, unknown>;
+  const apiServers = [{ ipBlock: { cidr: '10.0.0.0/24' } }];
+  const monitoring = [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }];
+  const scraped = await render({ serviceMonitor: { enabled: true }, networkPolicy: { enabled: true, webhookFrom: apiServers } });
+  t.same(spec(scraped, 'watcher').ingress, [{ ports: [{ port: 8081, protocol: 'TCP' }] }], 'the watcher: its metrics port, though networkPolicy.metrics.enabled is false');
+  t.same(spec(scraped, 'webhook').ingress, [{ ports: [{ port: 9443, protocol: 'TCP' }], from: apiServers }, { ports: [{ port: 9443, protocol: 'TCP' }] }], 'the webhook: the port narrowed to the API server, and open again for the scrapes of its /metrics');
+  const narrowed = await render({ serviceMonitor: { enabled: true }, networkPolicy: { enabled: true, webhookFrom: apiServers, metrics: { enabled: false, from: monitoring } } });
+  t.same(spec(narrowed, 'webhook').ingress, [{ ports: [{ port: 9443, protocol: 'TCP' }], from: apiServers }, { ports: [{ port: 9443, protocol: 'TCP' }], from: monitoring }], 'from networkPolicy.metrics.from when given');
+  t.same(spec(narrowed, 'watcher').ingress, [{ ports: [{ port: 8081, protocol: 'TCP' }], from: monitoring }]);
+  const open = await render({ serviceMonitor: { enabled: true }, networkPolicy: { enabled: true } });
+  t.same(spec(open, 'webhook').ingress, [{ ports: [{ port: 9443, protocol: 'TCP' }] }], 'a webhook port open to every source needs no second rule');
 });

@@ -1,14 +1,11 @@
 // Helm for the chart tests: the binary scripts/build-helm.sh builds (or finds cached), `helm
 // template` with values, and small readers of the rendered manifests.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { runCommand, type CommandResult } from '../support/command.ts';
-
-const run = promisify(execFile);
+import { buildScriptOutput } from '../support/managed-process.ts';
 
 export const repoRoot = resolve(import.meta.dirname, '../..');
 export const chartDir = join(repoRoot, 'charts/sidecar-terminator');
@@ -24,11 +21,7 @@ let helmPath: Promise<string> | undefined;
 
 /** The helm binary: built once from the Go module proxy, then cached (the script prints its path). */
 export function helmBinary(): Promise<string> {
-  helmPath ??= run('bash', [join(repoRoot, 'scripts/build-helm.sh')], { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => {
-    const path = stdout.trim().split('\n').pop();
-    if (!path) throw new Error('scripts/build-helm.sh printed no path');
-    return path;
-  });
+  helmPath ??= buildScriptOutput('build-helm.sh');
   return helmPath;
 }
 
@@ -161,4 +154,18 @@ export function registeredMetrics(): Set<string> {
     return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => (entry.isDirectory() ? walk(join(dir, entry.name)) : [join(dir, entry.name)]));
   })(join(repoRoot, 'src'));
   return new Set(files.flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/name: '(sidecar_terminator_\w+)'/g)].map(([, name = '']) => name)));
+}
+
+/** An alert of the chart's PrometheusRule. */
+export interface AlertRule {
+  alert: string;
+  expr: string;
+  for?: string;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+}
+
+/** The groups of the PrometheusRule the chart rendered. */
+export function alertGroups(manifests: Manifest[]): Array<{ name: string; rules: AlertRule[] }> {
+  return (get(manifests, 'PrometheusRule').spec as { groups: Array<{ name: string; rules: AlertRule[] }> }).groups;
 }

@@ -1,12 +1,14 @@
 // The container image without Docker (there is no engine here): the Dockerfile's steps in
-// temporary directories. Its build stage (`npm run build` on package.json, tsconfig.json and
-// src/ only), its deps stage (`npm ci --omit=dev --ignore-scripts`), then the runtime layout
-// (node_modules, dist/src, package.json) started as the ENTRYPOINT starts it.
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+// temporary directories. Its build stage (`npm run build`: scripts/bundle.ts on package.json and
+// src/ only), then the runtime layout (dist/ and package.json, no node_modules) started as the
+// ENTRYPOINT starts it, Node's flags included. And what each role of `serve` loads from the
+// bundles: a watcher-only process none of the webhook's, TLS or lint code, a webhook-only
+// process none of the watcher's.
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import t from 'tap';
+import { addOnEntrypoint } from '../../scripts/build-images.ts';
 import { runCommand } from '../support/command.ts';
 import { repoRoot } from './helm.ts';
 
@@ -15,96 +17,125 @@ t.teardown(() => rmSync(root, { recursive: true, force: true }));
 const build = join(root, 'build');
 const app = join(root, 'app');
 const PATH = `${join(repoRoot, 'node_modules/.bin')}:${process.env.PATH}`;
+// Run from elsewhere with no node_modules/.bin on the PATH: only the image's layout counts.
+const RUNTIME_ENV = { PATH: `${join(repoRoot, 'node_modules/node/bin')}:/usr/bin:/bin`, NODE_ENV: 'production', NODE_PATH: '' };
 
 const run = (command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = {}) => runCommand(command, args, { cwd, env: { ...process.env, PATH, ...env } });
 
 const dockerfile = readFileSync(join(repoRoot, 'Dockerfile'), 'utf8');
 const dockerignore = readFileSync(join(repoRoot, '.dockerignore'), 'utf8');
+const [node, ...entrypointRest] = addOnEntrypoint();
+const nodeFlags = entrypointRest.slice(0, -1);
+/** The image's command line, with `/app` here. */
+const entrypoint = (...args: string[]) => ({ command: 'node', args: [...nodeFlags, join(app, 'dist/cli.js'), ...args] });
 
-t.test('the Dockerfile: multi-stage, non-root, production dependencies, the same entrypoint as tested here', async (t) => {
+t.test('the Dockerfile: a build stage that bundles, a runtime of Node.js and the bundles only, non-root', async (t) => {
   t.match(dockerfile, /^FROM \$\{NODE_IMAGE\} AS build$/m);
   t.match(dockerfile, /^ARG NODE_IMAGE=node:24-[a-z]+-slim$/m, 'Node.js 24, slim');
+  t.match(dockerfile, /^RUN npm ci --strict-allow-scripts/m, "the build installs only the install scripts package.json's allowScripts approves");
   t.match(dockerfile, /^RUN npm run build$/m);
-  t.match(dockerfile, /^RUN npm ci --omit=dev --ignore-scripts/m);
+  const runtime = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
+  t.notMatch(runtime, /node_modules\b(?!\/npm|\/corepack)/, 'the runtime stage copies no node_modules');
+  t.match(runtime, /^COPY --from=build \/src\/dist \.\/dist$/m, 'it copies the bundles');
   t.match(dockerfile, /^USER 1000:1000$/m, 'a numeric non-root user, which runAsNonRoot can check');
-  t.match(dockerfile, /^ENTRYPOINT \["node", "\/app\/dist\/src\/cli\.js"\]$/m, 'node on the PATH runs dist/src/cli.js');
+  t.equal(node, 'node', 'node on the PATH runs the CLI');
+  t.equal(entrypointRest.at(-1), '/app/dist/cli.js');
+  t.ok(nodeFlags.every((flag) => flag.startsWith('--')), `Node's flags between node and the script: ${nodeFlags.join(' ') || 'none'}`);
   const removed = [...dockerfile.matchAll(/^RUN rm [^\n]*(?:\\\n[^\n]*)*/gm)].map(([line]) => line).join(' ');
   t.notMatch(removed, /bin\/node\b/, 'node stays on the PATH: the signal container runs `node -e ...` from this image');
   const copied = [...dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap(([, sources = '']) => sources.split(/\s+/));
-  t.same([...new Set(copied)].sort(), ['package-lock.json', 'package.json', 'src', 'tsconfig.json'], 'the build context it uses');
-  for (const path of ['package.json', 'package-lock.json', 'tsconfig.json', 'src/']) t.match(dockerignore, `!${path}`, `.dockerignore lets ${path} in`);
+  t.same([...new Set(copied)].sort(), ['package-lock.json', 'package.json', 'scripts/bundle.ts', 'src'], 'the build context it uses');
+  for (const path of ['package.json', 'package-lock.json', 'scripts/bundle.ts', 'src/']) t.match(dockerignore, `!${path}`, `.dockerignore lets ${path} in`);
   t.match(dockerignore, /^\*$/m, 'and nothing else (no node_modules, certs, .git)');
 });
 
-t.test('build stage: npm run build on package.json, tsconfig.json and src/ alone', async (t) => {
-  mkdirSync(build);
-  for (const file of ['package.json', 'package-lock.json', 'tsconfig.json', 'src']) cpSync(join(repoRoot, file), join(build, file), { recursive: true });
+const metafile = join(root, 'meta.json');
+
+t.test('build stage: npm run build bundles package.json and src/ alone into dist/', async (t) => {
+  mkdirSync(join(build, 'scripts'), { recursive: true });
+  for (const file of ['package.json', 'package-lock.json', 'src', 'scripts/bundle.ts']) cpSync(join(repoRoot, file), join(build, file), { recursive: true });
   // The repository's full install stands in for the stage's `npm ci`.
   symlinkSync(join(repoRoot, 'node_modules'), join(build, 'node_modules'));
-  const result = await run('npm', ['run', 'build'], build);
+  const result = await run('npm', ['run', 'build', '--', '--metafile', metafile], build);
   t.equal(result.code, 0, result.code === 0 ? 'npm run build' : result.stdout + result.stderr);
-  t.ok(readdirSync(join(build, 'dist/src')).includes('cli.js'), 'dist/src/cli.js');
-});
-
-t.test('deps stage: npm ci --omit=dev installs the runtime dependencies only', async (t) => {
+  const files = (function walk(dir: string): string[] {
+    return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => (entry.isDirectory() ? walk(join(dir, entry.name)) : [relative(join(build, 'dist'), join(dir, entry.name))]));
+  })(join(build, 'dist'));
+  t.ok(files.includes('cli.js'), 'dist/cli.js');
+  t.same(files.filter((file) => !/\.js$/.test(file)), ['THIRD-PARTY-LICENSES.txt'], 'JavaScript and the third-party licenses only: no .d.ts, no source map');
+  const licenses = readFileSync(join(build, 'dist/THIRD-PARTY-LICENSES.txt'), 'utf8');
+  for (const name of ['@kubernetes/client-node', 'fastify', 'pino', 'prom-client', 'selfsigned', 'ajv', 'yaml']) t.match(licenses, new RegExp(`^${name}@\\d`, 'm'), `the license of ${name}, whose code is bundled`);
+  // The runtime stage: the bundles and package.json, nothing else.
   mkdirSync(app);
-  for (const file of ['package.json', 'package-lock.json']) cpSync(join(repoRoot, file), join(app, file));
-  const result = await run('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline'], app);
-  t.equal(result.code, 0, result.code === 0 ? 'npm ci --omit=dev' : result.stdout + result.stderr);
-  const manifest = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
-  const lock = JSON.parse(readFileSync(join(repoRoot, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
-  const installed = new Set(readdirSync(join(app, 'node_modules')).flatMap((name) => (name.startsWith('@') ? readdirSync(join(app, 'node_modules', name)).map((scoped) => `${name}/${scoped}`) : [name])));
-  for (const name of Object.keys(manifest.dependencies)) t.ok(installed.has(name), `${name} is installed`);
-  for (const name of ['tap', 'typescript', 'node']) t.notOk(installed.has(name), `${name} (a devDependency) is not`);
-  const devOnly = [...installed].filter((name) => lock.packages[`node_modules/${name}`]?.dev === true);
-  t.same(devOnly, [], 'nothing the lock file marks as needed for development only');
-  cpSync(join(build, 'dist/src'), join(app, 'dist/src'), { recursive: true });
+  cpSync(join(build, 'dist'), join(app, 'dist'), { recursive: true });
+  cpSync(join(repoRoot, 'package.json'), join(app, 'package.json'));
 });
 
-t.test('runtime: the production tree starts, prints its help and lints, as the ENTRYPOINT runs it', async (t) => {
-  const cli = join(app, 'dist/src/cli.js');
-  // Run from elsewhere with no node_modules/.bin on the PATH: only the image's layout counts.
-  const env = { PATH: `${join(repoRoot, 'node_modules/node/bin')}:/usr/bin:/bin`, NODE_ENV: 'production' };
-  const help = await run('node', [cli, '--help'], root, env);
+t.test('runtime: the bundles start, print their help and lint without node_modules, as the ENTRYPOINT runs them', async (t) => {
+  const help = await run(entrypoint('--help').command, entrypoint('--help').args, root, RUNTIME_ENV);
   t.equal(help.code, 0, help.stderr);
-  t.match(help.stdout, /sidecar-terminator 0\.1\.0: completes Kubernetes Jobs/, 'the version comes from the image\'s package.json');
-  const serveHelp = await run('node', [cli, 'serve', '--help'], root, env);
+  t.match(help.stdout, /sidecar-terminator 0\.1\.0: completes Kubernetes Jobs/, "the version comes from the image's package.json");
+  const serveHelp = await run(entrypoint('serve', '--help').command, entrypoint('serve', '--help').args, root, RUNTIME_ENV);
   t.equal(serveHelp.code, 0, serveHelp.stderr);
   t.match(serveHelp.stdout, /--kill-mechanism VALUE/);
   t.match(serveHelp.stdout, /--probe-address VALUE/);
-  const lint = await run('node', [cli, 'lint', join(repoRoot, 'examples/misconfigured.yaml')], root, env);
-  t.equal(lint.code, 1, 'lint finds the error');
-  t.match(lint.stdout, /Invalid value: "nginx:1\.27": the quick-exit image is the sidecar's own image/);
+  const lint = entrypoint('lint', join(repoRoot, 'examples/misconfigured.yaml'));
+  const linted = await run(lint.command, lint.args, root, RUNTIME_ENV);
+  t.equal(linted.code, 1, 'lint finds the error');
+  t.match(linted.stdout, /Invalid value: "nginx:1\.27": the quick-exit image is the sidecar's own image/);
 });
 
-t.test('runtime: every compiled module loads from the production node_modules (serve loads lazily, --help does not)', async (t) => {
-  const modules = (function walk(dir: string): string[] {
-    return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => (entry.isDirectory() ? walk(join(dir, entry.name)) : entry.name.endsWith('.js') ? [join(dir, entry.name)] : []));
-  })(join(app, 'dist/src'));
-  t.ok(modules.length > 20, `${modules.length} modules`);
-  const script = `for (const url of ${JSON.stringify(modules.map((file) => pathToFileURL(file).href))}) await import(url); console.log('loaded');`;
-  const result = await run('node', ['--input-type=module', '-e', script], app, { PATH: `${join(repoRoot, 'node_modules/node/bin')}:/usr/bin:/bin`, NODE_PATH: '' });
-  t.equal(result.code, 0, result.stderr);
-  t.equal(result.stdout.trim(), 'loaded');
-  t.notOk(modules.some((file) => relative(app, file).startsWith('dist/test')), 'no test code in the image');
-});
+/**
+ * The source modules of src/ whose code a command loaded from the bundles: a load hook records
+ * each bundle file the process reads, and esbuild's metafile says which sources went into each.
+ */
+async function sourcesLoadedBy(args: string[]): Promise<{ sources: string[]; output: string }> {
+  const hook = join(root, 'record-loads.mjs');
+  const record = join(root, `loaded-${args.join('-').replace(/[^\w-]/g, '')}.json`);
+  writeFileSync(hook, `import { registerHooks } from 'node:module';
+import { writeFileSync } from 'node:fs';
+const loaded = new Set();
+registerHooks({ load(url, context, next) { loaded.add(url); return next(url, context); } });
+process.on('exit', () => writeFileSync(process.env.RECORD_LOADS, JSON.stringify([...loaded])));
+`);
+  const command = entrypoint(...args);
+  const result = await run(command.command, ['--import', hook, ...command.args], root, { ...RUNTIME_ENV, RECORD_LOADS: record });
+  const meta = JSON.parse(readFileSync(metafile, 'utf8')) as { outputs: Record<string, { inputs: Record<string, { bytesInOutput: number }> }> };
+  const loadedFiles = (JSON.parse(readFileSync(record, 'utf8')) as string[]).filter((url) => url.startsWith('file:')).map((url) => relative(join(app, 'dist'), new URL(url).pathname));
+  const sources = new Set<string>();
+  for (const [output, { inputs }] of Object.entries(meta.outputs)) {
+    if (!loadedFiles.includes(relative(join(build, 'dist'), join(build, output)))) continue;
+    for (const [input, { bytesInOutput }] of Object.entries(inputs)) if (input.startsWith('src/') && bytesInOutput > 0) sources.add(input);
+  }
+  return { sources: [...sources].sort(), output: result.stdout + result.stderr };
+}
 
-t.test('runtime: a large body is judged by the compiled worker thread (dist/src/webhook/judge-worker.js)', async (t) => {
-  const appModule = pathToFileURL(join(app, 'dist/src/webhook/app.js')).href;
-  const value = 'x'.repeat(80);
-  const script = [
-    `const { buildApp } = await import(${JSON.stringify(appModule)});`,
-    "const app = buildApp({ enforcement: 'deny', quickExitImageAllowlist: [], bodyLimit: 8 << 20, logger: false, readiness: () => ({ ready: true }) });",
-    `const env = Array.from({ length: 5000 }, (_, i) => ({ name: 'SETTING_' + i, value: ${JSON.stringify(value)} }));`,
-    "const object = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' }, spec: { restartPolicy: 'Never', containers: [{ name: 'main', env }] } };",
-    "const payload = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', object } });",
-    "const response = await app.inject({ method: 'POST', url: '/validate', headers: { 'content-type': 'application/json' }, payload });",
-    'console.log(payload.length, response.statusCode, JSON.parse(response.body).response.allowed);',
-    'await app.close();',
-  ].join('\n');
-  const result = await run('node', ['--input-type=module', '-e', script], app, { PATH: `${join(repoRoot, 'node_modules/node/bin')}:/usr/bin:/bin`, NODE_PATH: '' });
-  t.equal(result.code, 0, result.stderr);
-  const [bytes, status, allowed] = result.stdout.trim().split(' ');
-  t.ok(Number(bytes) > 64 * 1024, `a ${bytes}-byte body: over the size judged on the event loop`);
-  t.same([status, allowed], ['200', 'true'], 'answered from the worker thread');
+t.test('each role of serve loads only its own code from the bundles', async (t) => {
+  // An API server that is not there: each role loads its modules, then fails to reach it and exits.
+  const kubeconfig = join(root, 'kubeconfig');
+  writeFileSync(kubeconfig, JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'none', cluster: { server: 'https://127.0.0.1:9' } }],
+    users: [{ name: 'none', user: { token: 'none' } }],
+    contexts: [{ name: 'none', context: { cluster: 'none', user: 'none', namespace: 'default' } }],
+    'current-context': 'none',
+  }));
+  const component = (dir: string) => (file: string) => file.startsWith(`src/${dir}/`);
+  const lintCode = (file: string) => file === 'src/lint.ts' || (file.startsWith('src/lint/') && file !== 'src/lint/limits.ts');
+
+  const watcher = await sourcesLoadedBy(['serve', '--no-webhook', '--kubeconfig', kubeconfig, '--probe-address', '127.0.0.1:0']);
+  t.ok(watcher.sources.includes('src/watcher/watcher.ts'), `the watcher role loads the watcher (${watcher.output.slice(-300)})`);
+  t.same(watcher.sources.filter(component('webhook')), [], 'and no webhook code');
+  t.same(watcher.sources.filter(component('tls')), [], 'no TLS code');
+  t.same(watcher.sources.filter(lintCode), [], 'no lint code (src/lint/limits.ts: two constants of the help text)');
+
+  const webhook = await sourcesLoadedBy(['serve', '--no-watcher', '--kubeconfig', kubeconfig, '--cert-dir', join(root, 'certs'), '--listen-address', '127.0.0.1:0']);
+  t.ok(webhook.sources.includes('src/webhook/app.ts'), `the webhook role loads the webhook (${webhook.output.slice(-300)})`);
+  t.same(webhook.sources.filter(component('watcher')), [], 'and no watcher code');
+  t.same(webhook.sources.filter(lintCode), [], 'no lint code');
+
+  const lint = await sourcesLoadedBy(['lint', join(repoRoot, 'examples/misconfigured.yaml')]);
+  t.ok(lint.sources.includes('src/lint.ts'), 'lint loads lint');
+  t.same(lint.sources.filter((file) => component('watcher')(file) || component('webhook')(file) || component('tls')(file) || file.startsWith('src/serve')), [], 'and none of serve');
 });

@@ -4,15 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { chartDir, find, get, registeredMetrics, render, type Manifest } from './helm.ts';
-
-interface Rule {
-  alert: string;
-  expr: string;
-  for?: string;
-  labels: Record<string, string>;
-  annotations: Record<string, string>;
-}
+import { alertGroups, chartDir, find, get, registeredMetrics, render, template, type Manifest } from './helm.ts';
 
 interface Panel {
   type: string;
@@ -30,7 +22,7 @@ function metricsIn(expr: string): string[] {
   return [...expr.matchAll(/\b(sidecar_terminator_\w+)/g)].map(([, name = '']) => (registered.has(name) ? name : name.replace(/_(bucket|sum|count)$/, '')));
 }
 
-const rulesOf = (manifests: Manifest[]) => (get(manifests, 'PrometheusRule').spec as { groups: Array<{ rules: Rule[] }> }).groups.flatMap((group) => group.rules);
+const rulesOf = (manifests: Manifest[]) => alertGroups(manifests).flatMap((group) => group.rules);
 
 t.test('off by default: no PrometheusRule, no dashboard ConfigMap', async (t) => {
   const manifests = await render();
@@ -38,13 +30,31 @@ t.test('off by default: no PrometheusRule, no dashboard ConfigMap', async (t) =>
   t.notOk(find(manifests, 'ConfigMap'));
 });
 
+t.test('the PrometheusRule renders only with something scraping the metrics it reads', async (t) => {
+  for (const values of [{ prometheusRule: { enabled: true } }, { prometheusRule: { enabled: true }, serviceMonitor: { enabled: true }, watcher: { probePort: 0 } }]) {
+    const result = await template(values);
+    t.not(result.code, 0, `refused: ${JSON.stringify(values)}`);
+    t.match(result.stderr, /prometheusRule\.enabled: the alerts read the add-on's metrics, which only a scrape brings, and would stay silent without one; set serviceMonitor\.enabled=true/);
+  }
+  t.ok(find(await render({ prometheusRule: { enabled: true }, serviceMonitor: { enabled: true } }), 'PrometheusRule'), 'rendered with the ServiceMonitors');
+});
+
 t.test('the PrometheusRule: an alert for pods waiting too long on sidecars, with the thresholds of values', async (t) => {
-  const manifests = await render({ prometheusRule: { enabled: true, labels: { release: 'prometheus' }, waitingOnSidecarsSeconds: 900, for: '10m', failedStopsWindow: '30m', retryingFor: '20m', severity: 'critical' } }, { namespace: 'batch-system' });
+  const manifests = await render({ serviceMonitor: { enabled: true }, prometheusRule: { enabled: true, labels: { release: 'prometheus' }, waitingOnSidecarsSeconds: 900, for: '10m', failedStopsWindow: '30m', retryingFor: '20m', severity: 'critical' } }, { namespace: 'batch-system' });
   const rule = get(manifests, 'PrometheusRule');
   t.equal(rule.metadata.namespace, 'batch-system');
   t.equal(rule.metadata.labels?.release, 'prometheus', 'the label Prometheus selects rules by');
   const rules = rulesOf(manifests);
-  t.same(rules.map((r) => r.alert), ['SidecarTerminatorPodsWaitingOnSidecars', 'SidecarTerminatorCannotStopSidecars', 'SidecarTerminatorReconcilesFailing']);
+  t.same(rules.map((r) => r.alert), [
+    'SidecarTerminatorPodsWaitingOnSidecars',
+    'SidecarTerminatorCannotStopSidecars',
+    'SidecarTerminatorReconcilesFailing',
+    'SidecarTerminatorNoLeader',
+    'SidecarTerminatorWatcherDown',
+    'SidecarTerminatorWebhookDown',
+    'SidecarTerminatorWebhookFailingOpen',
+    'SidecarTerminatorCertificateExpiresSoon',
+  ], 'test/chart/alerts.test.ts runs them in promtool');
   const [waiting, cannot, failing] = rules;
   t.equal(waiting?.expr, 'max(sidecar_terminator_oldest_pending_pod_seconds{namespace="batch-system"}) > 900');
   t.equal(waiting?.for, '10m');
@@ -52,7 +62,9 @@ t.test('the PrometheusRule: an alert for pods waiting too long on sidecars, with
   t.equal(failing?.for, '20m');
   for (const r of rules) {
     t.equal(r.labels.severity, 'critical', `${r.alert}: severity`);
-    t.match(r.expr, 'namespace="batch-system"', `${r.alert}: this release's metrics only`);
+    t.equal(r.labels.namespace, 'batch-system', `${r.alert}: the release's namespace, for routing`);
+    // The API server's count of fail-open calls has no namespace: it names the webhooks instead.
+    if (r.alert !== 'SidecarTerminatorWebhookFailingOpen') t.match(r.expr, 'namespace="batch-system"', `${r.alert}: this release's metrics only`);
     t.ok(r.annotations.summary && r.annotations.description, `${r.alert}: says what and what to do`);
     t.notMatch(r.annotations.description, /\{\{`/, `${r.alert}: alert templates reach Prometheus unescaped`);
   }
@@ -60,8 +72,10 @@ t.test('the PrometheusRule: an alert for pods waiting too long on sidecars, with
 });
 
 t.test('every metric the alerts and the dashboard query is one src/ registers', async (t) => {
-  const rules = rulesOf(await render({ prometheusRule: { enabled: true } }));
-  const queried = [...rules.map((r) => r.expr), ...dashboard.panels.flatMap((panel) => panel.targets?.map((target) => target.expr) ?? [])];
+  const rules = rulesOf(await render({ prometheusRule: { enabled: true }, serviceMonitor: { enabled: true } }));
+  // Not ours: the scrape's own up, and the API server's count of webhook calls it let through.
+  const others = /^absent\(up\{|apiserver_admission_webhook_fail_open_count/;
+  const queried = [...rules.map((r) => r.expr).filter((expr) => !others.test(expr)), ...dashboard.panels.flatMap((panel) => panel.targets?.map((target) => target.expr) ?? [])];
   t.ok(queried.length > 10, `${queried.length} queries`);
   for (const expr of queried) {
     const metrics = metricsIn(expr);

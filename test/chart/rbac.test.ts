@@ -11,7 +11,7 @@ import t, { type Test } from 'tap';
 import { parseFlags } from '../../src/cli.ts';
 import { SERVE_FLAGS, type ServeConfig } from '../../src/config.ts';
 import type { Component } from '../support/config-reference.ts';
-import { argsOf, render, repoRoot, type Manifest } from './helm.ts';
+import { render, repoRoot, type Manifest } from './helm.ts';
 
 /** Where a call's permission must hold: cluster-scoped objects, the add-on's own namespace, or the pods' namespaces (every one, or --namespaces). */
 type Scope = 'cluster' | 'own' | 'watched';
@@ -78,9 +78,15 @@ const CALLS: Record<string, Call> = {
     why: 'the crr mechanism',
     when: usesCrr,
   },
+  listNamespace: {
+    sites: ['src/watcher/sweeper.ts'],
+    needs: [{ group: '', resource: 'namespaces', verb: 'list', scope: 'cluster' }],
+    why: 'the namespaces --namespace-labels selects, where the sweeper labels pods',
+    when: (config) => config.namespaceLabels.length > 0 && config.sweepInterval > 0,
+  },
   readNode: { sites: ['src/watcher/nodes.ts', 'src/status/cluster.ts'], needs: [{ group: '', resource: 'nodes', verb: 'get', scope: 'cluster' }], why: 'virtual-kubelet label or taint' },
-  getAPIVersions: { sites: ['src/watcher/discovery.ts'], needs: [], why: 'is apps.kruise.io served?', when: usesCrr, notGranted: DISCOVERY },
-  getAPIResources: { sites: ['src/watcher/discovery.ts'], needs: [], why: 'does it serve containerrecreaterequests?', when: usesCrr, notGranted: DISCOVERY },
+  getAPIVersions: { sites: ['src/kube/discovery.ts'], needs: [], why: 'is apps.kruise.io served?', when: usesCrr, notGranted: DISCOVERY },
+  getAPIResources: { sites: ['src/kube/discovery.ts'], needs: [], why: 'does it serve containerrecreaterequests?', when: usesCrr, notGranted: DISCOVERY },
   createNamespacedLease: {
     sites: ['src/kube/leader-election.ts'],
     needs: [{ group: 'coordination.k8s.io', resource: 'leases', verb: 'create', scope: 'own' }],
@@ -134,6 +140,9 @@ const CALLS: Record<string, Call> = {
     when: (config) => config.nativeSidecars !== 'none',
     notGranted: '/version: the built-in system:public-info-viewer ClusterRole grants it to everyone',
   },
+  // `sidecar-terminator remove-webhooks`, the chart's pre-delete hook.
+  deleteMutatingWebhookConfiguration: { sites: ['src/kube/remove-webhooks.ts'], needs: [webhookConfigurations('delete', 'mutating')], why: 'helm uninstall takes the webhook out of the path first' },
+  deleteValidatingWebhookConfiguration: { sites: ['src/kube/remove-webhooks.ts'], needs: [webhookConfigurations('delete', 'validating')], why: 'the same' },
   // `sidecar-terminator status`, run by users (it also lists pods and reads nodes, above).
   listNamespacedEvent: status("the add-on's events about the pods"),
   listEventForAllNamespaces: status('the same, with -A'),
@@ -144,9 +153,11 @@ const CALLS: Record<string, Call> = {
 };
 
 /** Which process runs the code in a file; `user` for the status command, which runs with the user's permissions. */
-function componentOf(file: string): Component | 'user' | undefined {
+function componentOf(file: string): Process | 'user' | undefined {
   if (file.startsWith('src/status/')) return 'user';
-  if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts') return 'watcher';
+  if (file === 'src/kube/remove-webhooks.ts') return 'webhooks-cleanup';
+  // status reads the same discovery documents with the user's own permissions.
+  if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts' || file === 'src/kube/discovery.ts') return 'watcher';
   if (file.startsWith('src/tls/') || file.startsWith('src/webhook/') || ['src/kube/webhook-configurations.ts', 'src/kube/fence.ts', 'src/kube/server-version.ts'].includes(file)) return 'webhook';
   return undefined;
 }
@@ -240,13 +251,19 @@ interface Requirement extends Grant {
   call: string;
 }
 
+/** The chart's processes: its two Deployments, and the Job of its pre-delete hook. */
+type Process = Component | 'webhooks-cleanup';
+
 /** What each process needs, given the flags the chart passes it. */
 function requirements(manifests: Manifest[], releaseNamespace: string): Requirement[] {
   const result: Requirement[] = [];
-  for (const component of ['webhook', 'watcher'] as const) {
-    const deployment = manifests.find((m) => m.kind === 'Deployment' && m.metadata.labels?.['app.kubernetes.io/component'] === component)!;
-    const serviceAccount = `${releaseNamespace}/${(deployment.spec as { template: { spec: { serviceAccountName: string } } }).template.spec.serviceAccountName}`;
-    const config = parseFlags('serve', SERVE_FLAGS, argsOf(manifests, component).slice(1), {}).values;
+  for (const component of ['webhook', 'watcher', 'webhooks-cleanup'] as const) {
+    const workload = manifests.find((m) => (m.kind === 'Deployment' || m.kind === 'Job') && m.metadata.labels?.['app.kubernetes.io/component'] === component);
+    if (!workload) continue;
+    const serviceAccount = `${releaseNamespace}/${(workload.spec as { template: { spec: { serviceAccountName: string } } }).template.spec.serviceAccountName}`;
+    const args = (workload.spec as { template: { spec: { containers: Array<{ args: string[] }> } } }).template.spec.containers[0]!.args;
+    // remove-webhooks takes a few of serve's flags, read the same way.
+    const config = parseFlags('serve', SERVE_FLAGS, args.slice(1), {}).values;
     for (const [method, call] of Object.entries(CALLS)) {
       if (!call.sites.some((file) => componentOf(file) === component) || (call.when && !call.when(config))) continue;
       for (const need of call.needs) {
@@ -288,6 +305,8 @@ const variants: Array<{ label: string; values: object; release?: string; namespa
   { label: 'kill mechanism signal', values: { watcher: { killMechanism: 'signal' } } },
   { label: 'without leader election', values: { watcher: { leaderElection: { enabled: false } } } },
   { label: '--namespaces, including the release namespace', values: { watcher: { namespaces: ['team-a', 'sidecar-terminator'] } } },
+  { label: 'namespaces opted in by label', values: { webhook: { namespaceLabels: { team: 'batch' } } } },
+  { label: 'namespaces opted in by label, no sweeper', values: { webhook: { namespaceLabels: { team: 'batch' } }, watcher: { sweepInterval: '0s' } } },
   { label: '--namespaces with signal, no leader election', values: { watcher: { namespaces: ['team-b'], killMechanism: 'signal', leaderElection: { enabled: false } } } },
   {
     label: 'another release, namespace and names',

@@ -35,10 +35,13 @@ t.test('the default release renders the two Deployments and what they need, and 
   t.same(kinds, [
     'ClusterRole/sidecar-terminator-watcher',
     'ClusterRole/sidecar-terminator-webhook',
+    'ClusterRole/sidecar-terminator-webhooks-cleanup',
     'ClusterRoleBinding/sidecar-terminator-watcher',
     'ClusterRoleBinding/sidecar-terminator-webhook',
+    'ClusterRoleBinding/sidecar-terminator-webhooks-cleanup',
     'Deployment/sidecar-terminator-watcher',
     'Deployment/sidecar-terminator-webhook',
+    'Job/sidecar-terminator-webhooks-cleanup',
     'MutatingWebhookConfiguration/sidecar-terminator',
     'NetworkPolicy/sidecar-terminator-watcher',
     'NetworkPolicy/sidecar-terminator-webhook',
@@ -50,17 +53,22 @@ t.test('the default release renders the two Deployments and what they need, and 
     'Service/sidecar-terminator',
     'ServiceAccount/sidecar-terminator-watcher',
     'ServiceAccount/sidecar-terminator-webhook',
+    'ServiceAccount/sidecar-terminator-webhooks-cleanup',
+    'ValidatingAdmissionPolicy/sidecar-terminator-watcher',
+    'ValidatingAdmissionPolicy/sidecar-terminator-webhook',
+    'ValidatingAdmissionPolicyBinding/sidecar-terminator-watcher',
+    'ValidatingAdmissionPolicyBinding/sidecar-terminator-webhook',
     'ValidatingWebhookConfiguration/sidecar-terminator',
   ]);
   for (const manifest of [...defaults, ...(await render(everything))]) {
     t.not(manifest.kind, 'Secret', 'the TLS Secret is never pre-created: the webhook creates it with its own type');
     t.equal(manifest.metadata.labels?.['app.kubernetes.io/instance'], 'sidecar-terminator', `${manifest.kind}/${manifest.metadata.name} carries the release labels`);
-    const clusterScoped = ['ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration'].includes(manifest.kind);
+    const clusterScoped = ['ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'].includes(manifest.kind);
     t.equal(manifest.metadata.namespace === undefined, clusterScoped, `${manifest.kind}/${manifest.metadata.name}: namespace set exactly when namespaced`);
   }
 });
 
-t.test('webhook: serve --no-watcher, two replicas kept by a PodDisruptionBudget, HTTPS probes', async (t) => {
+t.test('webhook: serve --no-watcher, two replicas under a PodDisruptionBudget that never blocks a drain, HTTPS probes', async (t) => {
   const deployment = get(defaults, 'Deployment', 'sidecar-terminator-webhook');
   const spec = deployment.spec as { replicas: number; strategy: { rollingUpdate: { maxUnavailable: number } }; selector: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string> } } };
   t.equal(spec.replicas, 2);
@@ -71,9 +79,14 @@ t.test('webhook: serve --no-watcher, two replicas kept by a PodDisruptionBudget,
   t.match(container.ports, [{ name: 'https', containerPort: 9443 }]);
   t.match(container.livenessProbe, { httpGet: { path: '/healthz', port: 'https', scheme: 'HTTPS' } });
   t.match(container.readinessProbe, { httpGet: { path: '/readyz', port: 'https', scheme: 'HTTPS' } });
+  t.same(container.lifecycle, { preStop: { sleep: { seconds: 5 } } }, 'a preStop sleep: the pod serves on while its endpoint removal spreads');
+  t.equal(flagValue(container.args!, 'shutdown-drain'), '3s', 'then the drain of --shutdown-drain');
+  t.notOk(podSpec(await render({ webhook: { shutdown: { preStopSleepSeconds: 0, drain: '3s' } } }), 'webhook').containers[0]!.lifecycle, 'preStopSleepSeconds 0: no preStop');
 
-  const pdb = get(defaults, 'PodDisruptionBudget') as Manifest & { spec: { minAvailable: number; selector: { matchLabels: Record<string, string> } } };
-  t.equal(pdb.spec.minAvailable, 1);
+  const pdb = get(defaults, 'PodDisruptionBudget') as Manifest & { spec: { minAvailable?: number; maxUnavailable: number; unhealthyPodEvictionPolicy: string; selector: { matchLabels: Record<string, string> } } };
+  t.equal(pdb.spec.maxUnavailable, 1, 'one pod at a time: with one replica a drain still goes through (minAvailable: 1 would block it)');
+  t.equal(pdb.spec.minAvailable, undefined);
+  t.equal(pdb.spec.unhealthyPodEvictionPolicy, 'AlwaysAllow', 'a replica that is not ready never holds a drain up');
   t.same(pdb.spec.selector.matchLabels, spec.selector.matchLabels, 'the budget covers the webhook pods');
   const service = get(defaults, 'Service', 'sidecar-terminator') as Manifest & { spec: { selector: Record<string, string>; ports: unknown[] } };
   t.same(service.spec.selector, spec.selector.matchLabels, 'the Service sends to the webhook pods only');
@@ -128,6 +141,8 @@ t.test('the webhook configurations are the ones serve --register-webhooks writes
     { values: { webhook: { excludedNamespaces: ['kube-system', 'batch-legacy'] } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', excludedNamespaces: ['batch-legacy'] } },
     { values: { admission: { nativeSidecars: 'labelled' } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', nativeSidecars: 'labelled' as const } },
     { values: { admission: { nativeSidecars: 'all' }, webhook: { failurePolicy: 'Fail' } }, release: 'st', namespace: 'platform', target: { name: 'st-sidecar-terminator', serviceName: 'st-sidecar-terminator', failurePolicy: 'Fail', nativeSidecars: 'all' as const } },
+    { values: { admission: { nativeSidecars: 'labelled' }, webhook: { namespaceLabels: { team: 'batch' } } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', nativeSidecars: 'labelled' as const, namespaceLabels: { team: 'batch' } } },
+    { values: { admission: { validateWorkloads: true }, webhook: { timeoutSeconds: 7 } }, release: 'sidecar-terminator', namespace: 'sidecar-terminator', target: { name: 'sidecar-terminator', serviceName: 'sidecar-terminator', failurePolicy: 'Ignore', validateWorkloads: true, timeoutSeconds: 7 } },
   ];
   for (const { values, release, namespace, target } of cases) {
     const manifests = await render(values, { release, namespace });
@@ -252,7 +267,9 @@ t.test('long release names stay within the 63-character limit and distinct', asy
   t.equal(release.length, 53);
   const manifests = await render({}, { release });
   const names = manifests.map((m) => `${m.kind}/${m.metadata.name}`);
-  for (const manifest of manifests) t.ok(manifest.metadata.name.length <= 63, `${manifest.kind}/${manifest.metadata.name}`);
+  // The fence's objects take DNS subdomain names (253 characters), as the webhook configurations they are named after.
+  const subdomainNamed = new Set(['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']);
+  for (const manifest of manifests) t.ok(manifest.metadata.name.length <= (subdomainNamed.has(manifest.kind) ? 253 : 63), `${manifest.kind}/${manifest.metadata.name}`);
   t.equal(new Set(names).size, names.length, 'no two objects of a kind share a name');
   t.not(flagValue(argsOf(manifests, 'webhook'), 'tls-secret'), flagValue(argsOf(manifests, 'webhook'), 'service-name'));
 });

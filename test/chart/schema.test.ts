@@ -34,6 +34,10 @@ const bad: Array<[string, object, RegExp]> = [
   ['an alert threshold that is not a number of seconds', { prometheusRule: { waitingOnSidecarsSeconds: '10m' } }, /\/prometheusRule\/waitingOnSidecarsSeconds/],
   ['an alert duration in words', { prometheusRule: { for: 'a while' } }, /\/prometheusRule\/for/],
   ['a dashboard namespace Kubernetes refuses', { grafanaDashboard: { namespace: 'Monitoring' } }, /\/grafanaDashboard\/namespace/],
+  ['failurePolicy Fail with one webhook replica', { webhook: { failurePolicy: 'Fail', replicas: 1 } }, /\/webhook\/replicas': minimum: got 1, want 2/],
+  ['failurePolicy Fail without the PodDisruptionBudget', { webhook: { failurePolicy: 'Fail', podDisruptionBudget: { enabled: false, maxUnavailable: 1 } } }, /\/webhook\/podDisruptionBudget\/enabled/],
+  ['a budget that blocks every drain', { webhook: { podDisruptionBudget: { enabled: true, maxUnavailable: 0 } } }, /\/webhook\/podDisruptionBudget\/maxUnavailable/],
+  ['the minAvailable of earlier versions', { webhook: { podDisruptionBudget: { enabled: true, maxUnavailable: 1, minAvailable: 1 } } }, /minAvailable/],
 ];
 
 for (const [what, values, path] of bad) {
@@ -54,8 +58,10 @@ const good: Array<[string, object]> = [
   ['compound durations and a disabled sweeper', { shutdownGrace: '1m30s', watcher: { sweepInterval: '0s' }, webhook: { tls: { checkInterval: '500ms' } } }],
   ['namespaces, allowlist, hosts', { watcher: { namespaces: ['team-a', 'batch-1'] }, admission: { quickExitImageAllowlist: ['registry.example.com/quick-exit:*'] }, webhook: { tls: { extraHosts: ['st.example.com', '10.1.2.3'] } } }],
   ['a digest and a registry with a port', { image: { repository: 'registry.example.com:5000/team/st', digest: `sha256:${'0'.repeat(64)}` } }],
-  ['a percentage budget', { webhook: { podDisruptionBudget: { enabled: true, minAvailable: '50%' } } }],
-  ['alerts and the dashboard, with their settings', { prometheusRule: { enabled: true, waitingOnSidecarsSeconds: 300, for: '1m', failedStopsWindow: '6h', retryingFor: '1h' }, grafanaDashboard: { enabled: true, namespace: 'monitoring', labels: { grafana_dashboard: '1' } } }],
+  ['a percentage budget', { webhook: { podDisruptionBudget: { enabled: true, maxUnavailable: '50%' } } }],
+  ['failurePolicy Fail with two replicas and the budget', { webhook: { failurePolicy: 'Fail' } }],
+  ['one webhook replica with Ignore, budget on (it never blocks a drain)', { webhook: { replicas: 1 } }],
+  ['alerts and the dashboard, with their settings', { serviceMonitor: { enabled: true }, prometheusRule: { enabled: true, waitingOnSidecarsSeconds: 300, for: '1m', failedStopsWindow: '6h', retryingFor: '1h', unavailableFor: '10m', failOpenWindow: '30m', certificateExpirySeconds: 604800 }, grafanaDashboard: { enabled: true, namespace: 'monitoring', labels: { grafana_dashboard: '1' } } }],
   ['scheduling settings', { webhook: { nodeSelector: { 'kubernetes.io/os': 'linux' }, tolerations: [{ key: 'dedicated', operator: 'Exists' }], priorityClassName: 'system-cluster-critical' } }],
 ];
 

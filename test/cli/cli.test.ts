@@ -42,7 +42,18 @@ t.test('top-level help, version, unknown commands', async (t) => {
   t.match(none.stderr, /Usage:/);
   const unknown = await runCli(['server'], { asProcess: true });
   t.equal(unknown.code, 2, 'the exit code of the process');
-  t.match(unknown.stderr, /unknown command "server": the commands are serve, lint, status and help/);
+  t.match(unknown.stderr, /unknown command "server": the commands are serve, lint, status, remove-webhooks and help/);
+});
+
+t.test('remove-webhooks: its help, and a usage error for an argument', async (t) => {
+  const help = await runCli(['remove-webhooks', '--help']);
+  t.equal(help.code, 0);
+  t.match(help.stdout, /Deletes the MutatingWebhookConfiguration and the ValidatingWebhookConfiguration named\s+--webhook-config-name/);
+  t.match(help.stdout, /--webhook-config-name VALUE[\s\S]*default: sidecar-terminator/);
+  const extra = await runCli(['remove-webhooks', 'now']);
+  t.equal(extra.code, 2);
+  t.match(extra.stderr, /remove-webhooks takes no arguments, got "now"/);
+  t.match((await runCli(['help', 'remove-webhooks'])).stdout, /Usage: sidecar-terminator remove-webhooks/);
 });
 
 t.test('unknown flags and bad values: exit 2, naming the flag and the fix', async (t) => {

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { repoRoot } from '../support/demo.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { realNodeUnavailable } from '../support/real-node.ts';
 
 // Real nodes where the machine can run them (as on CI), the simulator's otherwise: either way the demo says which.

@@ -1,47 +1,27 @@
-// The README's "Try it", done as written: the demo `make dev` starts (startDemo, shared with
-// scripts/dev.ts) on real nodes, as the README shows it, then every command of the section's ```sh blocks run by bash from the
+// "Try it" of docs/getting-started.md, done as written: the demo `make dev` starts (startDemo,
+// shared with scripts/dev.ts) on real nodes, as the page shows it, then every command of the section's ```sh blocks run by bash from the
 // repository, with the example files as they are. A ```text block right after a ```sh block is
 // the output those commands print (stdout and stderr, in order), compared exactly. Commands must
 // succeed, except the last one of a block whose output is an error kubectl prints (a refusal).
 // Only `make dev` (the demo is already running) and the `export` line (replaced by the same
 // variables for this demo) are not run; anything else but kubectl fails the test.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BatchV1Api } from '@kubernetes/client-node';
 import t from 'tap';
-import { repoRoot, startDemo } from '../support/demo.ts';
+import { startDemo } from '../support/demo.ts';
+import { commandBlocks, readDoc, repoRoot, section } from '../support/markdown.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 
-interface Block {
-  commands: string[];
-  /** The output shown after the commands, if any. */
-  expected?: string;
-}
+/** The ```sh blocks of "Try it": each its command lines, and the output shown after them, if any. */
+const blocks = commandBlocks(section(readDoc('docs/getting-started.md'), 'Try it')).map((block) => ({
+  commands: block.commands.body.split('\n').filter((line) => line.trim() !== '' && !line.trim().startsWith('#')),
+  expected: block.output?.body,
+}));
 
-/** The ```sh blocks of the README's "Try it" section, each with the ```text block that follows it. */
-function tryItBlocks(readme: string): Block[] {
-  const start = readme.indexOf('\n## Try it\n');
-  const end = readme.indexOf('\n## ', start + 1);
-  const text = readme.slice(start, end);
-  const fences = [...text.matchAll(/```(\w+)\n([\s\S]*?)```/g)];
-  const blocks: Block[] = [];
-  for (const [index, fence] of fences.entries()) {
-    if (fence[1] !== 'sh') continue;
-    const block: Block = { commands: fence[2]!.split('\n').filter((line) => line.trim() !== '' && !line.trim().startsWith('#')) };
-    const next = fences[index + 1];
-    const between = next ? text.slice(fence.index + fence[0].length, next.index) : '';
-    if (next && next[1] === 'text' && between.trim() === '') block.expected = next[2]!;
-    blocks.push(block);
-  }
-  return blocks;
-}
-
-const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
-const blocks = tryItBlocks(readme);
-
-// The README shows what real containers print: no real node here, no test (.ci/run requires one).
+// The page shows what real containers print: no real node here, no test (.ci/run requires one).
 if (canRunRealNode(t)) {
   const certDir = mkdtempSync(join(tmpdir(), 'st-examples-certs-'));
   t.teardown(() => rmSync(certDir, { recursive: true, force: true }));
@@ -49,7 +29,7 @@ if (canRunRealNode(t)) {
   t.equal(demo.nodes.kind, 'real', 'the demo runs real nodes');
   t.teardown(() => demo.stop());
 
-  // What the README's export line sets, for this demo: its kubeconfig, and its kubectl first on the PATH.
+  // What the page's export line sets, for this demo: its kubeconfig, and its kubectl first on the PATH.
   const env = { ...process.env, KUBECONFIG: demo.cp.kubeconfigPath, PATH: `${demo.cp.binDir}:${process.env.PATH}` };
 
   function bash(command: string): Promise<{ code: number; output: string }> {
@@ -72,7 +52,7 @@ if (canRunRealNode(t)) {
     const exports = lines.filter((line) => line.startsWith('export '));
     t.same(exports, ['export KUBECONFIG=$HOME/.cache/sidecar-terminator/dev/kubeconfig PATH=$HOME/.cache/sidecar-terminator/dev/bin:$PATH'], 'the paths make dev publishes (test/support/demo.ts devDir)');
     for (const line of lines.filter((each) => each !== 'make dev' && !each.startsWith('export '))) t.match(line, /^kubectl /, `runnable here: ${line}`);
-    t.equal(demo.killMechanism, 'signal', 'the demo has no OpenKruise: the README says the kill mechanism is signal');
+    t.equal(demo.killMechanism, 'signal', 'the demo has no OpenKruise: the page says the kill mechanism is signal');
   });
 
   for (const [index, block] of blocks.entries()) {
@@ -87,7 +67,7 @@ if (canRunRealNode(t)) {
         const mustFail = refusal && position === commands.length - 1;
         t.equal(result.code !== 0, mustFail, `${command}: ${mustFail ? 'refused' : 'succeeds'}${result.code !== 0 && !mustFail ? `\n${result.output}` : ''}`);
       }
-      if (block.expected !== undefined) t.equal(output.trimEnd(), block.expected.trimEnd(), 'prints what the README shows');
+      if (block.expected !== undefined) t.equal(output.trimEnd(), block.expected.trimEnd(), 'prints what the page shows');
     });
   }
 

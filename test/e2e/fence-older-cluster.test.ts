@@ -1,14 +1,14 @@
-// On a cluster without admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes
-// before 1.30; here an API server with that API turned off, as discovery then shows it), the
-// chart installs without the fence and its notes say so, and `serve --register-webhooks` runs
-// on with a warning.
+// On a cluster without admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (here an API
+// server with that API turned off, as discovery then shows it), the chart does not install
+// without the fence unless told so (fence.enabled=false), and its notes then say what that leaves
+// open; `serve --register-webhooks` runs on with a warning.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { helm, helmEnv, helmRelease } from '../chart/helm.ts';
 import { startControlPlane } from '../support/control-plane.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
 
 // The admission plugin goes too: it waits for the API it enforces, and would keep the server unready.
@@ -27,15 +27,17 @@ t.test('the API server does not serve ValidatingAdmissionPolicy', async (t) => {
   t.notMatch(resources.stdout, /validatingadmissionpolicies/, 'admission policies are not');
 });
 
-t.test('helm install: no fence, and the notes say what that leaves open', async (t) => {
+t.test('helm install: refused without the fence; with fence.enabled=false installed, and the notes say what that leaves open', async (t) => {
   const env = helmEnv(cp.kubeconfigPath, t);
   await cp.createNamespace('sidecar-terminator');
-  const manifests = await helmRelease(env, 'install', 'sidecar-terminator', 'sidecar-terminator', {});
+  await t.rejects(helmRelease(env, 'install', 'sidecar-terminator', 'sidecar-terminator', {}), /no matches for kind "ValidatingAdmissionPolicy" in version "admissionregistration.k8s.io\/v1"/, 'the fence is not silently left out');
+  await helm(['uninstall', 'sidecar-terminator', '--namespace', 'sidecar-terminator', '--no-hooks'], { env });
+  const manifests = await helmRelease(env, 'install', 'sidecar-terminator', 'sidecar-terminator', { fence: { enabled: false } });
   t.same(manifests.filter((m) => m.kind.startsWith('ValidatingAdmissionPolicy')), [], 'no policy, no binding');
   t.ok(manifests.some((m) => m.kind === 'ClusterRole'), 'the rest of the chart is installed');
   const notes = await helm(['get', 'notes', 'sidecar-terminator', '--namespace', 'sidecar-terminator'], { env });
-  t.match(notes.stdout, /WARNING: this cluster does not serve admissionregistration.k8s.io\/v1 ValidatingAdmissionPolicy \(Kubernetes 1.30\+\),\s+so the fence was skipped/, 'a warning');
-  t.match(notes.stdout, /run `helm upgrade` to add the fence/, 'and the way out');
+  t.match(notes.stdout, /WARNING: fence.enabled is false, so the ServiceAccounts are not fenced: a stolen token of the\s+watcher's can patch any pod it may patch/, 'a warning saying what it costs');
+  t.match(notes.stdout, /Set fence.enabled=true\s+\(Kubernetes 1.30\+\) to add the fence/, 'and the way back');
 });
 
 t.test('serve --register-webhooks registers the webhooks and warns that nothing is fenced', async (t) => {

@@ -18,9 +18,11 @@ import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL,
 import { argsOf, helmEnv, helmRelease, type Manifest } from '../chart/helm.ts';
 import { serviceAccountKubeconfig } from '../chart/service-account.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
-import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { postJson, registeringWebhooks, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
-import { apply, finishedByWatcher, jobYaml, podOfJob, startCluster, waitForJob } from '../support/stack.ts';
+import { apply, finishedByWatcher, podOfJob, startCluster, waitForJob } from '../support/stack.ts';
+import { jobYaml } from '../support/pods.ts';
 
 const NS = 'sidecar-terminator';
 const WATCHER = 'sidecar-terminator-watcher';
@@ -40,6 +42,11 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
   await cp.createNamespace(NS);
   const jobs = await cp.createNamespace('jobs');
   const victims = await cp.createNamespace('victims');
+
+  // The namespace of the Jobs opts in (the chart's webhook.namespaceLabels below): the sweeper
+  // labels pods there only. The chart's webhook configurations then serve it too, with nothing
+  // answering behind their Service: failurePolicy Ignore lets each call go after its timeout.
+  await cp.kubectl(['label', 'namespace', jobs, 'sidecar-terminator.io/test=enabled']);
 
   /** A pod the webhook missed (created before it was registered): the sweeper must label it. */
   await core.createNamespacedPod({

@@ -11,7 +11,7 @@ import { BatchV1Api, CoreV1Api, type CoreV1Event } from '@kubernetes/client-node
 import t from 'tap';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { startControlPlane } from '../support/control-plane.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { postJson, startServe } from '../support/serve-process.ts';
 
 const cp = await startControlPlane();

@@ -12,7 +12,8 @@ import {
   type V1PodSpec,
 } from '@kubernetes/client-node';
 import t from 'tap';
-import { CRR, findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { CRR, findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { installCrrCrd, startCluster } from '../support/stack.ts';
 

@@ -5,9 +5,10 @@
 // it, and a Job's FailedCreate event carries it.
 import t from 'tap';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { kubernetesVersion } from '../support/control-plane.ts';
-import { apply, jobYaml, startStack } from '../support/stack.ts';
+import { apply, startStack } from '../support/stack.ts';
+import { jobYaml } from '../support/pods.ts';
 
 const version = await kubernetesVersion();
 if (version.minor >= 33) {

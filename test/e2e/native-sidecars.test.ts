@@ -6,8 +6,10 @@
 import { AdmissionregistrationV1Api, type V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, EVENT_REASONS, MANAGED_LABEL, MIGRATED_ANNOTATION, SKIPPED_ANNOTATION } from '../../src/policy/index.ts';
-import { findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, eventsOf, finishedByWatcher, jobYaml, podOfJob, startStack, waitForJob, type Stack } from '../support/stack.ts';
+import { findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
+import { apply, eventsOf, finishedByWatcher, podOfJob, startStack, waitForJob, type Stack } from '../support/stack.ts';
+import { jobYaml } from '../support/pods.ts';
 
 // Debug logs: the watcher says when it looked at a pod and found nothing to do.
 const stack = await startStack(t, { serveArgs: ['--native-sidecars', 'labelled', '--log-level', 'debug'] });

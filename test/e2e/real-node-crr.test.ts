@@ -9,19 +9,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { containerRecreateRequest } from '../../src/watcher/crr.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { startKruise } from '../support/kruise.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { TEST_IMAGE, containerLog, containerStatus, startRealCluster, testContainer } from '../support/real-stack.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
-import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
+import { apply, eventsOf, podOfJob, waitForJob } from '../support/stack.ts';
+import { jobYaml } from '../support/pods.ts';
 
 const CRR = { group: 'apps.kruise.io', version: 'v1alpha1', plural: 'containerrecreaterequests' };
 /** A main container that exits 0 after `sleep`, and a sidecar marked for the kill. */
 const mainAndProxy = (sleep: string) =>
-  [testContainer('main', ['main', '--sleep', sleep]), testContainer('proxy', ['sidecar'], [['KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', '"true"']])].join('\n');
+  [testContainer('main', ['main', '--sleep', sleep]), testContainer('proxy', ['sidecar'], [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }])];
 /** The watcher's ServiceAccount as serve --register-webhooks fences it by default (its namespace, its name). */
 const WATCHER_ACCOUNT = { namespace: 'sidecar-terminator', name: 'sidecar-terminator-watcher' };
 const version = await kubernetesVersion();

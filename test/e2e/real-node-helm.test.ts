@@ -4,15 +4,18 @@
 // names and the CA bundle the webhook writes are what a real cluster checks; the watcher runs with
 // leader election and the chart's RBAC; the signal mechanism's ephemeral container runs the same
 // image. The fence is on, as by default: every write of the add-on on these real containers passes
-// its ValidatingAdmissionPolicies. Then the examples, a denial, an upgrade under load, and an uninstall.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+// its ValidatingAdmissionPolicies. Then the examples, a denial, a real Prometheus scraping the add-on
+// as the chart's ServiceMonitors describe and firing the chart's stuck-Job alert, an upgrade while
+// pods are created at a steady rate (every admission counted), and an uninstall under the same load.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { AdmissionregistrationV1Api, AppsV1Api, CoordinationV1Api } from '@kubernetes/client-node';
-import { chartDir, helm, repoRoot } from '../chart/helm.ts';
+import { AdmissionregistrationV1Api, AppsV1Api, BatchV1Api, CoordinationV1Api } from '@kubernetes/client-node';
+import { alertGroups, chartDir, helm, render, repoRoot } from '../chart/helm.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { startPrometheus } from '../support/prometheus.ts';
+import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { containerLog, containerStatus, startRealCluster } from '../support/real-stack.ts';
 import { finishedByWatcher, podOfJob, waitForJob } from '../support/stack.ts';
@@ -24,10 +27,10 @@ const WATCHER_ACCOUNT = `system:serviceaccount:${NS}:${RELEASE}-watcher`;
 /** How the API server words a write refused by RBAC or by an admission policy. */
 const REFUSED = /forbidden|denied request/i;
 const version = await kubernetesVersion();
-const servesFence = apiFeatures(version).validatingAdmissionPolicy;
-const noFence = !servesFence && `Kubernetes ${version.gitVersion} serves no ValidatingAdmissionPolicy: the chart installs no fence`;
+const chartInstalls = apiFeatures(version).validatingAdmissionPolicy;
 
-if (canRunRealNode(t)) {
+if (!chartInstalls) t.plan(0, `Kubernetes ${version.gitVersion} is older than the chart's kubeVersion (>=1.30): helm refuses to install it`);
+else if (canRunRealNode(t)) {
   const cluster = await startRealCluster(t, {
     reachableFromPods: true,
     node: { images: ['sidecar-terminator', 'busybox', 'quick-exit'] },
@@ -62,13 +65,11 @@ if (canRunRealNode(t)) {
       return current.spec?.holderIdentity ? current : undefined;
     });
     t.match(lease.spec?.holderIdentity, new RegExp(`^${RELEASE}-watcher-`), 'the watcher pod leads');
-    if (servesFence) {
-      const bindings = (await admission.listValidatingAdmissionPolicyBinding()).items.filter((binding) => binding.metadata?.name?.startsWith(`${RELEASE}-`));
-      t.same(bindings.map((binding) => [binding.spec?.policyName, binding.spec?.validationActions]).sort(), [[`${RELEASE}-watcher`, ['Deny']], [`${RELEASE}-webhook`, ['Deny']]], 'the fence is on by default, for both ServiceAccounts');
-    }
+    const bindings = (await admission.listValidatingAdmissionPolicyBinding()).items.filter((binding) => binding.metadata?.name?.startsWith(`${RELEASE}-`));
+    t.same(bindings.map((binding) => [binding.spec?.policyName, binding.spec?.validationActions]).sort(), [[`${RELEASE}-watcher`, ['Deny']], [`${RELEASE}-webhook`, ['Deny']]], 'the fence is on by default, for both ServiceAccounts');
   });
 
-  t.test("the fence refuses the watcher's ServiceAccount a write the add-on never makes", { skip: noFence }, async (t) => {
+  t.test("the fence refuses the watcher's ServiceAccount a write the add-on never makes", async (t) => {
     const namespace = await cp.createNamespace();
     const created = await kubectl(['run', 'bystander', '--image', 'busybox:1.35', '--restart', 'Never', '--command', '--', 'sleep', '3600'], namespace);
     t.equal(created.code, 0, `kubectl run bystander: ${created.stderr}`);
@@ -106,6 +107,77 @@ if (canRunRealNode(t)) {
     t.match(denied.stderr, /admission webhook "validate\.sidecar-terminator\.io" denied the request: .*the quick-exit image is the sidecar's own image/, denied.stderr);
   });
 
+  t.test("a real Prometheus scrapes the add-on as the chart's ServiceMonitors describe, and the stuck-Job alert fires", async (t) => {
+    // The chart's rules, with thresholds a test can wait for; the release itself has no
+    // ServiceMonitor (this cluster runs no prometheus-operator): Prometheus is given the scrape
+    // configuration the operator would make of them, the job named after the Service.
+    const monitored = { serviceMonitor: { enabled: true }, prometheusRule: { enabled: true, waitingOnSidecarsSeconds: 20, for: '10s', failedStopsWindow: '10m', unavailableFor: '1m' } };
+    const groups = alertGroups(await render({ ...monitored, webhook: { failurePolicy: 'Fail' } }, { namespace: NS }));
+    const secret = await core.readNamespacedSecret({ name: `${RELEASE}-tls`, namespace: NS });
+    const caFile = join(helmHome, 'webhook-ca.crt');
+    writeFileSync(caFile, Buffer.from(secret.data!['ca.crt']!, 'base64'));
+    // Debian builds Prometheus without Kubernetes service discovery: the targets are the pods the
+    // ServiceMonitors select (their Services' endpoints), listed here, each labelled as the
+    // operator labels it.
+    const scrape = async (component: string, port: number, job: string, tls?: object) => ({
+      job_name: `serviceMonitor/${NS}/${RELEASE}-${component}/0`,
+      ...(tls ? { scheme: 'https', tls_config: tls } : {}),
+      static_configs: (await core.listNamespacedPod({ namespace: NS, labelSelector: `app.kubernetes.io/component=${component}` })).items
+        .filter((pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp)
+        .map((pod) => ({ targets: [`${pod.status!.podIP}:${port}`], labels: { job, namespace: NS, pod: pod.metadata!.name! } })),
+    });
+    const prometheus = await startPrometheus({
+      global: { scrape_interval: '2s', evaluation_interval: '2s' },
+      rule_files: ['rules.yaml'],
+      scrape_configs: [
+        await scrape('watcher', 8081, `${RELEASE}-watcher-metrics`),
+        await scrape('webhook', 9443, RELEASE, { ca_file: caFile, server_name: `${RELEASE}.${NS}.svc` }),
+      ],
+    }, { groups });
+    t.teardown(() => prometheus.stop());
+    const up = await waitFor('Prometheus to scrape both components', async () => {
+      const targets = await prometheus.query('up == 1');
+      return targets.length === 3 && targets;
+    }, { timeoutMs: 60_000 });
+    t.same(up.map((target) => target.metric.job).sort(), [RELEASE, RELEASE, `${RELEASE}-watcher-metrics`], 'the two webhook replicas and the watcher are up');
+    t.same((await prometheus.query(`sidecar_terminator_leader{namespace="${NS}"} == 1`)).length, 1, 'one replica leads');
+
+    // A Job whose sidecar ignores SIGTERM: the signal container's SIGTERM changes nothing.
+    const namespace = await cp.createNamespace();
+    const applied = await kubectl(['apply', '-f', '-'], namespace, JSON.stringify({
+      apiVersion: 'batch/v1',
+      kind: 'Job',
+      metadata: { name: 'stuck' },
+      spec: {
+        backoffLimit: 0,
+        template: {
+          spec: {
+            restartPolicy: 'Never',
+            terminationGracePeriodSeconds: 5,
+            containers: [
+              { name: 'main', image: 'busybox:1.35', command: ['sh', '-c', 'sleep 1'] },
+              { name: 'proxy', image: 'busybox:1.35', command: ['sh', '-c', "trap '' TERM; while true; do sleep 1; done"], env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }] },
+            ],
+          },
+        },
+      },
+    }));
+    t.equal(applied.code, 0, `kubectl apply: ${applied.stderr}`);
+    const firing = (name: string) => async () => (await prometheus.alerts()).find((alert) => alert.labels.alertname === name && alert.state === 'firing');
+    const stuck = await waitFor('SidecarTerminatorPodsWaitingOnSidecars to fire', firing('SidecarTerminatorPodsWaitingOnSidecars'), { timeoutMs: 180_000, intervalMs: 1000 }).catch((error: unknown) => {
+      t.comment(prometheus.logTail(30));
+      throw error;
+    });
+    t.match(stuck.labels, { namespace: NS, severity: 'warning' }, 'the stuck-Job alert fires, for this release');
+    t.ok(Number(stuck.value) > 20, `the pod has waited ${stuck.value} s on its sidecar`);
+    const cannot = await waitFor('SidecarTerminatorCannotStopSidecars to fire', firing('SidecarTerminatorCannotStopSidecars'), { timeoutMs: 60_000, intervalMs: 1000 });
+    t.ok(Number(cannot.value) >= 1, 'and the sidecar that ignores SIGTERM is counted from its first time: its series was at 0 before');
+    const others = (await prometheus.alerts()).filter((alert) => !['SidecarTerminatorPodsWaitingOnSidecars', 'SidecarTerminatorCannotStopSidecars'].includes(alert.labels.alertname ?? ''));
+    t.same(others.map((alert) => `${alert.labels.alertname} ${alert.state}`), [], 'no other alert: both components up, a leader, a valid certificate');
+    const [pod] = (await core.listNamespacedPod({ namespace })).items;
+    await kubectl(['delete', 'pod', pod!.metadata!.name!, '--grace-period=0', '--force', '--wait=false'], namespace);
+  });
+
   t.test('helm upgrade with changed values rolls both Deployments without a denied pod', async (t) => {
     const namespace = await cp.createNamespace();
     const pod = (index: number) => JSON.stringify({
@@ -141,6 +213,7 @@ if (canRunRealNode(t)) {
     const after = await apps.readNamespacedDeployment({ name: `${RELEASE}-webhook`, namespace: NS });
     t.ok((after.metadata?.generation ?? 0) > before, 'the webhook Deployment rolled');
     t.equal(after.status?.updatedReplicas, after.spec?.replicas, 'every webhook replica was replaced');
+    t.comment(`admissions during the rolling update: ${created + failures.length} pod creations, ${failures.length} refused or lost`);
     t.same(failures, [], `no pod was refused during the roll (${created} created)`);
     t.ok(created > 10, `pods were created throughout the roll (${created})`);
     const pods = (await core.listNamespacedPod({ namespace })).items;
@@ -148,17 +221,48 @@ if (canRunRealNode(t)) {
     t.same(unlabelled, [], 'every pod went through the mutating webhook');
   });
 
-  t.test('helm uninstall leaves no webhook configuration behind', async (t) => {
-    const uninstalled = await helm(['uninstall', RELEASE, '--namespace', NS, '--wait', '--timeout', '120s'], { env: helmEnv });
+  t.test('helm uninstall removes the webhook configurations before the webhook, losing no admission under load, and leaves none behind', async (t) => {
+    const loadNamespace = await cp.createNamespace();
+    const bare = (index: number) => JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata: { name: `during-uninstall-${index}` }, spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox:1.35', command: ['sh', '-c', 'sleep 1'] }] } });
+    let uninstalling = true;
+    let created = 0;
+    const refused: string[] = [];
+    // When the webhook configurations went, and when the webhook Deployment began to go.
+    let configurationsGoneAt: number | undefined;
+    let webhookGoingAt: number | undefined;
+    const watchOrder = (async () => {
+      while (uninstalling && (configurationsGoneAt === undefined || webhookGoingAt === undefined)) {
+        const names = (await admission.listValidatingWebhookConfiguration()).items.map((c) => c.metadata?.name);
+        if (configurationsGoneAt === undefined && !names.includes(RELEASE)) configurationsGoneAt = Date.now();
+        const deployment = await apps.readNamespacedDeployment({ name: `${RELEASE}-webhook`, namespace: NS }).catch(() => undefined);
+        if (webhookGoingAt === undefined && (!deployment || deployment.metadata?.deletionTimestamp)) webhookGoingAt = Date.now();
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+    const load = (async () => {
+      for (let index = 0; uninstalling; index++) {
+        const result = await kubectl(['create', '-f', '-'], loadNamespace, bare(index));
+        if (result.code === 0) created++;
+        else refused.push(result.stderr.trim());
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    })();
+    const uninstalled = await helm(['uninstall', RELEASE, '--namespace', NS, '--wait', '--timeout', '180s'], { env: helmEnv });
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    uninstalling = false;
+    await Promise.all([load, watchOrder]);
     t.equal(uninstalled.code, 0, uninstalled.stderr);
+    t.comment(`admissions during helm uninstall: ${created + refused.length} pod creations, ${refused.length} refused`);
+    t.same(refused, [], `no pod was refused while the add-on went (${created} created)`);
+    t.ok(configurationsGoneAt !== undefined && webhookGoingAt !== undefined && configurationsGoneAt <= webhookGoingAt, `the webhook configurations went first (${configurationsGoneAt === undefined || webhookGoingAt === undefined ? 'not seen' : `${webhookGoingAt - configurationsGoneAt} ms before the webhook Deployment`}): the pre-delete hook`);
     const mutating = (await admission.listMutatingWebhookConfiguration()).items.map((c) => c.metadata?.name);
     const validating = (await admission.listValidatingWebhookConfiguration()).items.map((c) => c.metadata?.name);
     t.notOk(mutating.includes(RELEASE), `no MutatingWebhookConfiguration ${RELEASE} (${mutating.join(', ') || 'none'})`);
     t.notOk(validating.includes(RELEASE), `no ValidatingWebhookConfiguration ${RELEASE} (${validating.join(', ') || 'none'})`);
-    if (servesFence) {
-      const policies = (await admission.listValidatingAdmissionPolicy()).items.map((policy) => policy.metadata?.name);
-      t.notOk(policies.some((name) => name?.startsWith(`${RELEASE}-`)), `no ValidatingAdmissionPolicy of the fence (${policies.join(', ') || 'none'})`);
-    }
+    const policies = (await admission.listValidatingAdmissionPolicy()).items.map((policy) => policy.metadata?.name);
+    t.notOk(policies.some((name) => name?.startsWith(`${RELEASE}-`)), `no ValidatingAdmissionPolicy of the fence (${policies.join(', ') || 'none'})`);
+    const jobs = (await cp.kubeConfig.makeApiClient(BatchV1Api).listNamespacedJob({ namespace: NS })).items.map((job) => job.metadata?.name);
+    t.same(jobs, [], 'the hook Job is deleted once it succeeded');
     const namespace = await cp.createNamespace();
     const job = readFileSync(join(repoRoot, 'examples/misconfigured.yaml'), 'utf8');
     const applied = await kubectl(['apply', '-f', '-'], namespace, job);

@@ -6,7 +6,8 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { kubernetesVersion } from '../support/control-plane.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { TEST_IMAGE, containerLog, containerStatus, startRealStack, type RealStack } from '../support/real-stack.ts';
-import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
+import { apply, eventsOf, podOfJob, waitForJob } from '../support/stack.ts';
+import { jobYaml } from '../support/pods.ts';
 
 
 /** The Job's pod once the Job is Complete; if it never is, the error carries what the pod and the watcher show. */

@@ -6,18 +6,20 @@
 // show it acted: the same Job in a namespace without the label gets one.
 import t from 'tap';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, MANAGED_LABEL, MIGRATED_ANNOTATION } from '../../src/policy/index.ts';
-import { findContainerStatus, waitFor } from '../support/kubelet-simulator.ts';
+import { findContainerStatus } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { TEST_IMAGE, containerLog, startRealStack, testContainer } from '../support/real-stack.ts';
-import { apply, eventsOf, installCrrCrd, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
+import { apply, eventsOf, installCrrCrd, podOfJob, waitForJob } from '../support/stack.ts';
+import { jobYaml } from '../support/pods.ts';
 
 
 /** A main container that works two seconds; a sidecar that exits 0 on SIGTERM, and one that exits 143 but whose exit code is ignored. */
 const containers = [
   testContainer('main', ['main', '--sleep', '2s']),
-  testContainer('sidecar', ['sidecar'], [[ENV_WHEN_JOB_EXIT, '"true"']]),
-  testContainer('sql-proxy', ['sidecar', '--on-term', '143'], [[ENV_WHEN_JOB_EXIT, '"true"'], [ENV_IGNORE_EXIT_CODE, '"true"']]),
-].join('\n');
+  testContainer('sidecar', ['sidecar'], [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }]),
+  testContainer('sql-proxy', ['sidecar', '--on-term', '143'], [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }, { name: ENV_IGNORE_EXIT_CODE, value: 'true' }]),
+];
 
 if (canRunRealNode(t)) {
   const stack = await startRealStack(t, {

@@ -5,35 +5,29 @@
 // The users a real cluster has: a root sidecar with nothing set on the pod, a sidecar with
 // runAsUser, a pod that only says runAsNonRoot (the sidecar's user comes from its image), and a
 // namespace that enforces the restricted Pod Security level. And a sidecar that ignores SIGTERM.
+import type { V1Container, V1SecurityContext } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
+import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { TEST_IMAGE, containerLog, containerStatus, startRealStack, testContainer } from '../support/real-stack.ts';
-import { apply, eventsOf, jobYaml, podOfJob, waitForJob } from '../support/stack.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { apply, eventsOf, podOfJob, waitForJob } from '../support/stack.ts';
+import { jobYaml } from '../support/pods.ts';
+import { waitFor } from '../support/wait.ts';
 
 const NONROOT_IMAGE = 'sidecar-terminator.local/test-container-nonroot:1';
 const version = await kubernetesVersion();
 const keepsContainerUser = apiFeatures(version).containerUser;
 
 /** A main container that works two seconds and exits 0, and a sidecar that logs the signal it gets. */
-function containers(sidecar: { image: string; securityContext?: string; args?: string[] }, main: { securityContext?: string } = {}): string {
-  return `        - name: main
-          image: ${TEST_IMAGE}
-          args: ["main", "--sleep", "2s"]${main.securityContext ?? ''}
-        - name: sidecar
-          image: ${sidecar.image}
-          args: ${JSON.stringify(sidecar.args ?? ['sidecar'])}
-          env:
-            - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
-              value: "true"${sidecar.securityContext ?? ''}
-`;
+function containers(sidecar: { image: string; securityContext?: V1SecurityContext; args?: string[] }, main: { securityContext?: V1SecurityContext } = {}): V1Container[] {
+  return [
+    testContainer('main', ['main', '--sleep', '2s'], [], main.securityContext ? { securityContext: main.securityContext } : {}),
+    testContainer('sidecar', sidecar.args ?? ['sidecar'], [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }], { image: sidecar.image, ...(sidecar.securityContext ? { securityContext: sidecar.securityContext } : {}) }),
+  ];
 }
 
-const RESTRICTED_CONTAINER = `
-          securityContext:
-            allowPrivilegeEscalation: false
-            capabilities: { drop: ["ALL"] }`;
+const RESTRICTED_CONTAINER: V1SecurityContext = { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } };
 
 if (canRunRealNode(t)) {
   const stack = await startRealStack(t, {
@@ -75,7 +69,7 @@ if (canRunRealNode(t)) {
       cp,
       namespace,
       jobYaml('run-as-user', {
-        containers: containers({ image: TEST_IMAGE, securityContext: '\n          securityContext:\n            runAsUser: 1337' }),
+        containers: containers({ image: TEST_IMAGE, securityContext: { runAsUser: 1337 } }),
       }),
     );
     await stoppedBySigterm(t, namespace, 'run-as-user', 1337);
@@ -88,7 +82,7 @@ if (canRunRealNode(t)) {
       namespace,
       jobYaml('non-root-image', {
         spec: '\n      securityContext:\n        runAsNonRoot: true',
-        containers: containers({ image: NONROOT_IMAGE }, { securityContext: '\n          securityContext:\n            runAsUser: 1000' }),
+        containers: containers({ image: NONROOT_IMAGE }, { securityContext: { runAsUser: 1000 } }),
       }),
     );
     if (keepsContainerUser) {
@@ -168,8 +162,7 @@ ${marked('proxy')}${marked('stop-proxy')}` }));
 
   t.test('a marker listed twice, "true" then "false": stopped as OpenKruise would, with a warning at kubectl apply', { buffered: true }, async (t) => {
     const namespace = await cp.createNamespace();
-    const marker = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT';
-    const containers = [testContainer('main', ['main', '--sleep', '2s']), testContainer('sidecar', ['sidecar'], [[marker, '"true"'], [marker, '"false"']])].join('\n');
+    const containers = [testContainer('main', ['main', '--sleep', '2s']), testContainer('sidecar', ['sidecar'], [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }, { name: ENV_WHEN_JOB_EXIT, value: 'false' }])];
     const warnings = await apply(cp, namespace, jobYaml('twice', { containers }));
     t.match(warnings, /Warning: .*KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT/, 'kubectl shows a warning about the duplicate');
     await stoppedBySigterm(t, namespace, 'twice', 0);

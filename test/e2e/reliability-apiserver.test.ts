@@ -5,8 +5,10 @@
 import t, { type Test } from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
-import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, jobYaml, startStack, waitForJobsComplete, type Stack } from '../support/stack.ts';
+import { simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
+import { apply, startStack, waitForJobsComplete, type Stack } from '../support/stack.ts';
+import { jobYaml } from '../support/pods.ts';
 
 const stack = await startStack(t, { sim: { restartDelayMs: 200 }, serveArgs: ['--kill-mechanism', 'signal'] });
 const { cp, core } = stack;

@@ -7,30 +7,21 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationV1Api, type V1Pod } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { MANAGED_LABEL } from '../../src/policy/index.ts';
-import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { httpStatus } from '../support/net.ts';
 import { registeringWebhooks, servedCertificate, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
-import { jobYaml, killSidecar, mainContainer, startCluster } from '../support/stack.ts';
+import { startCluster, waitForWebhooksInEffect } from '../support/stack.ts';
+import { jobYaml, killSidecar, main, sidecarMarked } from '../support/pods.ts';
 import { startTcpBalancer } from '../support/tcp-balancer.ts';
 
 const { cp, core, batch } = await startCluster(t, { sim: { restartDelayMs: 200 } });
 const leases = cp.kubeConfig.makeApiClient(CoordinationV1Api);
 const addonNamespace = await cp.createNamespace('st-system');
 
-const goodJob = (name: string, exitAfter = '1s') => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: exitAfter }, containers: `${mainContainer()}\n${killSidecar()}` });
-const badJob = (name: string) => jobYaml(name, { containers: `${mainContainer()}\n${killSidecar('"yes"')}` });
+const goodJob = (name: string, exitAfter = '1s') => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: exitAfter }, containers: [main(), killSidecar()] });
+const badJob = (name: string) => jobYaml(name, { containers: [main(), sidecarMarked('yes')] });
 const apply = (namespace: string, yaml: string) => cp.kubectl(['apply', '-f', '-'], { namespace, input: yaml });
-
-/** Waits until the API server calls the registered webhooks: a bad Job is denied, a good pod comes back labelled (server-side dry runs). */
-async function waitForWebhooksInEffect(namespace: string): Promise<void> {
-  const dryRun = (yaml: string) => cp.kubectl(['apply', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace, input: yaml });
-  await waitFor('the validating webhook to be called', async () => (await dryRun(badJob('dry-run-bad'))).stderr.includes('denied the request'), { intervalMs: 250 });
-  const pod = `apiVersion: v1\nkind: Pod\nmetadata: {name: dry-run-good}\nspec:\n  restartPolicy: Never\n  containers:\n${`${mainContainer()}\n${killSidecar()}`.replaceAll(/^ {4}/gm, '')}`;
-  await waitFor('the mutating webhook to be called', async () => {
-    const result = await dryRun(pod);
-    return result.code === 0 && (JSON.parse(result.stdout) as V1Pod).metadata?.labels?.[MANAGED_LABEL] === 'true';
-  }, { intervalMs: 250 });
-}
 
 // One webhook (failurePolicy Fail) labels the pods for the watcher tests.
 const watcherTestsWebhook = await startServe((port) => [
@@ -38,7 +29,7 @@ const watcherTestsWebhook = await startServe((port) => [
   ...registeringWebhooks(port, 'Fail', 'ha-watcher'),
 ]);
 t.teardown(() => watcherTestsWebhook.stop());
-await waitForWebhooksInEffect(await cp.createNamespace());
+await waitForWebhooksInEffect(cp, await cp.createNamespace());
 
 const becameLeader = (replica: ServeProcess) => replica.logs().find((line) => line.msg === 'became leader');
 const actedOn = (replica: ServeProcess) => replica.logs().filter((line) => line.msg === 'stopping sidecars').map((line) => String(line.pod));
@@ -161,7 +152,7 @@ t.test('two webhook replicas sharing the certificate Secret behind a round-robin
   t.teardown(() => Promise.all(replicas.map((replica) => replica.stop())));
   for (const replica of replicas) balancer.add({ host: '127.0.0.1', port: replica.port });
   t.equal((await servedCertificate(a.port)).serialNumber, (await servedCertificate(b.port)).serialNumber, 'both replicas serve the certificate of the Secret');
-  await waitForWebhooksInEffect(namespace);
+  await waitForWebhooksInEffect(cp, namespace);
 
   const decisions = (replica: ServeProcess) => replica.logs().filter((line) => line.msg === 'admission decision').length;
   // Several rounds, so both replicas get connections.

@@ -10,9 +10,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
 import { MANAGED_LABEL } from '../../src/policy/index.ts';
-import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, startServe, startWatcherProcess } from '../support/serve-process.ts';
-import { finishedByWatcher, imageSidecar, jobYaml, killSidecar, mainContainer, startCluster } from '../support/stack.ts';
+import { finishedByWatcher, startCluster, waitForWebhooksInEffect } from '../support/stack.ts';
+import { imageSidecar, jobYaml, killSidecar, main, podYaml } from '../support/pods.ts';
 
 const CONFIG_NAME = 'st-webhook-down';
 
@@ -31,34 +33,7 @@ const startWebhook = (failurePolicy: 'Fail' | 'Ignore') =>
 const watcher = await startWatcherProcess(['--kubeconfig', cp.kubeconfigPath, '--sweep-interval', '2s', '--kill-mechanism', 'signal']);
 t.teardown(() => watcher.stop());
 
-function barePod(name: string, containers: string, annotations: Record<string, string> = {}): string {
-  return `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-  annotations: ${JSON.stringify(annotations)}
-spec:
-  restartPolicy: Never
-  containers:
-${containers.replaceAll(/^ {4}/gm, '')}`;
-}
-
 const apply = (namespace: string, yaml: string) => cp.kubectl(['apply', '-f', '-'], { namespace, input: yaml });
-
-/**
- * The API server picks up a new or changed webhook configuration a moment after it is written
- * (through its own informer), so `serve` being ready does not yet mean the API server calls it.
- * Server-side dry runs show when it does: a bad Job is denied, a good pod comes back labelled.
- */
-async function waitForWebhooksInEffect(namespace: string, url: string): Promise<void> {
-  const dryRun = (yaml: string) => cp.kubectl(['apply', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace, input: yaml });
-  const badJob = jobYaml('dry-run-bad', { containers: `${mainContainer()}\n${killSidecar('"yes"')}` });
-  await waitFor(`the validating webhook at ${url} to be called`, async () => (await dryRun(badJob)).stderr.includes('denied the request'), { intervalMs: 250 });
-  await waitFor(`the mutating webhook at ${url} to be called`, async () => {
-    const result = await dryRun(barePod('dry-run-good', `${mainContainer()}\n${killSidecar()}`));
-    return result.code === 0 && (JSON.parse(result.stdout) as V1Pod).metadata?.labels?.[MANAGED_LABEL] === 'true';
-  }, { intervalMs: 250 });
-}
 
 async function readPod(namespace: string, name: string): Promise<V1Pod | undefined> {
   try {
@@ -72,10 +47,10 @@ async function readPod(namespace: string, name: string): Promise<V1Pod | undefin
 t.test('failurePolicy Fail, webhook down: the pod is refused with the API server message, and nothing is created', async (t) => {
   const namespace = await cp.createNamespace();
   const webhook = await startWebhook('Fail');
-  await waitForWebhooksInEffect(namespace, webhook.url);
+  await waitForWebhooksInEffect(cp, namespace, `webhooks at ${webhook.url}`);
   await webhook.stop();
 
-  const result = await apply(namespace, barePod('refused', `${mainContainer()}\n${killSidecar()}`));
+  const result = await apply(namespace, podYaml('refused', [main(), killSidecar()]));
   t.not(result.code, 0, 'kubectl apply fails');
   t.match(result.stderr, /failed calling webhook "(mutate|validate)\.sidecar-terminator\.io"/, 'with the API server message');
   t.match(result.stderr, /connection refused/, 'naming the cause');
@@ -83,7 +58,7 @@ t.test('failurePolicy Fail, webhook down: the pod is refused with the API server
   const pods = await core.listNamespacedPod({ namespace });
   t.same(pods.items.map((p) => p.metadata?.name), [], 'no pod at all in the namespace');
 
-  const job = await apply(namespace, jobYaml('refused-job', { containers: `${mainContainer()}\n${killSidecar()}` }));
+  const job = await apply(namespace, jobYaml('refused-job', { containers: [main(), killSidecar()] }));
   t.not(job.code, 0, "a Job is refused too (its template is validated)", { stdout: job.stdout, stderr: job.stderr });
   t.match(job.stderr, /failed calling webhook "validate\.sidecar-terminator\.io"/);
   t.same((await batch.listNamespacedJob({ namespace })).items, [], 'no Job was created');
@@ -92,31 +67,31 @@ t.test('failurePolicy Fail, webhook down: the pod is refused with the API server
 t.test('failurePolicy Ignore, webhook down: the sweeper labels the pods it missed and their Jobs complete', async (t) => {
   const namespace = await cp.createNamespace();
   const webhook = await startWebhook('Ignore');
-  await waitForWebhooksInEffect(namespace, webhook.url);
+  await waitForWebhooksInEffect(cp, namespace, `webhooks at ${webhook.url}`);
   // With the webhook up, a Job's pod is labelled at admission: the webhook is in the path.
-  const before = await apply(namespace, jobYaml('while-up', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: `${mainContainer()}\n${killSidecar()}` }));
+  const before = await apply(namespace, jobYaml('while-up', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: [main(), killSidecar()] }));
   t.equal(before.code, 0, 'applied', { stderr: before.stderr });
   const admitted = await waitFor('the pod of Job while-up', async () => (await core.listNamespacedPod({ namespace, labelSelector: 'job-name=while-up' })).items[0]);
   t.equal(admitted.metadata?.labels?.[MANAGED_LABEL], 'true', 'labelled by the webhook');
   const exit = await webhook.stop();
   t.equal(exit.code, 0, 'the webhook stopped');
   // Dry runs pass once the API server uses the re-registered configuration (failurePolicy Ignore).
-  await waitFor('failurePolicy Ignore to be in effect', async () => (await cp.kubectl(['apply', '--dry-run=server', '-f', '-'], { namespace, input: barePod('dry-run', `${mainContainer()}\n${killSidecar()}`) })).code === 0);
+  await waitFor('failurePolicy Ignore to be in effect', async () => (await cp.kubectl(['apply', '--dry-run=server', '-f', '-'], { namespace, input: podYaml('dry-run', [main(), killSidecar()]) })).code === 0);
 
   // Created while the webhook is down: admitted without a label.
   const jobs = ['kill-0', 'kill-1', 'kill-2', 'image-0'];
   const exitAfter = { [simAnnotations.exitAfter('main')]: '3s' };
   for (const name of jobs) {
     const sidecar = name.startsWith('image') ? imageSidecar() : killSidecar();
-    const result = await apply(namespace, jobYaml(name, { annotations: exitAfter, containers: `${mainContainer()}\n${sidecar}` }));
+    const result = await apply(namespace, jobYaml(name, { annotations: exitAfter, containers: [main(), sidecar] }));
     t.equal(result.code, 0, `${name} admitted without the webhook`, { stderr: result.stderr });
   }
   // Pods the sweeper must leave alone: no markers; markers with an error (no main container);
   // markers in a namespace the webhook is not registered for (the add-on's own).
-  t.equal((await apply(namespace, barePod('no-markers', `${mainContainer()}\n        - name: other\n          image: nginx:1.27`))).code, 0, 'no-markers admitted');
-  t.equal((await apply(namespace, barePod('only-sidecars', killSidecar()))).code, 0, 'only-sidecars admitted');
+  t.equal((await apply(namespace, podYaml('no-markers', [main(), main('other', 'nginx:1.27')]))).code, 0, 'no-markers admitted');
+  t.equal((await apply(namespace, podYaml('only-sidecars', [killSidecar()]))).code, 0, 'only-sidecars admitted');
   const addonNamespace = await cp.createNamespace('sidecar-terminator');
-  t.equal((await apply(addonNamespace, barePod('excluded', `${mainContainer()}\n${killSidecar()}`, exitAfter))).code, 0, 'excluded admitted');
+  t.equal((await apply(addonNamespace, podYaml('excluded', [main(), killSidecar()], { annotations: exitAfter }))).code, 0, 'excluded admitted');
 
   for (const name of jobs) await waitForJobComplete(namespace, name);
   const completed = (await batch.listNamespacedJob({ namespace })).items.filter((job) => job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True'));
@@ -152,3 +127,28 @@ async function waitForJobComplete(namespace: string, name: string): Promise<void
     { timeoutMs: 90_000, intervalMs: 500 },
   );
 }
+
+t.test('namespaces opted in by label: the sweeper labels pods in those only, as the webhook serves those only', async (t) => {
+  // The webhook configuration of the test above stays, failurePolicy Ignore, nothing answering:
+  // pods are admitted unlabelled. A watcher told the opt-in labels sweeps instead of the one above.
+  await watcher.stop();
+  const optedIn = await cp.createNamespace();
+  const notOptedIn = await cp.createNamespace();
+  t.equal((await cp.kubectl(['label', 'namespace', optedIn, 'team=batch', 'tier=jobs'])).code, 0, 'one namespace opts in');
+  t.equal((await cp.kubectl(['label', 'namespace', notOptedIn, 'team=batch'])).code, 0, 'the other carries one of the two labels only');
+  const labelled = await startWatcherProcess(['--kubeconfig', cp.kubeconfigPath, '--sweep-interval', '2s', '--kill-mechanism', 'signal', '--namespace-labels', 'team=batch,tier=jobs']);
+  t.teardown(() => labelled.stop());
+
+  const job = (name: string) => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: '2s' }, containers: [main(), killSidecar()] });
+  for (const namespace of [optedIn, notOptedIn]) t.equal((await apply(namespace, job('swept'))).code, 0, `admitted unlabelled in ${namespace}`);
+  await waitForJobComplete(optedIn, 'swept');
+  const [opted] = (await core.listNamespacedPod({ namespace: optedIn, labelSelector: 'job-name=swept' })).items;
+  t.equal(opted?.metadata?.labels?.[MANAGED_LABEL], 'true', 'the pod of the namespace that opted in was labelled by the sweeper');
+
+  await sleep(5000); // two more sweeps
+  const [left] = (await core.listNamespacedPod({ namespace: notOptedIn, labelSelector: 'job-name=swept' })).items;
+  t.equal(left?.metadata?.labels?.[MANAGED_LABEL], undefined, 'the pod of the namespace that did not opt in is not labelled');
+  t.notOk(left?.spec?.ephemeralContainers, 'and its sidecar not signalled');
+  t.equal(left?.status?.phase, 'Running', 'it runs on, as it would without the add-on');
+  t.notOk(labelled.logs().some((line) => Number(line.level) >= 40), 'no warning: listing namespaces by label works');
+});

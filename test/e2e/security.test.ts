@@ -12,11 +12,13 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
-import type { V1Pod } from '@kubernetes/client-node';
-import { ENV_WHEN_JOB_EXIT, MANAGED_LABEL } from '../../src/policy/index.ts';
+import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { render, type Manifest } from '../chart/helm.ts';
-import { findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, eventsOf, imageSidecar, jobYaml, killSidecar, mainContainer, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
+import { apply, eventsOf, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { imageSidecar, jobYaml, main, podYaml, sidecarMarked } from '../support/pods.ts';
 
 // Let this process offer TLS 1.0 and 1.1 at all, so that a refusal is the server's doing.
 tls.DEFAULT_MIN_VERSION = 'TLSv1';
@@ -35,9 +37,11 @@ const { cp, core } = stack;
 const addonNamespace = await cp.createNamespace('sidecar-terminator'); // excluded from the webhook: pods there are not admitted by it
 
 // Every container carries a secret in its env, which no log may show.
-const main = () => mainContainer([['DB_PASSWORD', `"${SECRETS.password}"`]]);
-const imageSidecarWithSecret = (images: string[]) => imageSidecar(images, [['AWS_SECRET_ACCESS_KEY', `"${SECRETS.awsKey}"`]]);
-const killSidecarWithSecret = (value = '"true"') => killSidecar(value, [['GITHUB_TOKEN', `"${SECRETS.token}"`]]);
+const mainWithSecret = () => main('main', 'busybox:1.36', { env: [{ name: 'DB_PASSWORD', value: SECRETS.password }] });
+/** The logs sidecar, one KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE per image. */
+const imageSidecarWithSecret = ([first, ...more]: string[]) =>
+  imageSidecar('logs', first, { env: [{ name: 'AWS_SECRET_ACCESS_KEY', value: SECRETS.awsKey }, ...more.map((image) => ({ name: ENV_WITH_IMAGE, value: image }))] });
+const killSidecarWithSecret = (value = 'true') => sidecarMarked(value, 'proxy', { env: [{ name: 'GITHUB_TOKEN', value: SECRETS.token }] });
 
 function handshake(port: number, options: tls.ConnectionOptions): Promise<{ protocol: string | null } | { error: string }> {
   return new Promise((resolveHandshake) => {
@@ -73,7 +77,7 @@ t.test('the watcher writes exactly the quick-exit image the pod declares, and no
   // The marker defined twice: the first definition is the quick-exit image, as OpenKruise picks it
   // (although the container's environment has the last value).
   const images = ['registry.example.com/quick-exit:0.9', 'registry.example.com/quick-exit:2.0'];
-  const warned = await apply(cp, namespace, jobYaml('image', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: `${main()}\n${imageSidecarWithSecret(images)}` }));
+  const warned = await apply(cp, namespace, jobYaml('image', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: [mainWithSecret(), imageSidecarWithSecret(images)] }));
   t.match(warned, /defined 2 times in this container/, 'the webhook warned about the duplicate');
   const before = await podOfJob(stack, namespace, 'image');
   await waitForJob(stack, namespace, 'image', 'Complete');
@@ -87,17 +91,8 @@ t.test('the watcher writes exactly the quick-exit image the pod declares, and no
 t.test('a labelled pod whose quick-exit image is outside the allowlist is not given that image', async (t) => {
   // The add-on's own namespace is not served by the webhook: the author labels the pod and names any image.
   const outside = 'evil.example.com/miner:1.0';
-  const pod = `apiVersion: v1
-kind: Pod
-metadata:
-  name: outside-allowlist
-  labels: {${MANAGED_LABEL}: "true"}
-  annotations: {${simAnnotations.exitAfter('main')}: "1s"}
-spec:
-  restartPolicy: Never
-  containers:
-${`${main()}\n${imageSidecarWithSecret([outside])}`.replaceAll(/^ {4}/gm, '')}`;
-  await apply(cp, addonNamespace, pod);
+  const labelled = { labels: { [MANAGED_LABEL]: MANAGED }, annotations: { [simAnnotations.exitAfter('main')]: '1s' } };
+  await apply(cp, addonNamespace, podYaml('outside-allowlist', [mainWithSecret(), imageSidecarWithSecret([outside])], labelled));
   const warning = await waitFor('a SidecarTerminationFailed event', async () => (await eventsOf(stack, addonNamespace, 'outside-allowlist')).find((e) => e.type === 'Warning'), { timeoutMs: 30_000 }).catch(() => undefined);
   const current = await core.readNamespacedPod({ namespace: addonNamespace, name: 'outside-allowlist' });
   t.equal(current.spec?.containers.find((c) => c.name === 'logs')?.image, 'fluent/fluent-bit:3.1', `the watcher did not write ${outside} (not in --quick-exit-image-allowlist ${ALLOWED})`);
@@ -106,28 +101,14 @@ ${`${main()}\n${imageSidecarWithSecret([outside])}`.replaceAll(/^ {4}/gm, '')}`;
 
 t.test('the managed label alone never makes the watcher act', async (t) => {
   const namespace = addonNamespace;
-  const pod = (name: string, containers: string) => `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-  labels: {${MANAGED_LABEL}: "true"}
-  annotations: {${simAnnotations.exitAfter('main')}: "1s"}
-spec:
-  restartPolicy: Never
-  containers:
-${containers.replaceAll(/^ {4}/gm, '')}`;
-  const other = `        - name: other
-          image: nginx:1.27`;
-  const fromConfigMap = `        - name: proxy
-          image: envoyproxy/envoy:v1.31.0
-          env:
-            - name: ${ENV_WHEN_JOB_EXIT}
-              valueFrom: {configMapKeyRef: {name: settings, key: stop}}`;
-  await apply(cp, namespace, pod('no-markers', `${main()}\n${other}`));
-  await apply(cp, namespace, pod('marker-from-configmap', `${main()}\n${fromConfigMap}`));
-  await apply(cp, namespace, pod('marker-false', `${main()}\n${killSidecarWithSecret('"false"')}`));
+  const labelled = { labels: { [MANAGED_LABEL]: MANAGED }, annotations: { [simAnnotations.exitAfter('main')]: '1s' } };
+  const pod = (name: string, sidecar: V1Container) => podYaml(name, [mainWithSecret(), sidecar], labelled);
+  const fromConfigMap: V1Container = { name: 'proxy', image: 'envoyproxy/envoy:v1.31.0', env: [{ name: ENV_WHEN_JOB_EXIT, valueFrom: { configMapKeyRef: { name: 'settings', key: 'stop' } } }] };
+  await apply(cp, namespace, pod('no-markers', main('other', 'nginx:1.27')));
+  await apply(cp, namespace, pod('marker-from-configmap', fromConfigMap));
+  await apply(cp, namespace, pod('marker-false', killSidecarWithSecret('false')));
   // A control pod, created last, that the watcher does act on: once it is done, the others were seen.
-  await apply(cp, namespace, pod('control', `${main()}\n${killSidecarWithSecret()}`));
+  await apply(cp, namespace, pod('control', killSidecarWithSecret()));
   await waitFor('the control pod to succeed', async () => (await core.readNamespacedPod({ namespace, name: 'control' })).status?.phase === 'Succeeded');
   for (const name of ['no-markers', 'marker-from-configmap', 'marker-false']) {
     const current = await core.readNamespacedPod({ namespace, name });
@@ -143,8 +124,8 @@ ${containers.replaceAll(/^ {4}/gm, '')}`;
 t.test('no token, key or env value in the logs, errors included', async (t) => {
   const namespace = await cp.createNamespace();
   // Admitted, denied (the wrong marker value is an error), and stopped by signal.
-  await apply(cp, namespace, jobYaml('secret-env', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: `${main()}\n${killSidecarWithSecret()}` }));
-  const denied = await cp.kubectl(['apply', '-f', '-'], { namespace, input: jobYaml('denied', { containers: `${main()}\n${killSidecarWithSecret('"yes"')}` }) });
+  await apply(cp, namespace, jobYaml('secret-env', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: [mainWithSecret(), killSidecarWithSecret()] }));
+  const denied = await cp.kubectl(['apply', '-f', '-'], { namespace, input: jobYaml('denied', { containers: [mainWithSecret(), killSidecarWithSecret('yes')] }) });
   t.match(denied.stderr, /denied the request/, 'the Job with an invalid marker is denied');
   // Bodies that fail on the way in, each carrying the secrets.
   const review = JSON.stringify({
@@ -165,7 +146,7 @@ t.test('no token, key or env value in the logs, errors included', async (t) => {
   await waitForJob(stack, namespace, 'secret-env', 'Complete');
   // The API server going away and coming back: watch and client errors, logged with their details.
   await cp.restartApiServer();
-  await apply(cp, namespace, jobYaml('after-restart', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: `${main()}\n${killSidecarWithSecret()}` }));
+  await apply(cp, namespace, jobYaml('after-restart', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: [mainWithSecret(), killSidecarWithSecret()] }));
   await waitForJob(stack, namespace, 'after-restart', 'Complete');
   t.ok(stack.serve.logs().some((line) => Number(line.level) >= 40), 'errors were logged');
 

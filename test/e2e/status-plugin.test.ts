@@ -1,20 +1,22 @@
 // The kubectl plugin as a user gets it: the package packed (which builds dist/) and installed
 // with npm into a fresh prefix, its bin directory on the PATH, and `kubectl sidecar-terminator`
 // run by bash through the real kubectl against the real API server, with OpenKruise's CRD so
-// the watcher stops sidecars by ContainerRecreateRequest. The README's "Why is my Job still
-// running?" commands are run as written and their output compared with the README's (times,
-// ages and generated names aside); README_WRITE=1 writes the output into the README instead.
+// the watcher stops sidecars by ContainerRecreateRequest. The commands of docs/status-plugin.md
+// are run as written and their output compared with the page's (times, ages and generated names
+// aside); DOCS_WRITE=1 writes the output into the page instead.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import t from 'tap';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { runCommand, type CommandResult } from '../support/command.ts';
-import { repoRoot } from '../support/demo.ts';
-import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, eventsOf, finishedByWatcher, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
+import { commandBlocks, repoRoot } from '../support/markdown.ts';
+import { apply, eventsOf, finishedByWatcher, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { jobYaml } from '../support/pods.ts';
 
-const SECTION = '## Why is my Job still running?';
+const PAGE = 'docs/status-plugin.md';
 const JOBS = ['log-shipper', 'report', 'proxy-on-virtual-node'];
 
 const work = mkdtempSync(join(tmpdir(), 'st-plugin-'));
@@ -26,7 +28,7 @@ function sh(command: string, env: NodeJS.ProcessEnv = {}, cwd = repoRoot): Promi
   return runCommand('bash', ['-c', command], { cwd, env: { ...process.env, PATH: basePath, ...env } });
 }
 
-/** `npm pack`, then `npm install -g` of the tarball into a prefix of its own: the README's install, minus the global directory. */
+/** `npm pack`, then `npm install -g` of the tarball into a prefix of its own: the page's install, minus the global directory. */
 async function installPackage(): Promise<string> {
   const packed = await sh(`npm pack --pack-destination ${work} | tail -n 1`);
   if (packed.code !== 0) throw new Error(`npm pack failed: ${packed.stderr}`);
@@ -62,7 +64,7 @@ await waitFor('the watcher to be finished with the log-shipper pod', async () =>
 await waitFor('the Warning event of the virtual node', async () => (await eventsOf(stack, namespace, podNames['proxy-on-virtual-node']!)).some((e) => e.type === 'Warning'));
 await waitFor('the report pod to run', async () => (await core.readNamespacedPod({ name: podNames.report!, namespace })).status?.phase === 'Running');
 
-/** Generated names as the README writes them: `JOB-xxxxx`, and the CRR's pod uid. */
+/** Generated names as the page writes them: `JOB-xxxxx`, and the CRR's pod uid. */
 function withStableNames(text: string): string {
   let out = text;
   for (const [job, pod] of Object.entries(podNames)) out = out.replaceAll(pod, `${job}-xxxxx`);
@@ -79,24 +81,6 @@ function normalized(text: string): string {
     .trimEnd();
 }
 
-interface Block {
-  command: string;
-  /** Where the ```text block after it starts and ends in the README. */
-  output?: { start: number; end: number; text: string };
-}
-
-function sectionBlocks(readme: string): Block[] {
-  const start = readme.indexOf(`\n${SECTION}\n`);
-  const end = readme.indexOf('\n## ', start + 1);
-  const fences = [...readme.slice(start, end).matchAll(/```(\w+)\n([\s\S]*?)```/g)];
-  return fences.flatMap((fence, index) => {
-    if (fence[1] !== 'sh') return [];
-    const next = fences[index + 1];
-    const between = next ? readme.slice(start + fence.index + fence[0].length, start + next.index) : '';
-    const output = next && next[1] === 'text' && between.trim() === '' ? { start: start + next.index + '```text\n'.length, end: start + next.index + next[0].length - 3, text: next[2]! } : undefined;
-    return [{ command: fence[2]!.trim(), ...(output ? { output } : {}) }];
-  });
-}
 
 t.test('kubectl finds the plugin, and the package puts both commands on the PATH', async (t) => {
   const plugins = await sh('kubectl plugin list', userEnv);
@@ -118,10 +102,10 @@ t.test('the ContainerRecreateRequest in the story of a pod stopped by crr', asyn
   t.match(parsed.actions.map((a) => a.what), [/event Normal SidecarTermina\w+: stopping sidecars: proxy \(ContainerRecreateRequest\)/, /ContainerRecreateRequest sidecar-termination-[0-9a-f-]+ for proxy/]);
 });
 
-t.test("the README's commands, through kubectl, print what the README shows", async (t) => {
-  const readmePath = join(repoRoot, 'README.md');
-  const readme = readFileSync(readmePath, 'utf8');
-  const blocks = sectionBlocks(readme);
+t.test("the page's commands, through kubectl, print what the page shows", async (t) => {
+  const pagePath = join(repoRoot, PAGE);
+  const page = readFileSync(pagePath, 'utf8');
+  const blocks = commandBlocks(page).map((block) => ({ command: block.commands.body.trim(), output: block.output }));
   const shown = blocks.filter((block) => block.command.startsWith('kubectl sidecar-terminator status') && block.output);
   t.equal(shown.length, 2, 'the list and one story');
   const writes: Array<{ start: number; end: number; text: string }> = [];
@@ -130,15 +114,15 @@ t.test("the README's commands, through kubectl, print what the README shows", as
     const run = await sh(command, userEnv);
     t.equal(run.code, 0, `${block.command}: ${run.stderr}`);
     const output = withStableNames(run.stdout);
-    if (process.env.README_WRITE) writes.push({ ...block.output!, text: output });
-    else t.equal(normalized(output), normalized(block.output!.text), `${block.command}: the README's output`);
+    if (process.env.DOCS_WRITE) writes.push({ start: block.output!.start, end: block.output!.end, text: output });
+    else t.equal(normalized(output), normalized(block.output!.body), `${block.command}: the page's output`);
   }
   if (writes.length > 0) {
-    let updated = readme;
+    let updated = page;
     for (const write of writes.reverse()) updated = updated.slice(0, write.start) + write.text + updated.slice(write.end);
-    writeFileSync(readmePath, updated);
-    t.comment('README.md written');
+    writeFileSync(pagePath, updated);
+    t.comment(`${PAGE} written`);
   }
   const install = blocks.find((block) => block.command.includes('npm pack'));
-  t.equal(install?.command, 'npm ci && npm install -g "./$(npm pack | tail -n 1)"', 'the install line this test follows (npm pack, then npm install -g of the tarball)');
+  t.equal(install?.command, 'npm ci --strict-allow-scripts && npm install -g "./$(npm pack | tail -n 1)"', 'the install line this test follows (npm pack, then npm install -g of the tarball)');
 });

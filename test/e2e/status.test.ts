@@ -5,11 +5,13 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
+import type { V1Container } from '@kubernetes/client-node';
 import type { PodStory } from '../../src/status/story.ts';
 import { runCli } from '../cli/run.ts';
-import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, eventsOf, finishedByWatcher, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
+import { apply, eventsOf, finishedByWatcher, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { jobYaml, killSidecar, main, onVirtualNode, podYaml, sidecarMarked } from '../support/pods.ts';
 
 // Signals from inside a pod are never followed by SIGKILL, so a sidecar that ignores SIGTERM
 // keeps running for the whole grace period: the pod stays `stopping` for the test.
@@ -17,10 +19,7 @@ const stack = await startStack(t);
 const { cp, core } = stack;
 const namespace = await cp.createNamespace('status-demo');
 
-const container = (name: string, image: string, sidecar: boolean) =>
-  `        - name: ${name}\n          image: ${image}${sidecar ? `\n          env:\n            - name: ${ENV_WHEN_JOB_EXIT}\n              value: "true"` : ''}`;
-const mainAndProxy = `${container('main', 'busybox:1.36', false)}\n${container('proxy', 'envoyproxy/envoy:v1.31.0', true)}`;
-const onVirtualNode = '\n      nodeSelector:\n        type: virtual-kubelet\n      tolerations:\n        - key: virtual-kubelet.io/provider\n          operator: Exists';
+const mainAndProxy = [main(), killSidecar()];
 
 async function status(args: string[]) {
   const run = await runCli(['status', '--kubeconfig', cp.kubeconfigPath, ...args]);
@@ -37,7 +36,7 @@ async function storyOf(pod: string, ns = namespace): Promise<PodStory> {
 await apply(cp, namespace, jobYaml('busy', { annotations: { [simAnnotations.exitAfter('main')]: 'never' }, containers: mainAndProxy }));
 await apply(cp, namespace, jobYaml('deaf', {
   annotations: { [simAnnotations.exitAfter('main')]: '1s', [simAnnotations.onSigterm('proxy')]: 'ignore' },
-  spec: '\n      terminationGracePeriodSeconds: 600',
+  spec: { terminationGracePeriodSeconds: 600 },
   containers: mainAndProxy,
 }));
 await apply(cp, namespace, jobYaml('quick', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: mainAndProxy }));
@@ -87,7 +86,7 @@ t.test('the list: the pods in flight, one line each', async (t) => {
 
 t.test('waiting for main: what is awaited, nothing to do', async (t) => {
   const story = await storyOf(pods.busy);
-  t.match(story, { state: 'waiting for main', job: 'busy', nodeKind: 'normal', managed: 'true', restartPolicy: 'Never' });
+  t.match(story, { state: 'waiting for main', code: 'mains-running', job: 'busy', nodeKind: 'normal', managed: 'true', restartPolicy: 'Never' });
   t.match(story.waitingFor, /^the main container to finish: main \(running since /);
   t.match(story.trigger, /restartPolicy Never: the sidecars are stopped once every main container has exited, whatever its exit code/);
   t.match(story.containers, [{ name: 'main', role: 'main', markers: [] }, { name: 'proxy', role: 'sidecar', markers: ['KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT="true"'], mechanism: 'kill' }]);
@@ -107,7 +106,7 @@ t.test('stopping: the SIGTERM sent, the sidecar still running', async (t) => {
 
 t.test('stopped: the actions, in order, with their times', async (t) => {
   const story = await storyOf(pods.quick);
-  t.match(story, { state: 'stopped', managed: 'true', mechanism: 'signal' });
+  t.match(story, { state: 'stopped', code: 'sidecars-stopped', managed: 'true', mechanism: 'signal' });
   const whats = story.actions.map((a) => a.what);
   t.match(whats, [/event Normal SidecarTermina\w+: stopping sidecars: proxy \(SIGTERM\)/, /ephemeral container \S+ targeting proxy, exited 0/, /sidecar proxy exited 0/]);
   for (const action of story.actions) t.match(action.time, /^\d{4}-\d\d-\d\dT/, `${action.what}: a time`);
@@ -115,7 +114,7 @@ t.test('stopped: the actions, in order, with their times', async (t) => {
 
 t.test('failed: the reason and the fix', async (t) => {
   const story = await storyOf(pods.stuck);
-  t.match(story, { state: 'failed', nodeKind: 'virtual', node: 'sim-virtual-node', mechanism: 'none' });
+  t.match(story, { state: 'failed', code: 'virtual-node-without-image', nodeKind: 'virtual', node: 'sim-virtual-node', mechanism: 'none' });
   t.equal(story.waitingFor, 'nothing: sidecar proxy cannot be stopped on this node');
   t.match(story.lastEvent?.message, /sidecar proxy cannot be stopped: the pod runs on a virtual-kubelet node/);
   t.match(story.advice, [/quick-exit image \(env KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE\)/]);
@@ -134,22 +133,14 @@ t.test('--fail-after: exit 1 for the pods waiting for their sidecars longer than
 });
 
 t.test('pods the add-on does not manage, and why', async (t) => {
-  const bare = (name: string, restartPolicy: string, containers: string) => `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-  annotations:
-    ${simAnnotations.exitAfter('main')}: never
-spec:
-  restartPolicy: ${restartPolicy}
-  containers:
-${containers.replaceAll(/^ {4}/gm, '')}`;
+  const bare = (name: string, restartPolicy: string, containers: V1Container[]) =>
+    podYaml(name, containers, { annotations: { [simAnnotations.exitAfter('main')]: 'never' }, spec: { restartPolicy } });
   await apply(cp, namespace, bare('always', 'Always', mainAndProxy));
-  await apply(cp, namespace, bare('plain', 'Never', container('main', 'busybox:1.36', false)));
+  await apply(cp, namespace, bare('plain', 'Never', [main()]));
   // The add-on's own namespace is excluded from the webhooks: nothing labels or validates there.
   const excluded = await cp.createNamespace('sidecar-terminator');
   await apply(cp, excluded, bare('skipped', 'Never', mainAndProxy));
-  await apply(cp, excluded, bare('broken', 'Never', `${container('main', 'busybox:1.36', false)}\n${container('proxy', 'envoyproxy/envoy:v1.31.0', false)}\n          env:\n            - name: ${ENV_WHEN_JOB_EXIT}\n              value: "yes"`));
+  await apply(cp, excluded, bare('broken', 'Never', [main(), sidecarMarked('yes')]));
 
   const always = await storyOf('always');
   t.match(always, { state: 'not managed', notManaged: [/restartPolicy is Always: sidecars are stopped only in pods whose restartPolicy is Never or OnFailure/] });

@@ -5,8 +5,10 @@
 import { get } from 'node:https';
 import t from 'tap';
 import { SERVE_FLAGS } from '../../src/config.ts';
-import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, eventsOf, jobYaml, mainAndKillSidecars, podOfJob, startStack, waitForJobsComplete } from '../support/stack.ts';
+import { simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
+import { apply, eventsOf, podOfJob, startStack, waitForJobsComplete } from '../support/stack.ts';
+import { jobYaml, killSidecar, main } from '../support/pods.ts';
 
 const stack = await startStack(t, {
   serveArgs: ['--kill-mechanism', 'signal'],
@@ -14,7 +16,7 @@ const stack = await startStack(t, {
 });
 const { cp } = stack;
 
-const containers = mainAndKillSidecars('proxy');
+const containers = [main(), killSidecar()];
 
 function scrape(): Promise<string> {
   return new Promise((resolveText, reject) => {
@@ -47,7 +49,7 @@ t.test('after five Jobs stopped by signal and one refusal, the metrics say so', 
   t.match(pod.spec?.ephemeralContainers?.[0]?.securityContext, { runAsUser: 0, capabilities: { drop: ['ALL'], add: ['KILL'] } }, 'the user unknown: root with CAP_KILL alone');
 
   const refusedNamespace = await cp.createNamespace();
-  await apply(cp, refusedNamespace, jobYaml('non-root', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, spec: '\n      securityContext:\n        runAsNonRoot: true', containers }));
+  await apply(cp, refusedNamespace, jobYaml('non-root', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, spec: { securityContext: { runAsNonRoot: true } }, containers }));
   const refusedPod = await podOfJob(stack, refusedNamespace, 'non-root');
   const refusal = await waitFor('the refusal', async () => (await eventsOf(stack, refusedNamespace, refusedPod.metadata!.name!)).find((e) => e.type === 'Warning'));
   t.match(refusal.message, /cannot signal proxy: its user is unknown .* set spec\.containers\[1\]\.securityContext\.runAsUser to the uid the sidecar runs as/);
@@ -57,7 +59,11 @@ t.test('after five Jobs stopped by signal and one refusal, the metrics say so', 
     return value(current, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'refused' }) === 1 && current;
   });
   t.equal(value(text, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'ok' }), jobs, 'one signal per Job');
-  t.equal(value(text, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'error' }), undefined, 'no failed request');
+  t.equal(value(text, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'error' }), 0, 'no failed request: the series is there, at 0');
+  t.equal(value(text, 'sidecar_terminator_terminations_total', { mechanism: 'crr', result: 'failed' }), 0, 'every mechanism and result is there from the start');
+  t.equal(value(text, 'sidecar_terminator_leader'), 1, 'this process runs the watcher');
+  const notAfter = value(text, 'sidecar_terminator_certificate_expiration_timestamp_seconds');
+  t.ok(notAfter !== undefined && notAfter * 1000 > Date.now(), 'the serving certificate expires later');
   t.equal(value(text, 'sidecar_terminator_termination_latency_seconds_count', { mechanism: 'signal' }), jobs, 'a latency to the request per signal');
   t.equal(value(text, 'sidecar_terminator_stop_duration_seconds_count'), jobs, 'a stop duration per pod seen stopped, the refused one not');
   t.ok(value(text, 'sidecar_terminator_stop_duration_seconds_sum')! > 0, 'durations are positive');

@@ -12,14 +12,16 @@ import { AdmissionregistrationV1Api, CustomObjectsApi, type V1Pod } from '@kuber
 import t, { type Test } from 'tap';
 import { EVENT_REASONS, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
-import { CRR, findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
-import { apply, eventsOf, jobYaml, mainAndKillSidecars, startStack, waitForJob, waitForJobsComplete, type Stack } from '../support/stack.ts';
+import { CRR, findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
+import { apply, eventsOf, startStack, waitForJob, waitForJobsComplete, type Stack } from '../support/stack.ts';
+import { jobYaml, killSidecar, main } from '../support/pods.ts';
 
 const OUTAGE_MS = 6 * 60_000;
 /** The longest the watcher waits between two attempts (src/watcher/queue.ts), plus room. */
 const AFTER_OUTAGE_MS = 4 * 60_000;
 
-const containers = mainAndKillSidecars('proxy');
+const containers = [main(), killSidecar()];
 
 /** A log for the simulator, whose failing writes during an outage would flood the output: kept, counted. */
 function quietLog(): { log: (message: string) => void; lines: string[] } {

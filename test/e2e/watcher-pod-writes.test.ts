@@ -11,7 +11,7 @@ import { Executor } from '../../src/watcher/executor.ts';
 import { WatcherMetrics } from '../../src/watcher/metrics.ts';
 import { PodChanged, PodWriter } from '../../src/watcher/pod-writes.ts';
 import { startControlPlane } from '../support/control-plane.ts';
-import { imageSidecar, killSidecar, main, normalNode } from '../watcher/pods.ts';
+import { imageSidecar, killSidecar, main, normalNode } from '../support/pods.ts';
 
 const cp = await startControlPlane();
 t.teardown(() => cp.stop());
@@ -101,11 +101,11 @@ t.test('the executor, handed a plan for the pod that was replaced, acts on nothi
   t.not(running.metadata?.resourceVersion, read.metadata?.resourceVersion);
   const settings = { killMechanism: 'signal' as const, signal: { image: 'st:1', command: ['true'] }, quickExitImageAllowlist: [] };
   const plan = planStop(running, normalNode, settings, Date.now());
-  t.same(plan.steps.map((s) => s.type), ['addSignalContainers', 'replaceImage'], 'a plan that writes twice');
+  t.same(plan.steps.map((s) => s.type), ['add-signal-containers', 'replace-image'], 'a plan that writes twice');
   const successor = await replace(running);
   const executor = new Executor({ core, custom: cp.kubeConfig.makeApiClient(CustomObjectsApi), crrVersion: undefined, metrics: new WatcherMetrics(new Registry()) });
   const result = await executor.execute(running, plan, pino({ level: 'silent' }));
-  t.same(result, { requeueAfterMs: 1000 }, 'looked at again once the watch has the new pod');
+  t.equal(result, 'pod-changed', 'the rest of the plan is dropped: the reconciler looks at the pod again once the watch has the new one');
   const stored = await core.readNamespacedPod({ namespace, name: 'planned' });
   t.equal(stored.metadata?.uid, successor.metadata?.uid);
   t.equal(stored.spec?.containers[2]?.image, 'fluent/fluent-bit:3.1', 'the successor keeps its image');

@@ -4,34 +4,16 @@
 import t from 'tap';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { SERVE_FLAGS } from '../../src/config.ts';
-import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL } from '../../src/policy/index.ts';
-import { findContainerStatus, simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
-import { apply, eventsOf, jobYaml, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { apply, eventsOf, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { QUICK_EXIT, ignoreExitCodeSidecar, imageSidecar, jobYaml, killSidecar, main, onVirtualNode, podYaml } from '../support/pods.ts';
 
 // The signal image runs as USER 1000, as the add-on's image does; the sidecars' images as root.
 const stack = await startStack(t, { sim: { imageUsers: { [SERVE_FLAGS.signalImage.default]: 1000 } } });
 const { cp, core } = stack;
-
-const QUICK_EXIT = 'registry.example.com/quick-exit:1.0';
-const main = (name = 'main') => `        - name: ${name}
-          image: busybox:1.36`;
-const killSidecar = (name = 'proxy', extraEnv = '') => `        - name: ${name}
-          image: envoyproxy/envoy:v1.31.0
-          env:
-            - name: ${ENV_WHEN_JOB_EXIT}
-              value: "true"${extraEnv}`;
-const imageSidecar = (name = 'logs', alsoKill = false) => `        - name: ${name}
-          image: fluent/fluent-bit:3.1
-          env:
-            - name: ${ENV_WITH_IMAGE}
-              value: ${QUICK_EXIT}${alsoKill ? `\n            - name: ${ENV_WHEN_JOB_EXIT}\n              value: "true"` : ''}`;
-const onVirtualNode = `
-      nodeSelector:
-        type: virtual-kubelet
-      tolerations:
-        - key: virtual-kubelet.io/provider
-          operator: Exists`;
 
 const exitAfter = (container: string, after: string, code?: string) => ({
   [simAnnotations.exitAfter(container)]: after,
@@ -45,7 +27,7 @@ t.test('auto picks the signal mechanism without the Kruise CRD', async (t) => {
 
 t.test('Never, normal node, kill sidecar: stopped by signal, the Job completes', async (t) => {
   const namespace = await cp.createNamespace();
-  await apply(cp, namespace, jobYaml('kill', { annotations: exitAfter('main', '1s'), containers: `${main()}\n${killSidecar()}` }));
+  await apply(cp, namespace, jobYaml('kill', { annotations: exitAfter('main', '1s'), containers: [main(), killSidecar()] }));
   await waitForJob(stack, namespace, 'kill', 'Complete');
   const pod = await podOfJob(stack, namespace, 'kill');
   t.equal(pod.status?.phase, 'Succeeded');
@@ -60,14 +42,15 @@ t.test('Never, normal node, kill sidecar: stopped by signal, the Job completes',
   );
   t.equal(left.uid, pod.metadata!.uid, 'the pod leaves the watch when it ends');
   const events = await eventsOf(stack, namespace, pod.metadata!.name!);
-  t.match(events, [{ reason: 'SidecarTerminator', type: 'Normal', message: /proxy \(SIGTERM\)/ }], "OpenKruise's event reason");
+  t.match(events, [{ reason: 'SidecarTerminator', type: 'Normal', action: 'stop-requested', message: /proxy \(SIGTERM\)/ }], "OpenKruise's event reason, and the code in its action");
+  t.notOk(events[0]?.related, 'no related object: the signal container is on the pod');
   const logged = stack.serve.logs().filter((l) => l.msg === 'stopping sidecars' && l.pod === `${namespace}/${pod.metadata!.name}`);
   t.equal(logged.length, 1, 'logged once, however many reconciles followed');
 });
 
 t.test('Never, the main container fails: the sidecar is still stopped, the Job fails', async (t) => {
   const namespace = await cp.createNamespace();
-  await apply(cp, namespace, jobYaml('fails', { annotations: exitAfter('main', '1s', '3'), containers: `${main()}\n${killSidecar()}` }));
+  await apply(cp, namespace, jobYaml('fails', { annotations: exitAfter('main', '1s', '3'), containers: [main(), killSidecar()] }));
   await waitForJob(stack, namespace, 'fails', 'Failed');
   const pod = await waitFor('the pod to be Failed', async () => {
     const pod = await podOfJob(stack, namespace, 'fails');
@@ -80,8 +63,7 @@ t.test('Never, the main container fails: the sidecar is still stopped, the Job f
 
 t.test('OnFailure, the main container fails once: the sidecar runs on until it succeeds', async (t) => {
   const namespace = await cp.createNamespace();
-  const ignore = `\n            - name: ${ENV_IGNORE_EXIT_CODE}\n              value: "true"`;
-  await apply(cp, namespace, jobYaml('retry', { restartPolicy: 'OnFailure', annotations: exitAfter('main', '1s', '1,0'), containers: `${main()}\n${killSidecar('proxy', ignore)}` }));
+  await apply(cp, namespace, jobYaml('retry', { restartPolicy: 'OnFailure', annotations: exitAfter('main', '1s', '1,0'), containers: [main(), ignoreExitCodeSidecar('proxy')] }));
   await waitForJob(stack, namespace, 'retry', 'Complete');
   const pod = await podOfJob(stack, namespace, 'retry');
   const mainStatus = findContainerStatus(pod, 'main')!;
@@ -97,8 +79,7 @@ t.test('OnFailure, the main container fails once: the sidecar runs on until it s
 
 t.test('a sidecar exiting 143 with ignore-exit-code: the pod ends Succeeded', async (t) => {
   const namespace = await cp.createNamespace();
-  const ignore = `\n            - name: ${ENV_IGNORE_EXIT_CODE}\n              value: "true"`;
-  await apply(cp, namespace, jobYaml('ignore', { annotations: { ...exitAfter('main', '1s'), [simAnnotations.onSigterm('proxy')]: 'exit143' }, containers: `${main()}\n${killSidecar('proxy', ignore)}` }));
+  await apply(cp, namespace, jobYaml('ignore', { annotations: { ...exitAfter('main', '1s'), [simAnnotations.onSigterm('proxy')]: 'exit143' }, containers: [main(), ignoreExitCodeSidecar('proxy')] }));
   await waitForJob(stack, namespace, 'ignore', 'Complete');
   const pod = await podOfJob(stack, namespace, 'ignore');
   t.equal(pod.status?.phase, 'Succeeded');
@@ -110,7 +91,7 @@ t.test('a sidecar exiting 143 with ignore-exit-code: the pod ends Succeeded', as
 
 t.test('virtual node with a quick-exit image: image replaced, the Job completes', async (t) => {
   const namespace = await cp.createNamespace();
-  await apply(cp, namespace, jobYaml('virtual', { annotations: exitAfter('main', '1s'), spec: onVirtualNode, containers: `${main()}\n${imageSidecar('logs', true)}` }));
+  await apply(cp, namespace, jobYaml('virtual', { annotations: exitAfter('main', '1s'), spec: onVirtualNode, containers: [main(), imageSidecar('logs', QUICK_EXIT, { env: [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }] })] }));
   await waitForJob(stack, namespace, 'virtual', 'Complete');
   const pod = await podOfJob(stack, namespace, 'virtual');
   t.equal(pod.spec?.nodeName, stack.sim.virtualNodes[0]);
@@ -121,14 +102,14 @@ t.test('virtual node with a quick-exit image: image replaced, the Job completes'
 
 t.test('virtual node without a quick-exit image: a Warning event, nothing else touched', async (t) => {
   const namespace = await cp.createNamespace();
-  const warned = await apply(cp, namespace, jobYaml('stuck', { annotations: exitAfter('main', '1s'), spec: onVirtualNode, containers: `${main()}\n${killSidecar()}` }));
+  const warned = await apply(cp, namespace, jobYaml('stuck', { annotations: exitAfter('main', '1s'), spec: onVirtualNode, containers: [main(), killSidecar()] }));
   t.match(warned, /virtual-kubelet nodes/, 'the webhook warned at creation');
   const pod = await podOfJob(stack, namespace, 'stuck');
   const events = await waitFor('a Warning event', async () => {
     const events = await eventsOf(stack, namespace, pod.metadata!.name!);
     return events.length > 0 && events;
   });
-  t.match(events, [{ type: 'Warning', reason: 'SidecarTerminationFailed', message: /proxy cannot be stopped: .*virtual-kubelet/ }]);
+  t.match(events, [{ type: 'Warning', reason: 'SidecarTerminationFailed', action: 'virtual-node-without-image', message: /proxy cannot be stopped: .*virtual-kubelet/ }]);
   const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
   t.equal(current.status?.phase, 'Running');
   t.ok(findContainerStatus(current, 'proxy')?.state?.running, 'the sidecar still runs');
@@ -138,7 +119,7 @@ t.test('virtual node without a quick-exit image: a Warning event, nothing else t
 
 t.test('normal node with only a quick-exit image: stopped by image', async (t) => {
   const namespace = await cp.createNamespace();
-  await apply(cp, namespace, jobYaml('image', { annotations: exitAfter('main', '1s'), containers: `${main()}\n${imageSidecar()}` }));
+  await apply(cp, namespace, jobYaml('image', { annotations: exitAfter('main', '1s'), containers: [main(), imageSidecar()] }));
   await waitForJob(stack, namespace, 'image', 'Complete');
   const pod = await podOfJob(stack, namespace, 'image');
   t.equal(pod.spec?.nodeName, stack.sim.normalNodes[0]);
@@ -148,7 +129,7 @@ t.test('normal node with only a quick-exit image: stopped by image', async (t) =
 
 t.test('two sidecars with different mechanisms in one pod', async (t) => {
   const namespace = await cp.createNamespace();
-  await apply(cp, namespace, jobYaml('mixed', { annotations: exitAfter('main', '1s'), containers: `${main()}\n${killSidecar()}\n${imageSidecar()}` }));
+  await apply(cp, namespace, jobYaml('mixed', { annotations: exitAfter('main', '1s'), containers: [main(), killSidecar(), imageSidecar()] }));
   await waitForJob(stack, namespace, 'mixed', 'Complete');
   const pod = await podOfJob(stack, namespace, 'mixed');
   t.same(pod.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['proxy']);
@@ -158,7 +139,7 @@ t.test('two sidecars with different mechanisms in one pod', async (t) => {
 t.test('three main containers finishing at different times: nothing happens before the last', async (t) => {
   const namespace = await cp.createNamespace();
   const annotations = { ...exitAfter('a', '1s'), ...exitAfter('b', '3s', '1'), ...exitAfter('c', '5s') };
-  await apply(cp, namespace, jobYaml('three', { annotations, containers: `${main('a')}\n${main('b')}\n${main('c')}\n${killSidecar()}` }));
+  await apply(cp, namespace, jobYaml('three', { annotations, containers: [main('a'), main('b'), main('c'), killSidecar()] }));
   await waitForJob(stack, namespace, 'three', 'Failed');
   const pod = await waitFor('the pod to end', async () => {
     const pod = await podOfJob(stack, namespace, 'three');
@@ -173,21 +154,11 @@ t.test('three main containers finishing at different times: nothing happens befo
 t.test('pods without the label, and labelled pods with restartPolicy Always, are not touched', async (t) => {
   // The add-on's own namespace is excluded from the webhook, so nothing labels pods there.
   const namespace = await cp.createNamespace('sidecar-terminator');
-  const pod = (name: string, restartPolicy: string, labels: string) => `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-  labels: {${labels}}
-  annotations:
-    ${simAnnotations.exitAfter('main')}: "1s"
-spec:
-  restartPolicy: ${restartPolicy}
-  containers:
-${main()}
-${killSidecar()}`;
-  await apply(cp, namespace, pod('unlabelled', 'Never', ''));
-  await apply(cp, namespace, pod('always', 'Always', `${MANAGED_LABEL}: "true"`));
-  await apply(cp, namespace, pod('control', 'Never', `${MANAGED_LABEL}: "true"`));
+  const pod = (name: string, restartPolicy: string, labels: Record<string, string>) =>
+    podYaml(name, [main(), killSidecar()], { labels, annotations: exitAfter('main', '1s'), spec: { restartPolicy } });
+  await apply(cp, namespace, pod('unlabelled', 'Never', {}));
+  await apply(cp, namespace, pod('always', 'Always', { [MANAGED_LABEL]: MANAGED }));
+  await apply(cp, namespace, pod('control', 'Never', { [MANAGED_LABEL]: MANAGED }));
   await waitFor('the labelled control pod to succeed', async () => (await core.readNamespacedPod({ name: 'control', namespace })).status?.phase === 'Succeeded');
   await waitFor('the Always pod to have restarted its main container', async () =>
     (findContainerStatus(await core.readNamespacedPod({ name: 'always', namespace }), 'main')?.restartCount ?? 0) >= 2,
@@ -203,12 +174,12 @@ ${killSidecar()}`;
 t.test('a sidecar that ignores SIGTERM: a Warning event after its grace period', async (t) => {
   const namespace = await cp.createNamespace();
   const annotations = { ...exitAfter('main', '1s'), [simAnnotations.onSigterm('proxy')]: 'ignore' };
-  await apply(cp, namespace, jobYaml('deaf', { annotations, spec: '\n      terminationGracePeriodSeconds: 2', containers: `${main()}\n${killSidecar()}` }));
+  await apply(cp, namespace, jobYaml('deaf', { annotations, spec: { terminationGracePeriodSeconds: 2 }, containers: [main(), killSidecar()] }));
   const pod = await podOfJob(stack, namespace, 'deaf');
   const warning = await waitFor('the ignored-SIGTERM warning', async () =>
     (await eventsOf(stack, namespace, pod.metadata!.name!)).find((e) => e.type === 'Warning' && /ignores SIGTERM/.test(e.message ?? '')),
   );
-  t.match(warning, { reason: 'SidecarTerminationFailed', message: /sidecar proxy still runs 2s after SIGTERM/ });
+  t.match(warning, { reason: 'SidecarTerminationFailed', action: 'signal-ignored', message: /sidecar proxy still runs 2s after SIGTERM/ });
   const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
   t.ok(findContainerStatus(current, 'proxy')?.state?.running, 'the sidecar still runs: nothing could kill it');
   t.equal(current.spec?.ephemeralContainers?.length, 1, 'signalled once');
@@ -216,10 +187,10 @@ t.test('a sidecar that ignores SIGTERM: a Warning event after its grace period',
 
 t.test('shareProcessNamespace: the signal mechanism refuses with a Warning event', async (t) => {
   const namespace = await cp.createNamespace();
-  await apply(cp, namespace, jobYaml('shared', { annotations: exitAfter('main', '1s'), spec: '\n      shareProcessNamespace: true', containers: `${main()}\n${killSidecar()}` }));
+  await apply(cp, namespace, jobYaml('shared', { annotations: exitAfter('main', '1s'), spec: { shareProcessNamespace: true }, containers: [main(), killSidecar()] }));
   const pod = await podOfJob(stack, namespace, 'shared');
   const warning = await waitFor('the refusal', async () => (await eventsOf(stack, namespace, pod.metadata!.name!)).find((e) => e.type === 'Warning'));
-  t.match(warning, { reason: 'SidecarTerminationFailed', message: /cannot signal proxy: the pod sets shareProcessNamespace/ });
+  t.match(warning, { reason: 'SidecarTerminationFailed', action: 'share-process-namespace', message: /cannot signal proxy: the pod sets shareProcessNamespace/ });
   const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
   t.notOk(current.spec?.ephemeralContainers, 'no ephemeral container');
   t.ok(findContainerStatus(current, 'proxy')?.state?.running, 'the sidecar runs on');
@@ -227,7 +198,7 @@ t.test('shareProcessNamespace: the signal mechanism refuses with a Warning event
 
 t.test("a sidecar running as root (most do) is signalled as root: the signal image's own user could not", async (t) => {
   const namespace = await cp.createNamespace();
-  await apply(cp, namespace, jobYaml('root', { annotations: exitAfter('main', '1s'), containers: `${main()}\n${killSidecar()}` }));
+  await apply(cp, namespace, jobYaml('root', { annotations: exitAfter('main', '1s'), containers: [main(), killSidecar()] }));
   await waitForJob(stack, namespace, 'root', 'Complete');
   const pod = await podOfJob(stack, namespace, 'root');
   if (apiFeatures(await kubernetesVersion()).containerUser) {
@@ -239,7 +210,7 @@ t.test("a sidecar running as root (most do) is signalled as root: the signal ima
   }
   t.equal(findContainerStatus(pod, 'stop-proxy')?.state?.terminated?.exitCode, 0, 'the signal was allowed');
 
-  await apply(cp, namespace, jobYaml('as-user', { annotations: exitAfter('main', '1s'), spec: '\n      securityContext:\n        runAsUser: 1337\n        runAsNonRoot: true', containers: `${main()}\n${killSidecar()}` }));
+  await apply(cp, namespace, jobYaml('as-user', { annotations: exitAfter('main', '1s'), spec: { securityContext: { runAsUser: 1337, runAsNonRoot: true } }, containers: [main(), killSidecar()] }));
   await waitForJob(stack, namespace, 'as-user', 'Complete');
   const asUser = await podOfJob(stack, namespace, 'as-user');
   t.match(asUser.spec?.ephemeralContainers?.[0]?.securityContext, { runAsUser: 1337, capabilities: { drop: ['ALL'] } }, "the pod's runAsUser");
@@ -247,7 +218,7 @@ t.test("a sidecar running as root (most do) is signalled as root: the signal ima
 
 t.test('containers proxy and stop-proxy, both marked: both stopped, no name collides', async (t) => {
   const namespace = await cp.createNamespace();
-  await apply(cp, namespace, jobYaml('collide', { annotations: exitAfter('main', '1s'), containers: `${main()}\n${killSidecar('proxy')}\n${killSidecar('stop-proxy')}` }));
+  await apply(cp, namespace, jobYaml('collide', { annotations: exitAfter('main', '1s'), containers: [main(), killSidecar('proxy'), killSidecar('stop-proxy')] }));
   await waitForJob(stack, namespace, 'collide', 'Complete');
   const pod = await podOfJob(stack, namespace, 'collide');
   const sent = pod.spec?.ephemeralContainers ?? [];
@@ -263,12 +234,8 @@ t.test('normal node, a quick-exit image that cannot be pulled: a Warning event, 
   const unpullable = 'registry.invalid/quick-exit:1.0';
   // OnFailure and a sidecar exiting 143 on SIGTERM: kubelet restarts it with the new image, whose pull fails forever.
   const annotations = { ...exitAfter('main', '1s'), [simAnnotations.onSigterm('logs')]: 'exit143' };
-  const logs = `        - name: logs
-          image: fluent/fluent-bit:3.1
-          env:
-            - name: ${ENV_WITH_IMAGE}
-              value: ${unpullable}`;
-  await apply(cp, namespace, jobYaml('unpullable', { restartPolicy: 'OnFailure', annotations, containers: `${main()}\n${logs}` }));
+  const logs = imageSidecar('logs', unpullable);
+  await apply(cp, namespace, jobYaml('unpullable', { restartPolicy: 'OnFailure', annotations, containers: [main(), logs] }));
   await waitForJob(stack, namespace, 'unpullable', 'Complete');
   const pod = await podOfJob(stack, namespace, 'unpullable');
   t.equal(pod.spec?.containers.find((c) => c.name === 'logs')?.image, unpullable, 'the image was swapped first');
@@ -276,7 +243,7 @@ t.test('normal node, a quick-exit image that cannot be pulled: a Warning event, 
   t.notOk(findContainerStatus(pod, 'logs')?.state?.running, 'the sidecar is stopped');
   const events = await eventsOf(stack, namespace, pod.metadata!.name!);
   t.match(events.filter((e) => e.type === 'Warning'), [
-    { reason: 'SidecarTerminationFailed', message: new RegExp(`sidecar logs is not stopped by its quick-exit image ${unpullable}: the node cannot pull it \\((ErrImagePull|ImagePullBackOff)`) },
+    { reason: 'SidecarTerminationFailed', action: 'quick-exit-image-not-pulled', message: new RegExp(`sidecar logs is not stopped by its quick-exit image ${unpullable}: the node cannot pull it \\((ErrImagePull|ImagePullBackOff)`) },
   ], 'one Warning event, naming the image');
   t.match(pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), { status: 'True', message: /the quick-exit image of logs cannot be pulled/ });
 });
@@ -284,12 +251,8 @@ t.test('normal node, a quick-exit image that cannot be pulled: a Warning event, 
 t.test('a virtual node that cannot pull the quick-exit image: a Warning event naming it, and the condition says why the pod waits', async (t) => {
   const namespace = await cp.createNamespace();
   const unpullable = 'registry.invalid/quick-exit:1.0';
-  const logs = `        - name: logs
-          image: fluent/fluent-bit:3.1
-          env:
-            - name: ${ENV_WITH_IMAGE}
-              value: ${unpullable}`;
-  await apply(cp, namespace, jobYaml('virtual-unpullable', { restartPolicy: 'OnFailure', annotations: { ...exitAfter('main', '1s'), [simAnnotations.onSigterm('logs')]: 'exit143' }, spec: onVirtualNode, containers: `${main()}\n${logs}` }));
+  const logs = imageSidecar('logs', unpullable);
+  await apply(cp, namespace, jobYaml('virtual-unpullable', { restartPolicy: 'OnFailure', annotations: { ...exitAfter('main', '1s'), [simAnnotations.onSigterm('logs')]: 'exit143' }, spec: onVirtualNode, containers: [main(), logs] }));
   const pod = await podOfJob(stack, namespace, 'virtual-unpullable');
   const waiting = await waitFor('the condition to say why the pod waits', async () => {
     const current = await core.readNamespacedPod({ name: pod.metadata!.name!, namespace });
@@ -317,18 +280,8 @@ t.test('a node that does not exist is not taken for a normal one: nothing is sto
   const namespace = await cp.createNamespace();
   const nodeName = `gone-${namespace}`;
   // Both markers: a normal node would kill it, a virtual node replaces its image.
-  const both = `${killSidecar()}\n            - name: ${ENV_WITH_IMAGE}\n              value: ${QUICK_EXIT}`;
-  const podYaml = `apiVersion: v1
-kind: Pod
-metadata:
-  name: orphan
-spec:
-  restartPolicy: Never
-  nodeName: ${nodeName}
-  containers:
-${main()}
-${both}`;
-  await apply(cp, namespace, podYaml);
+  const both = killSidecar('proxy', { env: [{ name: ENV_WITH_IMAGE, value: QUICK_EXIT }] });
+  await apply(cp, namespace, podYaml('orphan', [main(), both], { spec: { nodeName } }));
   await reportMainDone(namespace, 'orphan');
   const warning = await waitFor('the missing node to be reported', async () => (await eventsOf(stack, namespace, 'orphan')).find((e) => e.type === 'Warning'));
   t.match(warning.message, `the pod's node ${nodeName} does not exist`);
@@ -348,25 +301,15 @@ ${both}`;
 
 t.test('a pod deleted and created again under the same name is a new pod: it is stopped when its own main container is done', async (t) => {
   const namespace = await cp.createNamespace();
-  const podYaml = (exit: string) => `apiVersion: v1
-kind: Pod
-metadata:
-  name: reborn
-  annotations:
-    ${simAnnotations.exitAfter('main')}: "${exit}"
-spec:
-  restartPolicy: Never
-  containers:
-${main()}
-${killSidecar()}`;
-  await apply(cp, namespace, podYaml('1s'));
+  const reborn = (exit: string) => podYaml('reborn', [main(), killSidecar()], { annotations: exitAfter('main', exit) });
+  await apply(cp, namespace, reborn('1s'));
   const first = await waitFor('the first pod to succeed', async () => {
     const pod = await core.readNamespacedPod({ namespace, name: 'reborn' });
     return pod.status?.phase === 'Succeeded' && pod;
   });
   await core.deleteNamespacedPod({ namespace, name: 'reborn', body: { gracePeriodSeconds: 0 } });
   await waitFor('the first pod to be gone', async () => !(await core.listNamespacedPod({ namespace })).items.some((p) => p.metadata?.uid === first.metadata?.uid));
-  await apply(cp, namespace, podYaml('4s'));
+  await apply(cp, namespace, reborn('4s'));
   const second = await waitFor('the second pod to run', async () => {
     const pod = await core.readNamespacedPod({ namespace, name: 'reborn' });
     return pod.metadata?.uid !== first.metadata?.uid && findContainerStatus(pod, 'main')?.state?.running && pod;

@@ -8,7 +8,7 @@ import { syncCaBundles } from '../../src/kube/webhook-configurations.ts';
 import { certificatesIn, issueWithNewCa, servingHosts, type CertificateBundle } from '../../src/tls/certificates.ts';
 import { secretStore } from '../../src/tls/secret-store.ts';
 import { startControlPlane } from '../support/control-plane.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, servedCertificate, startServe, type ServeProcess } from '../support/serve-process.ts';
 
 const cp = await startControlPlane();

@@ -13,7 +13,8 @@ import { AdmissionregistrationV1Api, type V1Job, type V1Pod } from '@kubernetes/
 import t from 'tap';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
-import { simAnnotations, waitFor } from '../support/kubelet-simulator.ts';
+import { simAnnotations } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
 import { finishedByWatcher, startCluster } from '../support/stack.ts';
 

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import t from 'tap';
 import { startControlPlane } from '../support/control-plane.ts';
-import { waitFor } from '../support/kubelet-simulator.ts';
+import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, runServe, servedCertificate, startServe, type ServeProcess } from '../support/serve-process.ts';
 
 const WITH_IMAGE = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE';
@@ -27,6 +27,8 @@ const startWebhook = (extra: string[] = []) =>
     '--cert-dir', certDir,
     ...registeringWebhooks(port, 'Fail', CONFIG_NAME),
     '--no-watcher',
+    '--validate-workloads',
+    '--webhook-timeout-seconds', '2',
     ...extra,
   ]);
 
@@ -63,6 +65,7 @@ t.test('the registered configurations call this process with the CA of --cert-di
     const [webhook] = config.webhooks ?? [];
     t.equal(Buffer.from(webhook?.clientConfig.caBundle ?? '', 'base64').toString(), caFile, `${config.kind} trusts ca.crt`);
     t.equal(webhook?.failurePolicy, 'Fail');
+    t.equal(webhook?.timeoutSeconds, 2, `${config.kind}: the timeout of --webhook-timeout-seconds`);
     t.same(webhook?.admissionReviewVersions, ['v1']);
     t.match(webhook?.namespaceSelector?.matchExpressions, [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'sidecar-terminator'] }]);
   }
@@ -73,7 +76,9 @@ t.test('the registered configurations call this process with the CA of --cert-di
   t.match(validating.webhooks?.[0]?.rules, [
     { apiGroups: [''], resources: ['pods'], operations: ['CREATE'] },
     { apiGroups: ['batch'], resources: ['jobs', 'cronjobs'], operations: ['CREATE', 'UPDATE'] },
-  ]);
+    { apiGroups: ['apps'], resources: ['deployments', 'statefulsets', 'daemonsets'] },
+  ], 'with --validate-workloads, workload templates too');
+  t.match(serve.logs().find((line) => line.msg === 'admission webhook listening'), { timeoutSeconds: 2 }, 'the server itself gives up after the same 2 s');
   t.equal(mutating.webhooks?.[0]?.clientConfig.url, `${serve.url}/mutate`);
   t.equal(validating.webhooks?.[0]?.clientConfig.url, `${serve.url}/validate`);
   const served = await servedCertificate(serve.port);

@@ -1,15 +1,6 @@
 import t from 'tap';
 import { decide, mainsFinishedAt, sidecarsPendingSince, stopMechanism, type Action, type Decision } from '../../src/policy/index.ts';
-import {
-  ignoreExitCodeSidecar,
-  imageSidecar,
-  killSidecar,
-  main,
-  normalNode,
-  pod,
-  virtualNodeByLabel,
-  virtualNodeByTaint,
-} from './builders.ts';
+import { ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main, normalNode, virtualNode, virtualNodeByTaint } from '../support/pods.ts';
 
 const actionsOf = (decision: Decision): Action[] => (decision.outcome === 'act' ? decision.actions : []);
 
@@ -25,126 +16,156 @@ t.test('stop mechanism table (Kruise priority: the kill mechanism wins on a norm
 
 t.test('trigger: restartPolicy', async (t) => {
   const containers = [main(), killSidecar()];
-  t.match(decide(pod(containers, { main: 0, proxy: 'running' }, { restartPolicy: 'Always' }), normalNode), { outcome: 'ignore' }, 'Always is never acted on');
-  const unset = pod(containers, { main: 0, proxy: 'running' });
+  t.match(decide(jobPod(containers, { main: 0, proxy: 'running' }, { spec: { restartPolicy: 'Always' } }), normalNode), { outcome: 'ignore', code: 'restart-policy-always' }, 'Always is never acted on');
+  const unset = jobPod(containers, { main: 0, proxy: 'running' });
   delete (unset.spec as { restartPolicy?: string }).restartPolicy;
-  t.match(decide(unset, normalNode), { outcome: 'ignore' }, 'unset restartPolicy means Always');
-  t.match(decide(pod(containers, { main: 0, proxy: 'running' }, { restartPolicy: 'Never' }), normalNode), { outcome: 'act' });
-  t.match(decide(pod(containers, { main: 0, proxy: 'running' }, { restartPolicy: 'OnFailure' }), normalNode), { outcome: 'act' });
+  t.match(decide(unset, normalNode), { outcome: 'ignore', code: 'restart-policy-always' }, 'unset restartPolicy means Always');
+  t.match(decide(jobPod(containers, { main: 0, proxy: 'running' }, { spec: { restartPolicy: 'Never' } }), normalNode), { outcome: 'act' });
+  t.match(decide(jobPod(containers, { main: 0, proxy: 'running' }, { spec: { restartPolicy: 'OnFailure' } }), normalNode), { outcome: 'act' });
 });
 
 t.test('trigger: Never acts on any exit code of the main containers', async (t) => {
   for (const code of [0, 1, 137, 143]) {
-    const decision = decide(pod([main(), killSidecar()], { main: code, proxy: 'running' }), normalNode);
+    const decision = decide(jobPod([main(), killSidecar()], { main: code, proxy: 'running' }), normalNode);
     t.same(actionsOf(decision), [{ type: 'kill', container: 'proxy' }], `main exited ${code}`);
   }
-  t.match(decide(pod([main(), killSidecar()], { main: 'running', proxy: 'running' }), normalNode), { outcome: 'wait' }, 'main running');
-  t.match(decide(pod([main(), killSidecar()], { main: 'waiting', proxy: 'running' }), normalNode), { outcome: 'wait' }, 'main waiting');
+  t.match(decide(jobPod([main(), killSidecar()], { main: 'running', proxy: 'running' }), normalNode), { outcome: 'wait', code: 'mains-running' }, 'main running');
+  t.match(decide(jobPod([main(), killSidecar()], { main: 'waiting', proxy: 'running' }), normalNode), { outcome: 'wait', code: 'mains-running' }, 'main waiting');
 });
 
 t.test('trigger: OnFailure acts only when every main container exited 0', async (t) => {
-  const onFailure = { restartPolicy: 'OnFailure' };
-  t.same(actionsOf(decide(pod([main(), killSidecar()], { main: 0, proxy: 'running' }, onFailure), normalNode)), [{ type: 'kill', container: 'proxy' }]);
+  const onFailure = { spec: { restartPolicy: 'OnFailure' } };
+  t.same(actionsOf(decide(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, onFailure), normalNode)), [{ type: 'kill', container: 'proxy' }]);
   for (const code of [1, 143]) {
-    t.match(decide(pod([main(), killSidecar()], { main: code, proxy: 'running' }, onFailure), normalNode), { outcome: 'wait' }, `main exited ${code}: it will restart`);
+    t.match(decide(jobPod([main(), killSidecar()], { main: code, proxy: 'running' }, onFailure), normalNode), { outcome: 'wait', code: 'main-restarting' }, `main exited ${code}: it will restart`);
   }
-  t.match(decide(pod([main(), killSidecar()], { main: 'running', proxy: 'running' }, onFailure), normalNode), { outcome: 'wait' }, 'main restarted and running');
+  t.match(decide(jobPod([main(), killSidecar()], { main: 'running', proxy: 'running' }, onFailure), normalNode), { outcome: 'wait' }, 'main restarted and running');
 });
 
 t.test('trigger: missing container statuses never count as finished', async (t) => {
-  t.match(decide(pod([main(), killSidecar()], { proxy: 'running' }), normalNode), { outcome: 'wait' }, 'main status missing');
-  const noStatuses = pod([main(), killSidecar()], {});
+  t.match(decide(jobPod([main(), killSidecar()], { proxy: 'running' }), normalNode), { outcome: 'wait' }, 'main status missing');
+  const noStatuses = jobPod([main(), killSidecar()], {});
   t.match(decide(noStatuses, normalNode), { outcome: 'wait' }, 'no statuses at all');
   delete (noStatuses as { status?: unknown }).status;
-  t.match(decide(noStatuses, normalNode), { outcome: 'ignore' }, 'no status: not started');
-  t.same(actionsOf(decide(pod([main(), killSidecar()], { main: 0 }), normalNode)), [{ type: 'kill', container: 'proxy' }], 'sidecar status missing: still stopped');
+  t.match(decide(noStatuses, normalNode), { outcome: 'ignore', code: 'pod-not-started' }, 'no status: not started');
+  t.same(actionsOf(decide(jobPod([main(), killSidecar()], { main: 0 }), normalNode)), [{ type: 'kill', container: 'proxy' }], 'sidecar status missing: still stopped');
 });
 
-t.test('pods left alone: deleted, pending, no sidecar, no main, sidecars terminated', async (t) => {
-  t.match(decide(pod([main(), killSidecar()], { main: 0, proxy: 'running' }, { deleting: true }), normalNode), { outcome: 'ignore' }, 'being deleted');
-  t.match(decide(pod([main(), killSidecar()], { main: 'waiting', proxy: 'waiting' }, { phase: 'Pending' }), normalNode), { outcome: 'ignore' }, 'pending');
-  t.match(decide(pod([main(), main('other')], { main: 0, other: 'running' }), normalNode), { outcome: 'ignore' }, 'no sidecar');
-  t.match(decide(pod([killSidecar()], { proxy: 'running' }), normalNode), { outcome: 'ignore' }, 'no main container');
-  t.match(decide(pod([main(), killSidecar()], { main: 0, proxy: 143 }), normalNode), { outcome: 'finished' }, 'Never: sidecar exited 143 stays down');
-  t.match(decide(pod([main(), killSidecar()], { main: 'running', proxy: 1 }), normalNode), { outcome: 'finished' }, 'Never: a crashed sidecar is not our business');
-  t.match(decide(pod([main(), killSidecar()], { main: 0, proxy: 0 }, { restartPolicy: 'OnFailure' }), normalNode), { outcome: 'finished' }, 'OnFailure: sidecar exited 0');
-  t.match(decide(pod([main(), killSidecar()], { main: 0, proxy: 143 }, { restartPolicy: 'OnFailure', phase: 'Succeeded' }), normalNode), { outcome: 'finished' }, 'terminal phase: nothing restarts');
+t.test('pods left alone: deleted, pending, no sidecar, sidecars terminated', async (t) => {
+  t.match(decide(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { metadata: { deletionTimestamp: new Date('2026-01-01T00:02:00Z') } }), normalNode), { outcome: 'ignore', code: 'pod-deleting' }, 'being deleted');
+  t.match(decide(jobPod([main(), killSidecar()], { main: 'waiting', proxy: 'waiting' }, { phase: 'Pending' }), normalNode), { outcome: 'ignore', code: 'pod-not-started' }, 'pending');
+  t.match(decide(jobPod([main(), main('other')], { main: 0, other: 'running' }), normalNode), { outcome: 'ignore', code: 'no-sidecar' }, 'no sidecar');
+  t.match(decide(jobPod([main(), killSidecar()], { main: 0, proxy: 143 }), normalNode), { outcome: 'finished' }, 'Never: sidecar exited 143 stays down');
+  t.match(decide(jobPod([main(), killSidecar()], { main: 'running', proxy: 1 }), normalNode), { outcome: 'finished' }, 'Never: a crashed sidecar is not our business');
+  t.match(decide(jobPod([main(), killSidecar()], { main: 0, proxy: 0 }, { spec: { restartPolicy: 'OnFailure' } }), normalNode), { outcome: 'finished' }, 'OnFailure: sidecar exited 0');
+  t.match(decide(jobPod([main(), killSidecar()], { main: 0, proxy: 143 }, { spec: { restartPolicy: 'OnFailure' }, phase: 'Succeeded' }), normalNode), { outcome: 'finished' }, 'terminal phase: nothing restarts');
 });
 
 t.test('OnFailure: a sidecar that exited non-zero is about to restart, so it is waited for', async (t) => {
-  const decision = decide(pod([main(), killSidecar()], { main: 0, proxy: 143 }, { restartPolicy: 'OnFailure' }), normalNode);
-  t.match(decision, { outcome: 'wait', reason: /restarting/ });
+  const decision = decide(jobPod([main(), killSidecar()], { main: 0, proxy: 143 }, { spec: { restartPolicy: 'OnFailure' } }), normalNode);
+  t.match(decision, { outcome: 'wait', code: 'sidecars-restarting' });
+});
+
+// OpenKruise v1.8.2, pkg/controller/sidecarterminator: isInterestingPod groups the containers into
+// main and sidecar sets, and the trigger is containersCompleted(pod, mains) for Never and
+// containersSucceeded(pod, mains) for OnFailure. Both are true of an empty set once the status
+// lists every container of the spec, so a pod whose every container is a sidecar has its
+// sidecars stopped as soon as the kubelet reports them all; markJobPodTerminated then sets
+// Succeeded (containersSucceeded of no container).
+t.test('every container a sidecar: stopped as OpenKruise stops them, once every container is reported', async (t) => {
+  const containers = [killSidecar(), killSidecar('sql')];
+  for (const restartPolicy of ['Never', 'OnFailure']) {
+    t.same(actionsOf(decide(jobPod(containers, { proxy: 'running', sql: 'running' }, { spec: { restartPolicy } }), normalNode)), [
+      { type: 'kill', container: 'proxy' },
+      { type: 'kill', container: 'sql' },
+    ], `${restartPolicy}: the empty set of main containers is done`);
+    t.match(decide(jobPod(containers, { proxy: 'running' }, { spec: { restartPolicy } }), normalNode), { outcome: 'wait', code: 'containers-not-reported' }, `${restartPolicy}: not while a container has no status (containersCompleted compares the counts)`);
+  }
+  t.same(actionsOf(decide(jobPod(containers, { proxy: 'running', sql: 'waiting' }), normalNode)), [
+    { type: 'kill', container: 'proxy' },
+    { type: 'kill', container: 'sql' },
+  ], 'a container still waiting has a status: Kruise does not wait for it to run');
+  t.match(decide(jobPod(containers, { proxy: 143, sql: 0 }), normalNode), { outcome: 'finished' }, 'once they have exited, nothing is left to do');
+  const garbled = jobPod(containers, { proxy: 'running' });
+  (garbled.status!.containerStatuses as unknown[]).push(null, 'sql');
+  t.match(decide(garbled, normalNode), { outcome: 'wait' }, 'a status entry that is not an object reports nothing');
+  t.same(actionsOf(decide(jobPod([ignoreExitCodeSidecar()], { sql: 'running' }), normalNode)), [
+    { type: 'markTerminal', phase: 'Succeeded' },
+    { type: 'kill', container: 'sql' },
+  ], 'an ignore-exit-code sidecar: Succeeded first, as markJobPodTerminated sets it');
+  t.same(actionsOf(decide(jobPod([imageSidecar()], { logs: 'running' }), virtualNode)), [{ type: 'replaceImage', container: 'logs', image: 'registry.example.com/quick-exit:1.0' }], 'on a virtual node, by the quick-exit image');
+  t.equal(sidecarsPendingSince(jobPod(containers, { proxy: 'running', sql: 'running' })), undefined, 'no main container finished: not counted as waiting on its sidecars');
 });
 
 t.test('mechanism per node: normal, virtual by label, virtual by taint', async (t) => {
   const both = { ...killSidecar('both'), env: [...killSidecar().env!, ...imageSidecar('x', 'quick-exit:1').env!] };
   const containers = [main(), killSidecar(), imageSidecar(), both];
   const statuses = { main: 0, proxy: 'running', logs: 'running', both: 'running' } as const;
-  t.same(actionsOf(decide(pod(containers, statuses), normalNode)), [
+  t.same(actionsOf(decide(jobPod(containers, statuses), normalNode)), [
     { type: 'kill', container: 'proxy' },
     { type: 'replaceImage', container: 'logs', image: 'registry.example.com/quick-exit:1.0' },
     { type: 'kill', container: 'both' },
   ]);
-  for (const node of [virtualNodeByLabel, virtualNodeByTaint]) {
-    const actions = actionsOf(decide(pod(containers, statuses), node));
+  for (const node of [virtualNode, virtualNodeByTaint]) {
+    const actions = actionsOf(decide(jobPod(containers, statuses), node));
     t.same(actions.map((a) => [a.type, 'container' in a ? a.container : '']), [
       ['cannotStop', 'proxy'],
       ['replaceImage', 'logs'],
       ['replaceImage', 'both'],
-    ], `virtual node ${node.metadata.name}`);
-    t.match(actions[0], { reason: /virtual-kubelet node/ });
+    ], `virtual node ${node.metadata!.name}`);
+    t.match(actions[0], { code: 'virtual-node-without-image' });
   }
-  t.same(actionsOf(decide(pod(containers, statuses), undefined)).map((a) => a.type), ['kill', 'replaceImage', 'kill'], 'unknown node is treated as normal');
+  t.same(actionsOf(decide(jobPod(containers, statuses), undefined)).map((a) => a.type), ['kill', 'replaceImage', 'kill'], 'unknown node is treated as normal');
 });
 
 t.test('only sidecars still running are stopped; replaced images are waited for', async (t) => {
   const containers = [main(), killSidecar(), imageSidecar()];
-  t.same(actionsOf(decide(pod(containers, { main: 0, proxy: 143, logs: 'running' }), normalNode)), [
+  t.same(actionsOf(decide(jobPod(containers, { main: 0, proxy: 143, logs: 'running' }), normalNode)), [
     { type: 'replaceImage', container: 'logs', image: 'registry.example.com/quick-exit:1.0' },
   ]);
-  const replaced = pod(containers, { main: 0, proxy: 143, logs: 'running' });
-  replaced.spec.containers[2]!.image = 'registry.example.com/quick-exit:1.0';
-  t.match(decide(replaced, normalNode), { outcome: 'wait', reason: /stopping/ }, 'image already replaced');
+  const replaced = jobPod(containers, { main: 0, proxy: 143, logs: 'running' });
+  replaced.spec!.containers[2]!.image = 'registry.example.com/quick-exit:1.0';
+  t.match(decide(replaced, normalNode), { outcome: 'wait', code: 'sidecars-stopping' }, 'image already replaced');
 });
 
 t.test('several main containers: nothing happens before the last one finishes', async (t) => {
   const containers = [main('a'), main('b'), main('c'), killSidecar()];
-  t.match(decide(pod(containers, { a: 0, b: 'running', c: 'running', proxy: 'running' }), normalNode), { outcome: 'wait' });
-  t.match(decide(pod(containers, { a: 0, b: 1, c: 'running', proxy: 'running' }), normalNode), { outcome: 'wait' });
-  t.same(actionsOf(decide(pod(containers, { a: 0, b: 1, c: 0, proxy: 'running' }), normalNode)), [{ type: 'kill', container: 'proxy' }]);
+  t.match(decide(jobPod(containers, { a: 0, b: 'running', c: 'running', proxy: 'running' }), normalNode), { outcome: 'wait' });
+  t.match(decide(jobPod(containers, { a: 0, b: 1, c: 'running', proxy: 'running' }), normalNode), { outcome: 'wait' });
+  t.same(actionsOf(decide(jobPod(containers, { a: 0, b: 1, c: 0, proxy: 'running' }), normalNode)), [{ type: 'kill', container: 'proxy' }]);
 });
 
 t.test('ignore exit code: other sidecars first, then terminal phase, then the sidecar', async (t) => {
-  const containers = [main(), killSidecar(), ignoreExitCodeSidecar()];
+  const containers = [main(), killSidecar(), ignoreExitCodeSidecar('sql-proxy')];
   t.same(
-    actionsOf(decide(pod(containers, { main: 0, proxy: 'running', 'sql-proxy': 'running' }), normalNode)),
+    actionsOf(decide(jobPod(containers, { main: 0, proxy: 'running', 'sql-proxy': 'running' }), normalNode)),
     [{ type: 'kill', container: 'proxy' }],
     'the ignore-exit-code sidecar waits while another sidecar runs',
   );
-  t.same(actionsOf(decide(pod(containers, { main: 0, proxy: 143, 'sql-proxy': 'running' }), normalNode)), [
+  t.same(actionsOf(decide(jobPod(containers, { main: 0, proxy: 143, 'sql-proxy': 'running' }), normalNode)), [
     { type: 'markTerminal', phase: 'Succeeded' },
     { type: 'kill', container: 'sql-proxy' },
   ]);
-  t.same(actionsOf(decide(pod(containers, { main: 2, proxy: 143, 'sql-proxy': 'running' }), normalNode)), [
+  t.same(actionsOf(decide(jobPod(containers, { main: 2, proxy: 143, 'sql-proxy': 'running' }), normalNode)), [
     { type: 'markTerminal', phase: 'Failed' },
     { type: 'kill', container: 'sql-proxy' },
   ], 'Never with a failed main: Failed');
   t.same(
-    actionsOf(decide(pod([main(), ignoreExitCodeSidecar()], { main: 0, 'sql-proxy': 'running' }, { restartPolicy: 'OnFailure' }), normalNode)),
+    actionsOf(decide(jobPod([main(), ignoreExitCodeSidecar('sql-proxy')], { main: 0, 'sql-proxy': 'running' }, { spec: { restartPolicy: 'OnFailure' } }), normalNode)),
     [{ type: 'markTerminal', phase: 'Succeeded' }, { type: 'kill', container: 'sql-proxy' }],
     'OnFailure',
   );
   t.same(
-    actionsOf(decide(pod([main(), ignoreExitCodeSidecar()], { main: 0, 'sql-proxy': 'running' }, { phase: 'Succeeded' }), normalNode)),
+    actionsOf(decide(jobPod([main(), ignoreExitCodeSidecar('sql-proxy')], { main: 0, 'sql-proxy': 'running' }, { phase: 'Succeeded' }), normalNode)),
     [{ type: 'kill', container: 'sql-proxy' }],
     'phase already terminal: no second status patch',
   );
-  const withImage = [main(), imageSidecar(), ignoreExitCodeSidecar()];
-  const replaced = pod(withImage, { main: 0, logs: 'running', 'sql-proxy': 'running' });
-  replaced.spec.containers[1]!.image = 'registry.example.com/quick-exit:1.0';
+  const withImage = [main(), imageSidecar(), ignoreExitCodeSidecar('sql-proxy')];
+  const replaced = jobPod(withImage, { main: 0, logs: 'running', 'sql-proxy': 'running' });
+  replaced.spec!.containers[1]!.image = 'registry.example.com/quick-exit:1.0';
   t.match(decide(replaced, normalNode), { outcome: 'wait' }, 'waits for a quick-exit image to finish first');
   t.same(
-    actionsOf(decide(pod([main(), ignoreExitCodeSidecar()], { main: 0, 'sql-proxy': 'running' }), virtualNodeByLabel)).map((a) => a.type),
+    actionsOf(decide(jobPod([main(), ignoreExitCodeSidecar('sql-proxy')], { main: 0, 'sql-proxy': 'running' }), virtualNode)).map((a) => a.type),
     ['cannotStop'],
     'virtual node: ignore-exit-code does not apply, the sidecar cannot be stopped',
   );
@@ -152,30 +173,30 @@ t.test('ignore exit code: other sidecars first, then terminal phase, then the si
 
 t.test('since when the main containers are done, and since when the pod waits on its sidecars', async (t) => {
   const finished = Date.parse('2026-01-01T00:01:00Z');
-  const done = pod([main(), killSidecar()], { main: 0, proxy: 'running' });
-  t.equal(mainsFinishedAt(done), finished, 'from the RFC 3339 string of the JSON');
-  const deserialized = pod([main(), killSidecar()], { main: 0, proxy: 'running' });
-  (deserialized.status.containerStatuses[0]!.state as { terminated: { finishedAt: unknown } }).terminated.finishedAt = new Date(finished);
-  t.equal(mainsFinishedAt(deserialized), finished, "from the Date of @kubernetes/client-node's pods");
-  t.equal(mainsFinishedAt(pod([main(), main('second'), killSidecar()], { main: 0, second: 'running', proxy: 'running' })), undefined, 'not while a main container runs');
-  const noTime = pod([main(), killSidecar()], { main: 0, proxy: 'running' });
-  delete (noTime.status.containerStatuses[0]!.state as { terminated: { finishedAt?: unknown } }).terminated.finishedAt;
+  const done = jobPod([main(), killSidecar()], { main: 0, proxy: 'running' });
+  t.equal(mainsFinishedAt(done), finished, "from the Date of @kubernetes/client-node's pods");
+  const fromJson = jobPod([main(), killSidecar()], { main: 0, proxy: 'running' });
+  (fromJson.status!.containerStatuses![0]!.state as { terminated: { finishedAt: unknown } }).terminated.finishedAt = '2026-01-01T00:01:00Z';
+  t.equal(mainsFinishedAt(fromJson), finished, 'from the RFC 3339 string of the JSON');
+  t.equal(mainsFinishedAt(jobPod([main(), main('second'), killSidecar()], { main: 0, second: 'running', proxy: 'running' })), undefined, 'not while a main container runs');
+  const noTime = jobPod([main(), killSidecar()], { main: 0, proxy: 'running' });
+  delete (noTime.status!.containerStatuses![0]!.state as { terminated: { finishedAt?: unknown } }).terminated.finishedAt;
   t.equal(mainsFinishedAt(noTime), undefined, 'not without a finish time');
-  t.equal(mainsFinishedAt(pod([killSidecar()], { proxy: 'running' })), undefined, 'not without a main container');
+  t.equal(mainsFinishedAt(jobPod([killSidecar()], { proxy: 'running' })), undefined, 'not without a main container');
   t.equal(mainsFinishedAt({ metadata: { name: 'no-spec' } }), undefined, 'not without a spec');
-  const malformed = pod([main(), killSidecar()], { main: 0, proxy: 'running' });
-  (malformed.status.containerStatuses as unknown[]).unshift('not a status');
+  const malformed = jobPod([main(), killSidecar()], { main: 0, proxy: 'running' });
+  (malformed.status!.containerStatuses as unknown[]).unshift('not a status');
   t.equal(mainsFinishedAt(malformed), finished, 'a malformed status entry is skipped');
 
   t.equal(sidecarsPendingSince(done), finished, 'a sidecar to stop: waiting since the mains finished');
-  t.equal(sidecarsPendingSince(pod([main(), killSidecar()], { main: 'running', proxy: 'running' })), undefined, 'main still at work');
-  t.equal(sidecarsPendingSince(pod([main(), killSidecar()], { main: 0, proxy: 0 })), undefined, 'nothing left to stop');
+  t.equal(sidecarsPendingSince(jobPod([main(), killSidecar()], { main: 'running', proxy: 'running' })), undefined, 'main still at work');
+  t.equal(sidecarsPendingSince(jobPod([main(), killSidecar()], { main: 0, proxy: 0 })), undefined, 'nothing left to stop');
 });
 
 t.test('in a terminal phase, a sidecar without a state, or without a status, is settled: nothing starts again', async (t) => {
-  const stateless = pod([main(), killSidecar()], { main: 0, proxy: 'running' }, { phase: 'Succeeded' });
-  delete (stateless.status.containerStatuses[1] as { state?: unknown }).state;
+  const stateless = jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { phase: 'Succeeded' });
+  delete (stateless.status!.containerStatuses![1] as { state?: unknown }).state;
   t.match(decide(stateless, normalNode), { outcome: 'finished' }, 'no state');
-  t.match(decide(pod([main(), killSidecar()], { main: 0 }, { phase: 'Succeeded' }), normalNode), { outcome: 'finished' }, 'no status');
-  t.match(decide(pod([main(), killSidecar()], { main: 0, proxy: 'running' }, { phase: 'Succeeded' }), normalNode), { outcome: 'act' }, 'still running: stopped');
+  t.match(decide(jobPod([main(), killSidecar()], { main: 0 }, { phase: 'Succeeded' }), normalNode), { outcome: 'finished' }, 'no status');
+  t.match(decide(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { phase: 'Succeeded' }), normalNode), { outcome: 'act' }, 'still running: stopped');
 });

@@ -2,7 +2,7 @@
 // findings, and which pods the watcher gets.
 import t from 'tap';
 import { ENV_WITH_IMAGE, controllerOf, enforcedFindings, inspectObject, shouldManage } from '../../src/policy/index.ts';
-import { killSidecar, main, podSpec } from './builders.ts';
+import { killSidecar, main, podSpec } from '../support/pods.ts';
 
 const jobOwner = { apiVersion: 'batch/v1', kind: 'Job', name: 'nightly-29120', uid: '0f7c1a52-5d2e-4c43-9d47-8b1e3b1f2a10', controller: true, blockOwnerDeletion: true };
 const pod = (spec: Record<string, unknown>, ownerReferences?: unknown) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', ...(ownerReferences ? { ownerReferences } : {}) }, spec });

@@ -21,7 +21,7 @@ import {
   type MigrationInput,
   type MigrationPlan,
 } from '../../src/policy/index.ts';
-import { ignoreExitCodeSidecar, imageSidecar, killSidecar, main, podSpec, type TestContainer } from './builders.ts';
+import { ignoreExitCodeSidecar, imageSidecar, killSidecar, main, podSpec } from '../support/pods.ts';
 
 const plan = (spec: unknown, input: Partial<MigrationInput> = {}): MigrationPlan =>
   planNativeSidecars({ spec, annotations: {}, fieldPrefix: 'spec', hasErrors: false, ...input });
@@ -65,15 +65,15 @@ t.test('pods that stay as they are, each with the field and the reason', async (
     `spec.containers[1].env[${ENV_WITH_IMAGE}]: sidecar logs is stopped by its quick-exit image alone; a native sidecar gets SIGTERM instead, which it may not handle; add ${ENV_WHEN_JOB_EXIT}="true" to allow that`,
   ]);
   const probe = { httpGet: { path: '/ready', port: 15021 } };
-  t.same(obstacles(plan(podSpec([main(), { ...killSidecar(), startupProbe: probe } as TestContainer]))), [
+  t.same(obstacles(plan(podSpec([main(), { ...killSidecar(), startupProbe: probe }]))), [
     'spec.containers[1].startupProbe: as a native sidecar, proxy would hold back the main containers until this probe succeeds',
   ]);
-  t.same(obstacles(plan(podSpec([main(), { ...killSidecar(), lifecycle: { postStart: { exec: { command: ['wait-ready'] } } } } as TestContainer]))), [
+  t.same(obstacles(plan(podSpec([main(), { ...killSidecar(), lifecycle: { postStart: { exec: { command: ['wait-ready'] } } } }]))), [
     'spec.containers[1].lifecycle.postStart: as a native sidecar, proxy would hold back the main containers until this hook completes',
   ]);
-  t.match(plan(podSpec([main(), { ...killSidecar(), lifecycle: { preStop: { exec: { command: ['drain'] } } }, readinessProbe: probe, livenessProbe: probe } as TestContainer])), { outcome: 'migrate' }, 'preStop, readiness and liveness probes are fine');
+  t.match(plan(podSpec([main(), { ...killSidecar(), lifecycle: { preStop: { exec: { command: ['drain'] } } }, readinessProbe: probe, livenessProbe: probe }])), { outcome: 'migrate' }, 'preStop, readiness and liveness probes are fine');
   t.same(obstacles(plan(podSpec([main(), { ...killSidecar(), restartPolicy: 'Never' }]))), ['spec.containers[1].restartPolicy: sidecar proxy sets its own restart policy, which a native sidecar replaces with Always']);
-  t.match(obstacles(plan(podSpec([main(), { ...killSidecar(), restartPolicyRules: [] } as TestContainer]))), [/^spec.containers\[1\].restartPolicyRules: /]);
+  t.match(obstacles(plan(podSpec([main(), { ...killSidecar(), restartPolicyRules: [] }]))), [/^spec.containers\[1\].restartPolicyRules: /]);
 
   t.same(obstacles(plan(podSpec([main(), killSidecar()], 'Never', { nodeSelector: { type: 'virtual-kubelet' } }), { fieldPrefix: 'spec.template.spec' })), [
     'spec.template.spec.nodeSelector: the pod can run on virtual-kubelet nodes, whose providers may not run native sidecars; there a sidecar is stopped by its quick-exit image',
@@ -84,7 +84,7 @@ t.test('pods that stay as they are, each with the field and the reason', async (
   ], 'an unknown value of the opt-out annotation keeps the pod as it is: it meant something');
   t.match(obstacles(plan(podSpec([main(), killSidecar()]), { annotations: { 'sidecar-terminator.io/native-sidecars': false } })), [/Unsupported value: "false": /], 'a YAML boolean, in a manifest lint reads');
 
-  const everything = plan(podSpec([main(), imageSidecar('logs'), { ...killSidecar(), startupProbe: probe } as TestContainer], 'Never', { tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists' }] }), { hasErrors: true });
+  const everything = plan(podSpec([main(), imageSidecar('logs'), { ...killSidecar(), startupProbe: probe }], 'Never', { tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists' }] }), { hasErrors: true });
   t.equal(obstacles(everything).length, 4, 'every reason is given');
   t.match(skippedAnnotation(everything.outcome === 'keep' ? everything.findings : []), /^spec.containers: .*; spec.tolerations: .*; spec.containers\[1\].env\[.*\]: .*; spec.containers\[2\].startupProbe: /, 'the annotation lists them all');
 });

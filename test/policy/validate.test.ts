@@ -14,10 +14,11 @@ import {
   type Severity,
   type ValidationOptions,
 } from '../../src/policy/index.ts';
-import { imageSidecar, killSidecar, main, podSpec, type TestContainer } from './builders.ts';
+import type { V1Container, V1EnvVar } from '@kubernetes/client-node';
+import { imageSidecar, killSidecar, main, podSpec } from '../support/pods.ts';
 
 const job: ValidationOptions = { fieldPrefix: 'spec.template.spec', strictRestartPolicy: true };
-const container = (name: string, image: string, env: TestContainer['env'], extra: Partial<TestContainer> = {}): TestContainer => ({ name, image, env, ...extra });
+const container = (name: string, image: string, env: V1EnvVar[], extra: Partial<V1Container> = {}): V1Container => ({ name, image, env, ...extra });
 
 interface RuleCase {
   severity: Severity;
@@ -28,7 +29,7 @@ interface RuleCase {
   says: RegExp;
 }
 
-// One case per rule of README "Rules checked at admission". The Record type makes a rule without a case a
+// One case per rule of docs/admission-rules.md. The Record type makes a rule without a case a
 // type error, and each case fails if its rule is removed from the validator.
 const cases: Record<AdmissionRuleId, RuleCase> = {
   'marker-value': {
@@ -118,7 +119,7 @@ const cases: Record<AdmissionRuleId, RuleCase> = {
   },
   'duplicate-marker': {
     severity: 'warning',
-    spec: podSpec([main(), killSidecar('proxy', [{ name: ENV_WHEN_JOB_EXIT, value: 'false' }])]),
+    spec: podSpec([main(), killSidecar('proxy', { env: [{ name: ENV_WHEN_JOB_EXIT, value: 'false' }] })]),
     field: `spec.template.spec.containers[1].env[${ENV_WHEN_JOB_EXIT}]`,
     says: /Duplicate value: "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT": defined 2 times/,
   },
@@ -152,7 +153,7 @@ t.test('a long value is quoted cut, with its length', async (t) => {
 
 t.test('valid configurations have no findings', async (t) => {
   t.same(validatePodSpec(podSpec([main(), killSidecar(), imageSidecar()]), job), [], 'kill and image sidecars');
-  t.same(validatePodSpec(podSpec([main(), killSidecar('p', [{ name: ENV_IGNORE_EXIT_CODE, value: 'TRUE' }])], 'OnFailure'), job), [], 'OnFailure with ignore-exit-code, any case');
+  t.same(validatePodSpec(podSpec([main(), killSidecar('p', { env: [{ name: ENV_IGNORE_EXIT_CODE, value: 'TRUE' }] })], 'OnFailure'), job), [], 'OnFailure with ignore-exit-code, any case');
   t.same(validatePodSpec(podSpec([main(), container('p', 'envoy:1', [{ name: ENV_WHEN_JOB_EXIT, value: 'False' }])]), job), [], '"False" is a valid value');
   t.same(validatePodSpec(podSpec([main(), imageSidecar('logs', 'busybox@sha256:' + 'a'.repeat(64))], 'Always'), { ...job, strictRestartPolicy: false }).map((f) => f.rule), ['restart-policy-always'], 'a digest is pinned');
   t.same(validatePodSpec(podSpec([main(), main('b')], 'Always'), job), [], 'no markers, no findings, whatever the restartPolicy');
@@ -224,7 +225,7 @@ t.test('inspectObject: workloads get warnings only, Jobs get errors', async (t) 
 });
 
 t.test('a marker defined twice: the finding says what the definitions mean at run time', async (t) => {
-  const twice = (name: string, values: [string, string], extra: TestContainer['env'] = []) =>
+  const twice = (name: string, values: [string, string], extra: V1EnvVar[] = []) =>
     validatePodSpec(podSpec([main(), container('proxy', 'envoy:1', [...extra, { name, value: values[0] }, { name, value: values[1] }])]), job)
       .map((finding) => formatFinding(finding))
       .join('\n');

@@ -1,4 +1,5 @@
-// The version matrix's bookkeeping: what it reads from tap's output and the README table it writes.
+// The version matrix's bookkeeping: what it reads from tap's output and the table of
+// docs/installation.md it writes.
 import t from 'tap';
 import { MATRIX, TABLE_BEGIN, TABLE_END, matrixTable, parseTapOutput, withMatrixTable, type MatrixResult } from '../../scripts/test-matrix.ts';
 
@@ -36,8 +37,8 @@ t.test('one row per version: not run, passed (tap options do not narrow the suit
   t.equal(table[4], '| v1.37.2 | **2 failed** (test/e2e/a.test.ts) | 200 passed, 2 failed, 3 skipped in 28 files (the end-to-end suite; skipped: test/e2e/b.test.ts) | 25 min | 2026-11-23 |');
 });
 
-t.test('the table goes between the markers, and a README without them is an error', async (t) => {
-  const readme = `# x\n${TABLE_BEGIN}\nold\n${TABLE_END}\nafter\n`;
-  t.equal(withMatrixTable(readme, {}), `# x\n${TABLE_BEGIN}\n${matrixTable({})}\n${TABLE_END}\nafter\n`);
+t.test('the table goes between the markers, and a page without them is an error', async (t) => {
+  const page = `# x\n${TABLE_BEGIN}\nold\n${TABLE_END}\nafter\n`;
+  t.equal(withMatrixTable(page, {}), `# x\n${TABLE_BEGIN}\n${matrixTable({})}\n${TABLE_END}\nafter\n`);
   t.throws(() => withMatrixTable('# x\n', {}), /lacks the markers/);
 });

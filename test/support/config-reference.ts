@@ -1,6 +1,7 @@
-// The README's configuration reference, generated from the flag table in src/config.ts, and how
-// the Helm chart sets each flag. scripts/config-reference.ts writes the table into README.md;
-// test/chart/docs.test.ts fails when the README or the chart falls behind src/config.ts.
+// The configuration reference of docs/installation.md, generated from the flag table in
+// src/config.ts, and how the Helm chart sets each flag. scripts/config-reference.ts writes the
+// table into that page; test/chart/docs.test.ts fails when the page or the chart falls behind
+// src/config.ts.
 import { SERVE_FLAGS, defaultText, type FlagSpec } from '../../src/config.ts';
 
 export type Component = 'webhook' | 'watcher';
@@ -39,6 +40,7 @@ export const CHART_SETTINGS: Record<string, ChartSetting> = {
   bodyLimit: { kind: 'value', path: 'admission.bodyLimit', sample: '16Mi', arg: '16Mi', components: ['webhook'] },
   nativeSidecars: { kind: 'value', path: 'admission.nativeSidecars', sample: 'labelled', arg: 'labelled', components: ['webhook'], note: 'also adds the native-sidecars webhook to the MutatingWebhookConfiguration' },
   shutdownGrace: { kind: 'value', path: 'shutdownGrace', sample: '45s', arg: '45s', components: both },
+  shutdownDrain: { kind: 'value', path: 'webhook.shutdown.drain', sample: '5s', arg: '5s', components: ['webhook'], note: 'after `webhook.shutdown.preStopSleepSeconds` of a preStop sleep' },
   certDir: { kind: 'unset', note: 'the certificates live in a Secret' },
   tlsSecret: { kind: 'value', path: 'webhook.tls.secretName', sample: 'my-webhook-tls', arg: 'my-webhook-tls', components: ['webhook'], note: 'default `<full name>-tls`' },
   serviceName: { kind: 'fixed', note: "the chart's Service, named after the release", components: ['webhook'] },
@@ -59,7 +61,10 @@ export const CHART_SETTINGS: Record<string, ChartSetting> = {
     components: ['watcher'],
     note: 'a list, also written into both configurations; the sweeper skips them',
   },
+  namespaceLabels: { kind: 'value', path: 'webhook.namespaceLabels', sample: { team: 'batch', tier: 'jobs' }, arg: 'team=batch,tier=jobs', components: ['watcher'], note: 'a map, also written into both configurations; the sweeper lists the namespaces carrying them' },
   failurePolicy: { kind: 'value', path: 'webhook.failurePolicy', sample: 'Fail', arg: 'Fail', components: ['webhook'], note: 'also written into both configurations' },
+  webhookTimeoutSeconds: { kind: 'value', path: 'webhook.timeoutSeconds', sample: 5, arg: '5', components: ['webhook'], note: 'also written into both configurations' },
+  validateWorkloads: { kind: 'value', path: 'admission.validateWorkloads', sample: true, arg: 'true', components: ['webhook'], note: 'also decides the rules of the ValidatingWebhookConfiguration' },
   namespaces: { kind: 'value', path: 'watcher.namespaces', sample: ['team-a', 'team-b'], arg: 'team-a,team-b', components: ['watcher'], note: 'a list; RBAC becomes a Role per namespace' },
   killMechanism: { kind: 'value', path: 'watcher.killMechanism', sample: 'crr', arg: 'crr', components: ['watcher'] },
   signalImage: { kind: 'value', path: 'watcher.signalImage', sample: 'registry.example.com/signal:1.0', arg: 'registry.example.com/signal:1.0', components: ['watcher'], note: "default: the chart's own image" },
@@ -68,6 +73,7 @@ export const CHART_SETTINGS: Record<string, ChartSetting> = {
   leaderElect: { kind: 'value', path: 'watcher.leaderElection.enabled', sample: false, arg: null, components: ['watcher'], note: 'default true' },
   leaderElectionLease: { kind: 'value', path: 'watcher.leaderElection.leaseName', sample: 'my-lease', arg: 'my-lease', components: ['watcher'], note: 'default `<full name>-watcher`' },
   leaderElectionDuration: { kind: 'value', path: 'watcher.leaderElection.leaseDuration', sample: '30s', arg: '30s', components: ['watcher'] },
+  leaderStartTimeout: { kind: 'value', path: 'watcher.leaderElection.startTimeout', sample: '2m', arg: '2m', components: ['watcher'] },
   concurrency: { kind: 'value', path: 'watcher.concurrency', sample: 32, arg: '32', components: ['watcher'] },
 };
 
@@ -83,12 +89,12 @@ export function serveFlagsTable(): string {
   return ['| flag | environment variable | default | meaning | Helm chart |', '|---|---|---|---|---|', ...rows].join('\n');
 }
 
-/** `readme` with the text between the markers replaced by the current table. */
-export function withServeFlagsTable(readme: string): string {
-  const begin = readme.indexOf(TABLE_BEGIN);
-  const end = readme.indexOf(TABLE_END);
-  if (begin < 0 || end < begin) throw new Error(`README.md lacks the markers ${TABLE_BEGIN} ... ${TABLE_END}`);
-  return `${readme.slice(0, begin + TABLE_BEGIN.length)}\n${serveFlagsTable()}\n${readme.slice(end)}`;
+/** `page` with the text between the markers replaced by the current table. */
+export function withServeFlagsTable(page: string): string {
+  const begin = page.indexOf(TABLE_BEGIN);
+  const end = page.indexOf(TABLE_END);
+  if (begin < 0 || end < begin) throw new Error(`docs/installation.md lacks the markers ${TABLE_BEGIN} ... ${TABLE_END}`);
+  return `${page.slice(0, begin + TABLE_BEGIN.length)}\n${serveFlagsTable()}\n${page.slice(end)}`;
 }
 
 function chartCell(setting: ChartSetting | undefined): string {

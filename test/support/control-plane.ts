@@ -1,5 +1,7 @@
 // A real Kubernetes control plane for tests: etcd, kube-apiserver and kube-controller-manager
-// on loopback, random free ports, everything in a fresh temporary directory.
+// on loopback, everything in a fresh temporary directory. etcd and kube-apiserver talk over Unix
+// sockets in that directory; the API server's port is leased host-wide (test/support/net.ts), and
+// a start that fails because some other program took it is tried once more on a new one.
 //
 // No process can outlive the test process: each binary is started through
 // `setpriv --pdeathsig KILL`, so the kernel kills it when Node dies, even on SIGKILL. On a
@@ -9,16 +11,13 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { CONTAINER_USER_KEPT_SINCE, parseKubernetesVersion, type KubernetesVersion } from '../../src/policy/index.ts';
 import { runCommand } from './command.ts';
-import { ManagedProcess, killOnExit, logTails, waitWhileRunning } from './managed-process.ts';
-import { freePort } from './net.ts';
-
-// Its home is net.ts; re-exported for the files that import it from here.
-export { freePort };
+import { ManagedProcess, buildScriptOutput, keepOnlyLogs, killOnExit, logTails, retryOnPortTaken, startFailure, waitWhileRunning, type ManagedProcessOptions } from './managed-process.ts';
+import { PortLease } from './net.ts';
 
 const run = promisify(execFile);
 
@@ -37,6 +36,8 @@ export interface ControlPlaneOptions {
   scheduler?: boolean;
   /** More kube-apiserver flags, e.g. a --runtime-config that turns an API off as an older release lacks it, or a feature gate turned off. */
   apiServerArgs?: string[];
+  /** Where a second try on new ports is reported. Default: a line on stderr. */
+  log?: (line: string) => void;
 }
 
 export interface KubectlResult {
@@ -74,37 +75,34 @@ export interface ControlPlane {
   startApiServer(): Promise<void>;
 }
 
-const repoRoot = resolve(import.meta.dirname, '../..');
 const serviceClusterIpRange = '10.0.0.0/24';
 // The first address of the service range: non-loopback, as kube-apiserver requires, and never dialled.
 const unreachableAdvertiseAddress = '10.0.0.1';
 /** The `kubernetes` Service's ClusterIP: the first address of the service range. */
 export const KUBERNETES_SERVICE_IP = '10.0.0.1';
 
+/**
+ * Starts a control plane; fails with a ComponentStartError naming the component that did not
+ * start, whose log is kept (the rest of the directory is removed).
+ */
 export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const binDir = options.binDir ?? (await buildControlPlane());
-  const dir = mkdtempSync(join(tmpdir(), 'sidecar-terminator-cp-'));
-  const cluster = new LocalCluster(binDir, dir, options.reachableFromPods ? hostAddress() : undefined, options.scheduler ?? false, options.apiServerArgs ?? []);
-  try {
-    await cluster.start(options.startupTimeoutMs ?? 90_000);
-  } catch (err) {
-    const logs = cluster.logTails();
-    await cluster.stop();
-    throw new Error(`control plane failed to start: ${(err as Error).message}\n${logs}`, { cause: err });
-  }
-  return cluster;
+  return retryOnPortTaken('control plane', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sidecar-terminator-cp-'));
+    const cluster = new LocalCluster(binDir, dir, options.reachableFromPods ? hostAddress() : undefined, options.scheduler ?? false, options.apiServerArgs ?? []);
+    try {
+      await cluster.start(options.startupTimeoutMs ?? 90_000);
+    } catch (err) {
+      const logs = cluster.logTails();
+      await cluster.stop({ keepLogs: true });
+      throw startFailure('control plane', err, logs);
+    }
+    return cluster;
+  }, options.log);
 }
 
-/** Runs the build script, which prints the bin directory (at once when the binaries are cached). */
-async function buildControlPlane(): Promise<string> {
-  const { stdout } = await run('bash', [join(repoRoot, 'scripts/build-control-plane.sh')], {
-    cwd: repoRoot,
-    maxBuffer: 16 * 1024 * 1024,
-  });
-  const binDir = stdout.trim().split('\n').pop();
-  if (!binDir) throw new Error('scripts/build-control-plane.sh printed no bin directory');
-  return binDir;
-}
+/** The bin directory the build script prints (at once when the binaries are cached). */
+const buildControlPlane = () => buildScriptOutput('build-control-plane.sh');
 
 /** The Kubernetes release the tests run (K8S_VERSION, else scripts/versions.sh's), as its kube-apiserver reports it. */
 export async function kubernetesVersion(binDir?: string): Promise<KubernetesVersion> {
@@ -114,7 +112,7 @@ export async function kubernetesVersion(binDir?: string): Promise<KubernetesVers
   return version;
 }
 
-/** What a release's API server has, where the tests expect different things by version (README, "Kubernetes versions"). */
+/** What a release's API server has, where the tests expect different things by version (docs/installation.md, "Kubernetes versions"). */
 export const apiFeatures = (version: KubernetesVersion) => ({
   /** admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy, which the fence needs: 1.30+. */
   validatingAdmissionPolicy: version.minor >= 30,
@@ -122,13 +120,12 @@ export const apiFeatures = (version: KubernetesVersion) => ({
   containerUser: version.minor >= CONTAINER_USER_KEPT_SINCE,
 });
 
-interface Ports {
-  etcdClient: number;
-  etcdPeer: number;
-  apiServer: number;
-  controllerManager: number;
-  scheduler: number;
-}
+/**
+ * etcd's sockets, in the cluster's directory, its working directory: a unix:// URL's host is the
+ * socket's path relative to it, and etcd wants every advertised URL in host:port form.
+ */
+const ETCD_SOCKET = 'etcd.sock:0';
+const ETCD_PEER_SOCKET = 'etcd-peer.sock:0';
 
 class LocalCluster implements ControlPlane {
   /** Stops the exit handler from tearing this down once stop() has. */
@@ -144,7 +141,9 @@ class LocalCluster implements ControlPlane {
   private readonly bindAddress: string;
   private readonly adminToken = randomBytes(24).toString('hex');
   private readonly controllerManagerToken = randomBytes(24).toString('hex');
-  private ports: Ports | undefined;
+  /** The API server's port; kube-controller-manager and kube-scheduler serve none (--secure-port=0), etcd serves Unix sockets. */
+  private readonly ports = new PortLease();
+  private apiServerPort: number | undefined;
   private readonly processes = new Map<string, ManagedProcess>();
   private stopping: Promise<void> | undefined;
 
@@ -165,19 +164,13 @@ class LocalCluster implements ControlPlane {
   async start(timeoutMs: number): Promise<void> {
     this.forget = killOnExit(this);
     const deadline = Date.now() + timeoutMs;
-    this.ports = {
-      etcdClient: await freePort(),
-      etcdPeer: await freePort(),
-      apiServer: await freePort(),
-      controllerManager: await freePort(),
-      scheduler: await freePort(),
-    };
-    this.serverUrl = `https://127.0.0.1:${this.ports.apiServer}`;
+    this.apiServerPort = await this.ports.take();
+    this.serverUrl = `https://127.0.0.1:${this.apiServerPort}`;
     await this.writeCredentials();
     this.kubeConfig.loadFromFile(this.kubeconfigPath);
 
     // kube-apiserver retries etcd until it answers, so both start at once.
-    this.launch('etcd', this.etcdArgs());
+    this.launch('etcd', this.etcdArgs(), { cwd: this.dir });
     this.launch('kube-apiserver', this.apiServerArgs());
     await this.waitForApiServerReady(deadline);
     // Started only now: kube-controller-manager gives up when the API server stays unhealthy too long.
@@ -229,8 +222,9 @@ class LocalCluster implements ControlPlane {
     await this.waitForApiServerReady(Date.now() + 60_000);
   }
 
-  stop(): Promise<void> {
-    this.stopping ??= this.stopAndClean();
+  /** `keepLogs`: the directory keeps the processes' logs (after a failed start, for the error to point at). */
+  stop(options: { keepLogs?: boolean } = {}): Promise<void> {
+    this.stopping ??= this.stopAndClean(options.keepLogs ?? false);
     return this.stopping;
   }
 
@@ -243,18 +237,21 @@ class LocalCluster implements ControlPlane {
   killNow(): void {
     for (const managed of this.processes.values()) managed.killNow();
     rmSync(this.dir, { recursive: true, force: true, maxRetries: 3 });
+    this.ports.release();
   }
 
-  private async stopAndClean(): Promise<void> {
+  private async stopAndClean(keepLogs: boolean): Promise<void> {
     const byName = (name: string) => this.processes.get(name)?.stop();
     await Promise.all([byName('kube-scheduler'), byName('kube-controller-manager'), byName('kube-apiserver')]);
     await byName('etcd');
-    rmSync(this.dir, { recursive: true, force: true, maxRetries: 3 });
+    this.ports.release();
+    if (keepLogs) keepOnlyLogs(this.dir);
+    else rmSync(this.dir, { recursive: true, force: true, maxRetries: 3 });
     this.forget();
   }
 
-  private launch(name: string, args: string[]): void {
-    this.processes.set(name, new ManagedProcess(name, [join(this.binDir, name), ...args], join(this.dir, `${name}.log`)));
+  private launch(name: string, args: string[], options: ManagedProcessOptions = {}): void {
+    this.processes.set(name, new ManagedProcess(name, [join(this.binDir, name), ...args], join(this.dir, `${name}.log`), options));
   }
 
   private path(file: string): string {
@@ -305,9 +302,8 @@ class LocalCluster implements ControlPlane {
   }
 
   private etcdArgs(): string[] {
-    const { etcdClient, etcdPeer } = this.requirePorts();
-    const client = `http://127.0.0.1:${etcdClient}`;
-    const peer = `http://127.0.0.1:${etcdPeer}`;
+    const client = `unix://${ETCD_SOCKET}`;
+    const peer = `unix://${ETCD_PEER_SOCKET}`;
     return [
       '--name', 'default', '--data-dir', this.path('etcd'),
       '--listen-client-urls', client, '--advertise-client-urls', client,
@@ -319,10 +315,9 @@ class LocalCluster implements ControlPlane {
   }
 
   private apiServerArgs(): string[] {
-    const { etcdClient, apiServer } = this.requirePorts();
     return [
-      '--etcd-servers', `http://127.0.0.1:${etcdClient}`,
-      '--bind-address', this.bindAddress, '--secure-port', String(apiServer), '--advertise-address', this.advertiseAddress,
+      '--etcd-servers', `unix://${this.path(ETCD_SOCKET)}`,
+      '--bind-address', this.bindAddress, '--secure-port', String(this.requireApiServerPort()), '--advertise-address', this.advertiseAddress,
       '--service-cluster-ip-range', serviceClusterIpRange,
       '--tls-cert-file', this.path('apiserver.crt'), '--tls-private-key-file', this.path('apiserver.key'),
       '--cert-dir', this.path('apiserver-certs'),
@@ -338,14 +333,13 @@ class LocalCluster implements ControlPlane {
     ];
   }
 
+  // Neither serves HTTPS (--secure-port=0): nothing here reads their health or metrics, and a port not opened cannot be taken.
   private controllerManagerArgs(): string[] {
-    const { controllerManager } = this.requirePorts();
     return [
       '--kubeconfig', this.path('controller-manager.kubeconfig'),
       '--controllers=*', '--leader-elect=false',
       '--service-account-private-key-file', this.path('sa.key'), '--root-ca-file', this.path('ca.crt'),
-      '--bind-address', '127.0.0.1', '--secure-port', String(controllerManager),
-      '--cert-dir', this.path('controller-manager-certs'),
+      '--secure-port=0',
       '--profiling=false',
     ];
   }
@@ -354,19 +348,19 @@ class LocalCluster implements ControlPlane {
     return [
       '--kubeconfig', this.path('controller-manager.kubeconfig'),
       '--leader-elect=false',
-      '--bind-address', '127.0.0.1', '--secure-port', String(this.requirePorts().scheduler),
+      '--secure-port=0',
       '--profiling=false',
     ];
   }
 
-  private requirePorts(): Ports {
-    if (!this.ports) throw new Error('ports are chosen in start()');
-    return this.ports;
+  private requireApiServerPort(): number {
+    if (this.apiServerPort === undefined) throw new Error('the API server port is leased in start()');
+    return this.apiServerPort;
   }
 
   private async waitForApiServerReady(deadline: number): Promise<void> {
     const ca = readFileSync(this.path('ca.crt'));
-    await this.waitUntil('kube-apiserver /readyz', deadline, () => httpsGetOk(this.serverUrl + '/readyz', ca, this.adminToken));
+    await this.waitUntil('kube-apiserver /readyz', deadline, () => httpsGetOk(this.serverUrl + '/readyz', ca, this.adminToken), 'kube-apiserver');
   }
 
   /** The `default` ServiceAccount is created by the controller-manager: its arrival shows it works. */
@@ -379,11 +373,11 @@ class LocalCluster implements ControlPlane {
       } catch {
         return false;
       }
-    });
+    }, 'kube-controller-manager');
   }
 
-  private waitUntil(what: string, deadline: number, check: () => Promise<boolean>): Promise<void> {
-    return waitWhileRunning(what, this.processes.values(), deadline, check, 100);
+  private waitUntil(what: string, deadline: number, check: () => Promise<boolean>, waitingOn: string): Promise<void> {
+    return waitWhileRunning(what, this.processes.values(), deadline, check, { intervalMs: 100, waitingOn: this.processes.get(waitingOn) });
   }
 }
 

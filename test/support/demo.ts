@@ -2,14 +2,16 @@
 // one registered as a virtual kubelet), and `sidecar-terminator serve` registered with the API
 // server. Where the machine cannot run a real node (not root, no cgroups), the kubelet simulator
 // plays both nodes instead, and says so. `make dev` runs it (scripts/dev.ts -> runDev) and
-// test/e2e/examples.test.ts follows the README's "Try it" against the same startDemo(), so what
-// the README promises is what a user gets.
+// test/e2e/examples.test.ts follows "Try it" of docs/getting-started.md against the same
+// startDemo(), so what the page promises is what a user gets.
 import { copyFileSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startControlPlane, type ControlPlane } from './control-plane.ts';
-import { KubeletSimulator, waitFor } from './kubelet-simulator.ts';
+import { KubeletSimulator } from './kubelet-simulator.ts';
+import { ComponentStartError } from './managed-process.ts';
+import { waitFor } from './wait.ts';
 import { realNodeUnavailable, startRealNode } from './real-node.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 
@@ -26,7 +28,7 @@ export interface DemoOptions {
   certDir: string;
   /** Where the kubelet simulator's complaints go. Default: stderr. */
   simulatorLog?: (message: string) => void;
-  /** Progress messages during startup. */
+  /** Progress messages during startup (a second try on new ports among them). */
   progress?: (message: string) => void;
 }
 
@@ -65,17 +67,18 @@ export async function startDemo(options: DemoOptions): Promise<Demo> {
     const unavailable = realNodeUnavailable();
     const nodes: DemoNodes = unavailable === undefined ? { kind: 'real' } : { kind: 'simulated', reason: unavailable };
     progress(`starting etcd, kube-apiserver, kube-controller-manager${nodes.kind === 'real' ? ' and kube-scheduler' : ''}`);
-    const cp = await startControlPlane({ scheduler: nodes.kind === 'real' });
+    const cp = await startControlPlane({ scheduler: nodes.kind === 'real', log: progress });
     stops.push(() => cp.stop());
     if (nodes.kind === 'real') {
       progress(`starting the nodes ${DEMO_NODES.normal} and ${DEMO_NODES.virtual}: kubelet, containerd, runc (built once from the Go module proxy)`);
       const started = await Promise.all([
-        startRealNode(cp, { name: DEMO_NODES.normal, images: ['busybox', 'quick-exit', 'sidecar-terminator'] }),
+        startRealNode(cp, { name: DEMO_NODES.normal, images: ['busybox', 'quick-exit', 'sidecar-terminator'], log: progress }),
         startRealNode(cp, {
           name: DEMO_NODES.virtual,
           labels: { type: 'virtual-kubelet' },
           taints: ['virtual-kubelet.io/provider=demo:NoSchedule'],
           images: ['busybox', 'quick-exit'],
+          log: progress,
         }),
       ]);
       for (const node of started) stops.push(() => node.stop());
@@ -89,7 +92,7 @@ export async function startDemo(options: DemoOptions): Promise<Demo> {
       stops.push(() => sim.stop());
     }
     progress('starting sidecar-terminator serve');
-    const serve = await startServe(demoServeArgs(cp.kubeconfigPath, options.certDir));
+    const serve = await startServe(demoServeArgs(cp.kubeconfigPath, options.certDir), { log: progress });
     stops.push(() => serve.stop());
     const started = await waitFor('the watcher to start', () => serve.logs().find((line) => line.msg === 'watcher starting'));
     return { cp, nodes, serve, kubectlPath: join(cp.binDir, 'kubectl'), killMechanism: String(started.killMechanism), stop };
@@ -151,13 +154,21 @@ export async function runDev(args: readonly string[], env: NodeJS.ProcessEnv = p
   const say = (text: string) => process.stdout.write(`${text}\n`);
   // Once stopping, the simulator's complaints about the vanishing API server are noise.
   let stopping = false;
-  const demo = await startDemo({
-    certDir,
-    progress: (message) => say(`[dev] ${message}`),
-    simulatorLog: (message) => {
-      if (!stopping) say(`[kubelet-simulator] ${message}`);
-    },
-  });
+  let demo: Demo;
+  try {
+    demo = await startDemo({
+      certDir,
+      progress: (message) => say(`[dev] ${message}`),
+      simulatorLog: (message) => {
+        if (!stopping) say(`[kubelet-simulator] ${message}`);
+      },
+    });
+  } catch (error) {
+    // startDemo has stopped what it started; the failed component's log is kept where this says.
+    if (!(error instanceof ComponentStartError)) say(String((error as Error)?.stack ?? error));
+    say(`[dev] ${startFailureLine(error)}`);
+    return 1;
+  }
   const published = publish(demo, devDir(env));
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
   const examples = readdirSync(join(repoRoot, 'examples')).filter((file) => file.endsWith('.yaml')).sort();
@@ -175,7 +186,7 @@ In another terminal, from ${repoRoot}:
   kubectl get nodes
 ${examples.map((file) => `  kubectl apply -f examples/${file}`).join('\n')}
   kubectl get jobs,pods
-(README "Try it" says what each example does and what to expect.)
+(docs/getting-started.md says what each example does and what to expect.)
 
 Ctrl-C stops everything and deletes the cluster. serve's logs follow.
 `);
@@ -215,6 +226,13 @@ Ctrl-C stops everything and deletes the cluster. serve's logs follow.
   published.remove();
   say('[dev] stopped; the cluster is gone');
   return signal === 'SIGINT' || signal === 'SIGTERM' || signal === 'SIGHUP' ? 0 : 1;
+}
+
+/** The closing line of a `make dev` that did not come up: the component, the cause, what to do, where its log is. */
+export function startFailureLine(error: unknown): string {
+  if (error instanceof ComponentStartError) return error.message;
+  const message = String((error as Error)?.message ?? error).split('\n')[0];
+  return `the demo did not start: ${message}. What to do: run make dev again; if it fails the same way, the error above names what failed`;
 }
 
 function describeNodes(nodes: DemoNodes): string {

@@ -7,19 +7,15 @@
 // Only the webhooks for ContainerRecreateRequests are registered (the manager fills in their
 // address and CA): the tests are about stopping sidecars, and Kruise's pod webhooks would put the
 // manager in the path of every pod.
-import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
+import { join } from 'node:path';
 import { AdmissionregistrationV1Api, ApiextensionsV1Api } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
-import { freePort, type ControlPlane } from './control-plane.ts';
-import { ManagedProcess, logTails, waitWhileRunning } from './managed-process.ts';
+import type { ControlPlane } from './control-plane.ts';
+import { ManagedProcess, buildScriptOutput, keepOnlyLogs, logTails, retryOnPortTaken, startFailure, waitWhileRunning } from './managed-process.ts';
+import { PortLease } from './net.ts';
 import type { RealNode } from './real-node.ts';
-
-const run = promisify(execFile);
-const repoRoot = resolve(import.meta.dirname, '../..');
 
 export const KRUISE_NAMESPACE = 'kruise-system';
 const MUTATING = 'kruise-mutating-webhook-configuration';
@@ -32,6 +28,8 @@ export interface KruiseOptions {
   featureGates?: string;
   /** Run kruise-daemon on these nodes. */
   nodes?: RealNode[];
+  /** Where a second try on new ports is reported. Default: a line on stderr. */
+  log?: (line: string) => void;
 }
 
 export interface Kruise {
@@ -41,82 +39,88 @@ export interface Kruise {
 }
 
 /** Where scripts/build-kruise.sh put the binaries, CRDs and webhook manifests. */
-export async function buildKruise(): Promise<string> {
-  const { stdout } = await run('bash', [join(repoRoot, 'scripts/build-kruise.sh')], { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024 });
-  const dir = stdout.trim().split('\n').pop();
-  if (!dir) throw new Error('scripts/build-kruise.sh printed no directory');
-  return dir;
-}
+export const buildKruise = () => buildScriptOutput('build-kruise.sh');
 
-/** Installs Kruise's CRDs and runs kruise-manager (and kruise-daemon on `options.nodes`) until stop(). */
+/**
+ * Installs Kruise's CRDs and runs kruise-manager (and kruise-daemon on `options.nodes`) until
+ * stop(). Their ports are leased host-wide (test/support/net.ts); a start that fails because some
+ * other program took one is tried once more on new ones. Fails with a ComponentStartError naming
+ * the component that did not start, whose log is kept.
+ */
 export async function startKruise(cp: ControlPlane, options: KruiseOptions = {}): Promise<Kruise> {
   const home = await buildKruise();
+  return retryOnPortTaken('OpenKruise', () => startKruiseOnce(cp, home, options), options.log);
+}
+
+async function startKruiseOnce(cp: ControlPlane, home: string, options: KruiseOptions): Promise<Kruise> {
   const dir = mkdtempSync(join(tmpdir(), 'st-kruise-'));
   const processes: ManagedProcess[] = [];
+  const ports = new PortLease();
+  const stop = async (keepLogs: boolean) => {
+    await Promise.all(processes.map((p) => p.stop()));
+    ports.release();
+    if (keepLogs) keepOnlyLogs(dir);
+    else rmSync(dir, { recursive: true, force: true });
+  };
   const kruise: Kruise = {
     logTails: (lines = 40) => logTails(processes, lines),
-    async stop() {
-      await Promise.all(processes.map((p) => p.stop()));
-      rmSync(dir, { recursive: true, force: true });
-    },
+    stop: () => stop(false),
   };
   try {
     await installCrds(cp, join(home, 'crd'));
     await cp.kubectl(['create', 'namespace', KRUISE_NAMESPACE]);
     await registerWebhooks(cp, join(home, 'webhook/manifests.yaml'));
 
-    const webhookPort = await freePort();
-    const healthPort = await freePort();
-    processes.push(
-      new ManagedProcess('kruise-manager', [
-        join(home, 'bin/kruise-manager'),
-        '--enable-leader-election=false',
-        `--metrics-addr=127.0.0.1:${await freePort()}`,
-        `--health-probe-addr=127.0.0.1:${healthPort}`,
-        '--enable-pprof=false',
-        ...(options.featureGates ? [`--feature-gates=${options.featureGates}`] : []),
-        '--v=2',
-      ], join(dir, 'kruise-manager.log'), {
-        env: {
-          ...process.env,
-          KUBECONFIG: cp.kubeconfigPath,
-          POD_NAMESPACE: KRUISE_NAMESPACE,
-          // The manager serves its webhooks here and writes this URL into the configurations.
-          WEBHOOK_HOST: '127.0.0.1',
-          WEBHOOK_PORT: String(webhookPort),
-          WEBHOOK_CERT_DIR: join(dir, 'webhook-certs'),
-        },
-      }),
-    );
-    await waitUntil('kruise-manager to serve its webhook with a CA the API server trusts', processes, async () => {
+    const webhookPort = await ports.take();
+    const manager = new ManagedProcess('kruise-manager', [
+      join(home, 'bin/kruise-manager'),
+      '--enable-leader-election=false',
+      // Nothing reads its metrics or probes: no listener ("0"), so no port to take.
+      '--metrics-addr=0',
+      '--health-probe-addr=0',
+      '--enable-pprof=false',
+      ...(options.featureGates ? [`--feature-gates=${options.featureGates}`] : []),
+      '--v=2',
+    ], join(dir, 'kruise-manager.log'), {
+      env: {
+        ...process.env,
+        KUBECONFIG: cp.kubeconfigPath,
+        POD_NAMESPACE: KRUISE_NAMESPACE,
+        // The manager serves its webhooks here and writes this URL into the configurations.
+        WEBHOOK_HOST: '127.0.0.1',
+        WEBHOOK_PORT: String(webhookPort),
+        WEBHOOK_CERT_DIR: join(dir, 'webhook-certs'),
+      },
+    });
+    processes.push(manager);
+    await waitUntil('kruise-manager to serve its webhook with a CA the API server trusts', processes, manager, async () => {
       const mutating = await cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api).readMutatingWebhookConfiguration({ name: MUTATING });
-      return (mutating.webhooks ?? []).length > 0 && mutating.webhooks!.every((w) => (w.clientConfig.caBundle ?? '').length > 0 && w.clientConfig.url !== undefined);
+      // Its own port in the URL: a configuration written by an earlier try names another.
+      return (mutating.webhooks ?? []).length > 0 && mutating.webhooks!.every((w) => (w.clientConfig.caBundle ?? '').length > 0 && (w.clientConfig.url ?? '').includes(`127.0.0.1:${webhookPort}/`));
     });
 
     mkdirSync(HOST_VAR_RUN, { recursive: true });
     for (const node of options.nodes ?? []) {
-      const addr = await freePort();
+      const addr = await ports.take();
       // As its DaemonSet mounts the host's /var/run at /hostvarrun: here the node's directory,
       // which holds its containerd.sock, bound there in a mount namespace of its own.
-      const daemon = `exec setpriv --pdeathsig KILL -- "$0" "$@"`;
-      processes.push(
-        new ManagedProcess(`kruise-daemon-${node.name}`, [
-          'unshare',
-          '--mount', '--propagation', 'private', '--', 'sh', '-c', `mount --bind "$NODE_DIR" ${HOST_VAR_RUN} && ${daemon}`,
-          join(home, 'bin/kruise-daemon'),
-          `--addr=127.0.0.1:${addr}`,
-          `--pprof-addr=127.0.0.1:${await freePort()}`,
-          '--enable-pprof=false',
-          `--kubeconfig=${cp.kubeconfigPath}`,
-          '--v=2',
-        ], join(dir, `kruise-daemon-${node.name}.log`), { env: { ...process.env, NODE_NAME: node.name, NODE_DIR: node.dir }, setsPdeathsig: true }),
-      );
-      await waitUntil(`kruise-daemon on ${node.name} to be healthy`, processes, () => httpOk(`http://127.0.0.1:${addr}/healthz`));
+      const daemonCommand = `exec setpriv --pdeathsig KILL -- "$0" "$@"`;
+      const daemon = new ManagedProcess(`kruise-daemon-${node.name}`, [
+        'unshare',
+        '--mount', '--propagation', 'private', '--', 'sh', '-c', `mount --bind "$NODE_DIR" ${HOST_VAR_RUN} && ${daemonCommand}`,
+        join(home, 'bin/kruise-daemon'),
+        `--addr=127.0.0.1:${addr}`,
+        '--enable-pprof=false',
+        `--kubeconfig=${cp.kubeconfigPath}`,
+        '--v=2',
+      ], join(dir, `kruise-daemon-${node.name}.log`), { env: { ...process.env, NODE_NAME: node.name, NODE_DIR: node.dir }, setsPdeathsig: true });
+      processes.push(daemon);
+      await waitUntil(`kruise-daemon on ${node.name} to be healthy`, processes, daemon, () => httpOk(`http://127.0.0.1:${addr}/healthz`));
     }
   } catch (err) {
     const logs = kruise.logTails();
-    await kruise.stop();
-    throw new Error(`OpenKruise failed to start: ${(err as Error).message}\n${logs}`, { cause: err });
+    await stop(true);
+    throw startFailure('OpenKruise', err, logs);
   }
   return kruise;
 }
@@ -127,7 +131,7 @@ async function installCrds(cp: ControlPlane, crdDir: string): Promise<void> {
   const applied = await cp.kubectl(['apply', '--server-side', ...files.flatMap((file) => ['-f', join(crdDir, file)])]);
   if (applied.code !== 0) throw new Error(`installing Kruise's CRDs failed: ${applied.stderr}`);
   const extensions = cp.kubeConfig.makeApiClient(ApiextensionsV1Api);
-  await waitUntil("Kruise's CRDs to be established", [], async () => {
+  await waitUntil("Kruise's CRDs to be established", [], undefined, async () => {
     const crds = (await extensions.listCustomResourceDefinition()).items.filter((crd) => crd.spec.group.endsWith('kruise.io'));
     return crds.length >= files.length && crds.every((crd) => crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True'));
   });
@@ -148,8 +152,8 @@ async function registerWebhooks(cp: ControlPlane, manifestsPath: string): Promis
 }
 
 
-function waitUntil(what: string, processes: ManagedProcess[], check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
-  return waitWhileRunning(what, processes, Date.now() + timeoutMs, check, 500);
+function waitUntil(what: string, processes: ManagedProcess[], waitingOn: ManagedProcess | undefined, check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
+  return waitWhileRunning(what, processes, Date.now() + timeoutMs, check, { intervalMs: 500, waitingOn });
 }
 
 async function httpOk(url: string): Promise<boolean> {

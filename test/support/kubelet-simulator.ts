@@ -33,12 +33,11 @@ import { KeyedLanes } from './sim/lanes.ts';
 import { SimulatedNodes } from './sim/nodes.ts';
 import { PodRuntime, type Later, type RuntimeTimings } from './sim/pod-runtime.ts';
 import { startResilientInformer, type RunningInformer } from './sim/resilient-informer.ts';
-import { waitFor, type WaitOptions } from './sim/wait.ts';
+import { waitFor, type WaitOptions } from './wait.ts';
 
 export { simAnnotations, type SigtermReaction } from './sim/container-behaviour.ts';
 export { VIRTUAL_NODE_LABEL, VIRTUAL_NODE_TAINT } from './sim/nodes.ts';
 export { CRR } from './sim/container-recreate-requests.ts';
-export { waitFor, type WaitOptions } from './sim/wait.ts';
 
 export interface KubeletSimulatorOptions {
   /** Default ['sim-node']. */

@@ -5,8 +5,9 @@
 // from scripts/build-images.ts and are imported into containerd, so nothing is pulled.
 //
 // Each node is self-contained, so test files can run several at once: its own directory (containerd
-// root and state, kubelet root, pod logs), containerd socket, kubelet ports, and a bridge with its own
-// /24 of 10.244.0.0/16. Processes are started through `setpriv --pdeathsig KILL`; containers outlive
+// root and state, kubelet root, pod logs), containerd socket, kubelet port (leased host-wide, see
+// test/support/net.ts; a start that fails because some other program took it is tried once more
+// on a new one), and a bridge with its own /24 of 10.244.0.0/16. Processes are started through `setpriv --pdeathsig KILL`; containers outlive
 // their containerd, so stop() (or the exit handler, or the next node started after a crash) removes
 // every pod sandbox through the CRI before containerd stops.
 import { execFile, execFileSync, spawn } from 'node:child_process';
@@ -15,8 +16,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
-import { freePort, hostAddress, kubernetesVersion, type ControlPlane } from './control-plane.ts';
-import { ManagedProcess, killOnExit, logTails, waitWhileRunning } from './managed-process.ts';
+import { hostAddress, kubernetesVersion, type ControlPlane } from './control-plane.ts';
+import { ManagedProcess, buildScriptOutput, keepOnlyLogs, killOnExit, logTails, retryOnPortTaken, startFailure, waitWhileRunning } from './managed-process.ts';
+import { httpStatus, PortLease } from './net.ts';
 
 const run = promisify(execFile);
 const repoRoot = resolve(import.meta.dirname, '../..');
@@ -37,6 +39,8 @@ export interface RealNodeOptions {
   kubeProxy?: boolean;
   /** How long until the node is Ready. Default 240 s (a loaded machine imports the images slowly). */
   readyTimeoutMs?: number;
+  /** Where a second try on new ports is reported. Default: a line on stderr. */
+  log?: (line: string) => void;
 }
 
 export interface RealNode {
@@ -100,14 +104,6 @@ export function canRunRealNode(t: Tap): boolean {
   return false;
 }
 
-/** The bin directories of the build scripts (each prints its own on its last line). */
-async function buildScriptOutput(script: string): Promise<string> {
-  const { stdout } = await run('bash', [join(repoRoot, 'scripts', script)], { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024 });
-  const dir = stdout.trim().split('\n').pop();
-  if (!dir) throw new Error(`scripts/${script} printed no directory`);
-  return dir;
-}
-
 /** Builds (or finds cached) the archives of these images: reference and OCI archive path each. */
 export async function buildImages(names: ImageName[]): Promise<Map<ImageName, { reference: string; archive: string }>> {
   const { stdout } = await run(join(repoRoot, 'node_modules/.bin/node'), [join(repoRoot, 'scripts/build-images.ts'), ...names], {
@@ -124,18 +120,26 @@ export async function buildImages(names: ImageName[]): Promise<Map<ImageName, { 
   );
 }
 
+/**
+ * Starts a real node; fails with a ComponentStartError naming the component that did not start,
+ * whose log is kept (the rest of the node's directory is removed).
+ */
 export async function startRealNode(cp: ControlPlane, options: RealNodeOptions = {}): Promise<RealNode> {
   cleanStaleNodes();
   const [kubeBin, nodeBin] = await Promise.all([buildScriptOutput('build-control-plane.sh'), buildScriptOutput('build-node.sh')]);
-  const node = new LocalNode(cp, kubeBin, nodeBin, options);
-  try {
-    await node.start(options.readyTimeoutMs ?? 240_000);
-  } catch (err) {
-    const logs = node.logTails();
-    await node.stop();
-    throw new Error(`real node failed to start: ${(err as Error).message}\n${logs}`, { cause: err });
-  }
-  return node;
+  // One name for both tries: a kubelet that registered before it failed leaves no second Node behind.
+  const name = options.name ?? `real-${Math.random().toString(16).slice(2, 8)}`;
+  return retryOnPortTaken(`node ${name}`, async () => {
+    const node = new LocalNode(cp, kubeBin, nodeBin, { ...options, name });
+    try {
+      await node.start(options.readyTimeoutMs ?? 240_000);
+    } catch (err) {
+      const logs = node.logTails();
+      await node.stop({ keepLogs: true });
+      throw startFailure(`node ${name}`, err, logs);
+    }
+    return node;
+  }, options.log);
 }
 
 class LocalNode implements RealNode {
@@ -150,6 +154,8 @@ class LocalNode implements RealNode {
   private readonly nodeBin: string;
   private readonly options: RealNodeOptions;
   private readonly processes = new Map<string, ManagedProcess>();
+  /** The kubelet's port and kube-proxy's two. */
+  private readonly ports = new PortLease();
   private subnet: number | undefined;
   private stopping: Promise<void> | undefined;
 
@@ -158,7 +164,7 @@ class LocalNode implements RealNode {
     this.kubeBin = kubeBin;
     this.nodeBin = nodeBin;
     this.options = options;
-    this.name = options.name ?? `real-${Math.random().toString(16).slice(2, 8)}`;
+    this.name = options.name!;
     this.dir = mkdtempSync(join(tmpdir(), 'st-node-'));
     this.criEndpoint = `unix://${join(this.dir, 'containerd.sock')}`;
     writeFileSync(join(this.dir, 'owner.pid'), String(process.pid));
@@ -180,16 +186,16 @@ class LocalNode implements RealNode {
     await this.rewritePauseImage(pause);
 
     this.launch('containerd', join(this.nodeBin, 'containerd'), ['--config', join(this.dir, 'containerd.toml')]);
-    await this.waitUntil('containerd', deadline, async () => (await this.tryCrictl(['version'])) !== undefined);
+    await this.waitUntil('containerd', deadline, async () => (await this.tryCrictl(['version'])) !== undefined, 'containerd');
     // The pause image first (the kubelet's first sandbox needs it); the others while the kubelet registers.
     const { pause: pauseArchive, ...others } = Object.fromEntries(images);
     await this.importArchives(new Map([['pause', pauseArchive!]]));
     await this.startKubelet();
     await Promise.all([
       this.importArchives(new Map(Object.entries(others) as [ImageName, { reference: string; archive: string }][])),
-      this.waitUntil(`node ${this.name} Ready`, deadline, () => this.isReady()),
+      this.waitUntil(`node ${this.name} Ready`, deadline, () => this.isReady(), 'kubelet'),
     ]);
-    if (this.options.kubeProxy) await this.startKubeProxy();
+    if (this.options.kubeProxy) await this.startKubeProxy(deadline);
   }
 
   async crictl(args: string[]): Promise<string> {
@@ -207,8 +213,9 @@ class LocalNode implements RealNode {
     return logTails(this.processes.values(), lines);
   }
 
-  stop(): Promise<void> {
-    this.stopping ??= this.stopAndClean();
+  /** `keepLogs`: the directory keeps the processes' logs (after a failed start, for the error to point at). */
+  stop(options: { keepLogs?: boolean } = {}): Promise<void> {
+    this.stopping ??= this.stopAndClean(options.keepLogs ?? false);
     return this.stopping;
   }
 
@@ -219,9 +226,10 @@ class LocalNode implements RealNode {
     this.processes.get('containerd')?.killNow();
     if (this.processes.has('kube-proxy')) removeKubeProxyRules();
     cleanUpNodeDirectory(this.dir);
+    this.ports.release();
   }
 
-  private async stopAndClean(): Promise<void> {
+  private async stopAndClean(keepLogs: boolean): Promise<void> {
     const stop = (name: string) => this.processes.get(name)?.stop();
     await Promise.all([stop('kube-proxy'), stop('kubelet')]);
     if (this.processes.has('containerd')) {
@@ -229,8 +237,9 @@ class LocalNode implements RealNode {
       await this.tryCrictl(['rmp', '--force', '--all']);
     }
     await stop('containerd');
+    this.ports.release();
     if (this.processes.has('kube-proxy')) removeKubeProxyRules();
-    cleanUpNodeDirectory(this.dir);
+    cleanUpNodeDirectory(this.dir, keepLogs);
     this.forget();
   }
 
@@ -328,7 +337,7 @@ state = "${join(dir, 'containerd/state')}"
 
   private async startKubelet(): Promise<void> {
     const kubeconfig = await this.cp.clientKubeconfig(`system:node:${this.name}`, ['system:nodes']);
-    const [port, healthzPort] = [await freePort(), await freePort()];
+    const port = await this.ports.take();
     const root = join(this.dir, 'kubelet');
     mkdirSync(root, { recursive: true });
     // JSON is YAML. What this host needs: cgroup v1 without systemd, no QoS cgroup tree, no
@@ -348,8 +357,8 @@ state = "${join(dir, 'containerd/state')}"
       containerRuntimeEndpoint: this.criEndpoint,
       address: nodeIp,
       port,
-      healthzBindAddress: '127.0.0.1',
-      healthzPort,
+      // No healthz server: nothing reads it, and a port not opened cannot be taken.
+      healthzPort: 0,
       readOnlyPort: 0,
       authentication: { anonymous: { enabled: true }, webhook: { enabled: false } },
       authorization: { mode: 'AlwaysAllow' },
@@ -379,22 +388,26 @@ state = "${join(dir, 'containerd/state')}"
     ]);
   }
 
-  private async startKubeProxy(): Promise<void> {
+  private async startKubeProxy(deadline: number): Promise<void> {
     const kubeconfig = await this.cp.clientKubeconfig('system:kube-proxy', []);
     // The nftables mode is alpha before Kubernetes 1.31, behind a feature gate removed later.
     const { minor } = await kubernetesVersion(this.kubeBin);
+    const metricsPort = await this.ports.take();
     this.launch('kube-proxy', join(this.kubeBin, 'kube-proxy'), [
       '--kubeconfig', kubeconfig,
       '--proxy-mode', 'nftables',
       ...(minor < 31 ? ['--feature-gates', 'NFTablesProxyMode=true'] : []),
       '--cluster-cidr', CLUSTER_CIDR,
       '--hostname-override', this.name,
-      '--metrics-bind-address', `127.0.0.1:${await freePort()}`,
-      '--healthz-bind-address', `127.0.0.1:${await freePort()}`,
+      // Neither can be turned off from the command line.
+      '--metrics-bind-address', `127.0.0.1:${metricsPort}`,
+      '--healthz-bind-address', `127.0.0.1:${await this.ports.take()}`,
       // This host's conntrack table is the host's business.
       '--conntrack-max-per-core', '0',
       '--v', '1',
     ]);
+    // Its metrics server answers /healthz at once: it has bound its ports (or it has exited, saying why).
+    await this.waitUntil('kube-proxy to serve', deadline, async () => (await httpStatus(`http://127.0.0.1:${metricsPort}/healthz`)) === 200, 'kube-proxy');
   }
 
   private async isReady(): Promise<boolean> {
@@ -406,8 +419,8 @@ state = "${join(dir, 'containerd/state')}"
     }
   }
 
-  private waitUntil(what: string, deadline: number, check: () => Promise<boolean>): Promise<void> {
-    return waitWhileRunning(what, this.processes.values(), deadline, check);
+  private waitUntil(what: string, deadline: number, check: () => Promise<boolean>, waitingOn: string): Promise<void> {
+    return waitWhileRunning(what, this.processes.values(), deadline, check, { waitingOn: this.processes.get(waitingOn) });
   }
 }
 
@@ -452,8 +465,8 @@ function removeKubeProxyRules(): void {
   }
 }
 
-/** Unmounts what containerd and kubelet left under the directory, deletes the node's bridge, removes the directory. */
-function cleanUpNodeDirectory(dir: string): void {
+/** Unmounts what containerd and kubelet left under the directory, deletes the node's bridge, removes the directory (or all but its logs). */
+function cleanUpNodeDirectory(dir: string, keepLogs = false): void {
   const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
     .map((line) => line.split(' ')[4])
@@ -476,7 +489,8 @@ function cleanUpNodeDirectory(dir: string): void {
     }
     releaseSubnet(index);
   }
-  rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+  if (keepLogs) keepOnlyLogs(dir);
+  else rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
 }
 
 /**

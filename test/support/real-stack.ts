@@ -4,18 +4,19 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BatchV1Api, CoreV1Api, type V1ContainerStatus, type V1Pod } from '@kubernetes/client-node';
+import { BatchV1Api, CoreV1Api, type V1Container, type V1ContainerStatus, type V1EnvVar, type V1Pod } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { startRealNode, type RealNode, type RealNodeOptions } from './real-node.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
-import { waitFor } from './kubelet-simulator.ts';
-import { containerYaml, type Clients, type EnvVars } from './stack.ts';
+import { waitFor } from './wait.ts';
+import type { Clients } from './stack.ts';
 
 /** The image of images/test-container, which every real node imports. */
 export const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
 
-/** A container of the test image, indented for jobYaml's `containers`: its arguments (main or sidecar, then flags), then its env. */
-export const testContainer = (name: string, args: readonly string[], env: EnvVars = []): string => containerYaml(name, TEST_IMAGE, env, args);
+/** A container of the test image: its arguments (main or sidecar, then flags), its env, the rest of `extra`. */
+export const testContainer = (name: string, args: readonly string[], env: V1EnvVar[] = [], extra: Partial<V1Container> = {}): V1Container =>
+  ({ name, image: TEST_IMAGE, args: [...args], ...(env.length > 0 ? { env } : {}), ...extra });
 
 export interface RealCluster extends Clients {
   cp: ControlPlane;

@@ -1,14 +1,16 @@
 // The whole system for end-to-end tests: a real control plane, the kubelet simulator, and
 // `sidecar-terminator serve` (webhook and watcher) registered with the API server, as an
-// operator would run it. Plus the few helpers the watcher tests share.
+// operator would run it. Plus the few helpers the end-to-end tests share.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiextensionsV1Api, BatchV1Api, CoreV1Api, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
-import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, EVENT_REASONS, MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { EVENT_REASONS, MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from './control-plane.ts';
-import { CRR, KubeletSimulator, waitFor, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
+import { CRR, KubeletSimulator, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
+import { waitFor } from './wait.ts';
+import { jobYaml, killSidecar, main, podYaml, sidecarMarked } from './pods.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 
 /** The API clients the tests use. */
@@ -150,52 +152,18 @@ export async function finishedByWatcher(stack: Pick<Clients, 'core'>, pods: V1Po
   return undefined;
 }
 
-/** YAML for a Job's container list: `main`, then one sidecar stopped by kill (KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT) per name. */
-export function mainAndKillSidecars(...sidecars: string[]): string {
-  const sidecar = (name: string) => `        - name: ${name}
-          image: envoyproxy/envoy:v1.31.0
-          env:
-            - name: ${ENV_WHEN_JOB_EXIT}
-              value: "true"`;
-  return [`        - name: main\n          image: busybox:1.36`, ...sidecars.map(sidecar)].join('\n');
+/**
+ * The API server picks up a new or changed webhook configuration a moment after it is written
+ * (through its own informer), so `serve` being ready does not yet mean the API server calls it.
+ * Server-side dry runs show when it does: a Job with a configuration error is denied, a good pod
+ * comes back labelled.
+ */
+export async function waitForWebhooksInEffect(cp: ControlPlane, namespace: string, which = 'webhooks'): Promise<void> {
+  const dryRun = (yaml: string) => cp.kubectl(['apply', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace, input: yaml });
+  const badJob = jobYaml('dry-run-bad', { containers: [main(), sidecarMarked('yes')] });
+  await waitFor(`the validating ${which} to be called`, async () => (await dryRun(badJob)).stderr.includes('denied the request'), { intervalMs: 250 });
+  await waitFor(`the mutating ${which} to be called`, async () => {
+    const result = await dryRun(podYaml('dry-run-good', [main(), killSidecar()]));
+    return result.code === 0 && (JSON.parse(result.stdout) as V1Pod).metadata?.labels?.[MANAGED_LABEL] === MANAGED;
+  }, { intervalMs: 250 });
 }
-
-/** A Job manifest: `containers` is YAML for the container list, indented by the caller's template. */
-export function jobYaml(name: string, options: { restartPolicy?: 'Never' | 'OnFailure'; annotations?: Record<string, string>; containers: string; spec?: string }): string {
-  const annotations = Object.entries(options.annotations ?? {})
-    .map(([key, value]) => `\n        ${key}: ${JSON.stringify(value)}`)
-    .join('');
-  return `apiVersion: batch/v1
-kind: Job
-metadata:
-  name: ${name}
-spec:
-  backoffLimit: ${options.restartPolicy === 'OnFailure' ? 3 : 0}
-  template:
-    metadata:
-      annotations:${annotations || ' {}'}
-    spec:
-      restartPolicy: ${options.restartPolicy ?? 'Never'}${options.spec ?? ''}
-      containers:
-${options.containers}`;
-}
-
-export type EnvVars = ReadonlyArray<readonly [name: string, yamlValue: string]>;
-
-/** One container, indented for jobYaml's `containers`; each env value is written as the YAML given (quote it when it needs quotes). */
-export function containerYaml(name: string, image: string, env: EnvVars = [], args: readonly string[] = []): string {
-  const lines = [`        - name: ${name}`, `          image: ${image}`];
-  if (args.length > 0) lines.push(`          args: ${JSON.stringify(args)}`);
-  if (env.length > 0) lines.push('          env:', ...env.flatMap(([key, value]) => [`            - name: ${key}`, `              value: ${value}`]));
-  return lines.join('\n');
-}
-
-/** The main container `main`. */
-export const mainContainer = (env: EnvVars = []): string => containerYaml('main', 'busybox:1.36', env);
-
-/** The sidecar `proxy`, stopped by the kill mechanism: ..._WHEN_JOB_EXIT set to `value`, after `env`. */
-export const killSidecar = (value = '"true"', env: EnvVars = []): string => containerYaml('proxy', 'envoyproxy/envoy:v1.31.0', [...env, [ENV_WHEN_JOB_EXIT, value]]);
-
-/** The sidecar `logs`, stopped by its quick-exit image(s): one ..._WITH_IMAGE per image, after `env`. */
-export const imageSidecar = (images: readonly string[] = ['registry.example.com/quick-exit:1.0'], env: EnvVars = []): string =>
-  containerYaml('logs', 'fluent/fluent-bit:3.1', [...env, ...images.map((image) => [ENV_WITH_IMAGE, `"${image}"`] as const)]);

@@ -4,12 +4,13 @@
 // strategy{failurePolicy, forceRecreate}), without the zero values Go also writes and the API
 // server drops (creationTimestamp: null, status.phase: ""). No labels: Kruise's CRR webhook adds its own.
 import t from 'tap';
-import { containerRecreateRequest, crrName } from '../../src/watcher/crr.ts';
-import { jobPod, killSidecar, main } from './pods.ts';
+import { crrName } from '../../src/policy/index.ts';
+import { containerRecreateRequest } from '../../src/watcher/crr.ts';
+import { jobPod, killSidecar, main } from '../support/pods.ts';
 
 t.test('the request body is what Kruise sends', async (t) => {
   const pod = jobPod([main(), killSidecar('proxy'), killSidecar('sql')], {});
-  t.equal(crrName(pod), 'sidecar-termination-uid-1');
+  t.equal(crrName(pod.metadata!.uid!), 'sidecar-termination-uid-1');
   t.equal(
     JSON.stringify(containerRecreateRequest(pod, 'v1alpha1', ['proxy', 'sql'])),
     '{"kind":"ContainerRecreateRequest","apiVersion":"apps.kruise.io/v1alpha1",' +

@@ -1,15 +1,11 @@
 import t from 'tap';
 import { DEFAULT_BACKOFF, WorkQueue, exponentialBackoff } from '../../src/watcher/queue.ts';
+import { waitFor } from '../support/wait.ts';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
-async function waitUntil(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
-}
+/** The queue's timers run in milliseconds: look often. */
+const soon = { intervalMs: 2, timeoutMs: 10_000 };
 
 t.test('a key added many times while waiting is processed once', async (t) => {
   const seen: string[] = [];
@@ -86,7 +82,7 @@ t.test('failures retry with backoff for as long as they fail: no cap, the delay 
   });
   queue.add('flaky');
   queue.add('broken');
-  await waitUntil(() => attempts.get('broken') === 40);
+  await waitFor('40 attempts of the broken key', () => attempts.get('broken') === 40, soon);
   await queue.idle();
   t.equal(attempts.get('flaky'), 3, 'succeeds on the third attempt');
   t.equal(attempts.get('broken'), 40, 'still retried after 39 failures in a row (the old cap was 15)');
@@ -108,11 +104,11 @@ t.test('a result asks to look again later; a shorter delay replaces a longer one
     },
   });
   queue.add('pod');
-  await waitUntil(() => runs.length === 2);
+  await waitFor('two runs', () => runs.length === 2, soon);
   t.same(runs, ['pod', 'pod'], 'processed again after the delay');
   queue.addAfter('later', 60_000);
   queue.addAfter('later', 10);
-  await waitUntil(() => runs.includes('later'));
+  await waitFor('the key asked to come back later', () => runs.includes('later'), soon);
   t.ok(runs.includes('later'), 'the shorter delay won');
   await queue.shutDown();
 });
@@ -130,11 +126,11 @@ t.test('retryNow retries the failed keys at once, not the keys asked to come bac
     },
   });
   for (const key of ['a', 'b', 'grace']) queue.add(key);
-  await waitUntil(() => queue.retrying === 2);
+  await waitFor('two keys retrying', () => queue.retrying === 2, soon);
   t.equal(queue.retrying, 2, 'two keys wait a minute for their retry');
   down = false;
   queue.retryNow();
-  await waitUntil(() => runs.get('a') === 2 && runs.get('b') === 2);
+  await waitFor('a second run of each failed key', () => runs.get('a') === 2 && runs.get('b') === 2, soon);
   await queue.idle();
   t.equal(queue.retrying, 0);
   t.equal(runs.get('grace'), 1, 'the key asked to come back later was not run early');
@@ -159,7 +155,7 @@ t.test('the observer hears each result, its duration, and each retry', async (t)
   });
   queue.add('x');
   queue.add('later');
-  await waitUntil(() => processed.length === 3);
+  await waitFor('three keys processed', () => processed.length === 3, soon);
   t.same(processed.sort(), ['done:true', 'error:true', 'requeue:true']);
   t.same(retries, [1]);
   await queue.shutDown();

@@ -8,7 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { BatchV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import t from 'tap';
-import { OWNER_EVENT_REASON, OwnerEventRecorder, ownerEventMessage, type OwnerNotice } from '../../src/webhook/owner-events.ts';
+import { OWNER_EVENT_REASON } from '../../src/policy/index.ts';
+import { OwnerEventRecorder, ownerEventMessage, type OwnerNotice } from '../../src/webhook/owner-events.ts';
 
 type Behaviour = 'created' | 'conflict' | 'invalid' | 'silent';
 

@@ -4,9 +4,11 @@
 import type { AddressInfo } from 'node:net';
 import { connect, type TLSSocket } from 'node:tls';
 import t from 'tap';
-import { WEBHOOK_TIMEOUT_SECONDS, desiredWebhookConfigurations } from '../../src/kube/webhook-configurations.ts';
+import { WEBHOOK_TIMEOUT_SECONDS } from '../../src/config.ts';
+import { desiredWebhookConfigurations } from '../../src/kube/webhook-configurations.ts';
 import { issueWithNewCa, servingHosts } from '../../src/tls/certificates.ts';
 import { buildApp } from '../../src/webhook/app.ts';
+import { waitFor } from '../support/wait.ts';
 import { DEFAULT_OPTIONS } from './support.ts';
 
 const bundle = await issueWithNewCa({ hosts: servingHosts('svc', 'ns'), validityMs: 3_600_000, now: new Date() });
@@ -23,6 +25,21 @@ t.test('by default the server uses the timeoutSeconds the webhooks are registere
   t.equal(app.server.headersTimeout, WEBHOOK_TIMEOUT_SECONDS * 1000, 'and its headers too');
   t.equal(app.server.timeout, WEBHOOK_TIMEOUT_SECONDS * 1000, 'a silent connection is closed after timeoutSeconds');
   t.ok(app.server.keepAliveTimeout > 90_000, `an idle kept-alive connection outlives the 90 s of Go's client (${app.server.keepAliveTimeout} ms)`);
+});
+
+t.test('timeoutSeconds follows --webhook-timeout-seconds, 3 s by default; workload templates are sent only when asked', async (t) => {
+  t.equal(WEBHOOK_TIMEOUT_SECONDS, 3, 'a silent replica holds a pod creation 3 s at most, not the 10 s of the API server default');
+  const target = { name: 'x', namespace: 'ns', serviceName: 'svc', url: '', failurePolicy: 'Fail', excludedNamespaces: [] };
+  const registered = desiredWebhookConfigurations({ ...target, timeoutSeconds: 2 }, 'CA');
+  t.strictSame(new Set([...registered.mutating.webhooks!, ...registered.validating.webhooks!].map((webhook) => webhook.timeoutSeconds)), new Set([2]));
+  const app = buildApp({ ...DEFAULT_OPTIONS, https, timeoutSeconds: 2 });
+  t.teardown(() => app.close());
+  await app.ready();
+  t.equal(app.server.requestTimeout, 2000, 'and the server gives up when the API server does');
+
+  const groups = (validateWorkloads?: boolean) => desiredWebhookConfigurations({ ...target, ...(validateWorkloads === undefined ? {} : { validateWorkloads }) }, 'CA').validating.webhooks![0]!.rules!.map((rule) => `${rule.apiGroups?.[0] ?? ''}:${rule.resources?.join(',') ?? ''}`);
+  t.same(groups(), [':pods', 'batch:jobs,cronjobs'], 'Deployments, StatefulSets and DaemonSets are not sent by default');
+  t.same(groups(true), [':pods', 'batch:jobs,cronjobs', 'apps:deployments,statefulsets,daemonsets'], '--validate-workloads sends them for warnings');
 });
 
 // One second, so that the server's limits pass quickly; each wait below is bounded generously.
@@ -70,18 +87,11 @@ t.test('an idle kept-alive connection stays open past the request timeout', asyn
   const { socket, received } = await open();
   const get = 'GET /healthz HTTP/1.1\r\nHost: webhook\r\n\r\n';
   socket.write(get);
-  await waitUntil(() => received().includes('\r\n\r\nok'));
+  await waitFor('the answer', () => received().includes('\r\n\r\nok'), { intervalMs: 50, timeoutMs: 30_000 });
   // Three times the request and connection timeouts, idle.
   await new Promise((resolve) => setTimeout(resolve, 3000));
   t.ok(!socket.destroyed, 'still connected after 3 s idle');
   socket.write(get);
-  await waitUntil(() => received().split('HTTP/1.1 200 OK').length === 3);
+  await waitFor('the second answer', () => received().split('HTTP/1.1 200 OK').length === 3, { intervalMs: 50, timeoutMs: 30_000 });
   t.equal(received().split('HTTP/1.1 200 OK').length - 1, 2, 'the second request on the connection is answered');
 });
-
-async function waitUntil(condition: () => boolean): Promise<void> {
-  for (let waited = 0; !condition(); waited += 50) {
-    if (waited > 30_000) throw new Error('no answer within 30 s');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}

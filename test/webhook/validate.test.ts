@@ -1,9 +1,9 @@
-// POST /validate: every rule of README "Rules checked at admission", reached through AdmissionReview fixtures,
+// POST /validate: every rule of docs/admission-rules.md, reached through AdmissionReview fixtures,
 // for the pod spec of a Pod, a Job and a CronJob; enforcement modes; what is left alone.
-import { readFileSync } from 'node:fs';
 import t from 'tap';
 import type { AdmissionRuleId, Severity } from '../../src/policy/index.ts';
 import type { OwnerNotice } from '../../src/webhook/owner-events.ts';
+import { readDoc, section, tableRows } from '../support/markdown.ts';
 import { FIELD_PREFIX, OWNERS, asKind, createdBy, loadReview, post, testApp } from './support.ts';
 
 const W = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT';
@@ -76,23 +76,18 @@ for (const [rule, c] of Object.entries(cases) as Array<[AdmissionRuleId, RuleCas
   });
 }
 
-/** The README table of "Rules checked at admission": rule -> its row's columns after the first. */
-function readmeTable(): Map<string, string[]> {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-  const section = readme.slice(readme.indexOf('\n## Rules checked at admission\n'), readme.indexOf('\n## Lint manifests'));
-  const rows = new Map<string, string[]>();
-  for (const line of section.split('\n')) {
-    const match = /^\| `([a-z-]+)`[^|]*\|(.*)\|$/.exec(line);
-    if (match) rows.set(match[1]!, match[2]!.split('|').map((cell) => cell.trim()));
-  }
-  return rows;
+/** The rules table of docs/admission-rules.md, by rule id, for the rules an admission answer reports (not the info ones). */
+function rulesTable(): Map<string, Record<string, string>> {
+  const rows = tableRows(section(readDoc('docs/admission-rules.md'), 'The rules')).filter((row) => row.severity !== 'info');
+  return new Map(rows.map((row) => [/^`([a-z-]+)`$/.exec(row.rule ?? '')?.[1] ?? '', row]));
 }
 
-t.test('a pod of a Job, or a Job of a CronJob, is never denied: the same findings as warnings, and a notice for its owner; the README table says so', async (t) => {
-  const table = readmeTable();
-  t.same([...table.keys()].sort(), Object.keys(cases).sort(), 'the README table has one row per rule');
+t.test('a pod of a Job, or a Job of a CronJob, is never denied: the same findings as warnings, and a notice for its owner; the rules table says so', async (t) => {
+  const table = rulesTable();
+  t.same([...table.keys()].sort(), Object.keys(cases).sort(), 'the rules table has one row per rule');
   for (const [rule, c] of Object.entries(cases) as Array<[AdmissionRuleId, RuleCase]>) {
-    const [templateColumn = '', controllerColumn = ''] = table.get(rule) ?? [];
+    const templateColumn = table.get(rule)?.['template or bare pod'] ?? '';
+    const controllerColumn = table.get(rule)?.['pod or Job from an existing controller'] ?? '';
     for (const [kind, owner] of [['Pod', OWNERS.Job], ['Job', OWNERS.CronJob]] as const) {
       const template = asKind(loadReview(`job-${rule}`), kind);
       const fromController = createdBy(template, owner);
@@ -113,8 +108,8 @@ t.test('a pod of a Job, or a Job of a CronJob, is never denied: the same finding
       } else {
         t.same(notices, [], `${rule}, ${kind}: no notice for warnings`);
       }
-      t.match(templateColumn, asTemplate.allowed ? /^warning/ : /^denied/, `README, ${rule}: the template column says what the webhook does`);
-      t.match(controllerColumn, denied ? /^warning, event/ : /^warning$/, `README, ${rule}: the controller column says what the webhook does`);
+      t.match(templateColumn, asTemplate.allowed ? /^warning/ : /^denied/, `rules table, ${rule}: the template column says what the webhook does`);
+      t.match(controllerColumn, denied ? /^warning, event/ : /^warning$/, `rules table, ${rule}: the controller column says what the webhook does`);
     }
   }
 });

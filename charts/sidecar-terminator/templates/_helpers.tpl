@@ -91,6 +91,11 @@ app.kubernetes.io/component: {{ index . 1 }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 
+{{/* Whether the sweeper lists namespaces by label (webhook.namespaceLabels set, sweeper on): "true" or "". */}}
+{{- define "sidecar-terminator.sweepsLabelledNamespaces" -}}
+{{- if and .Values.webhook.namespaceLabels (not (regexMatch "^(0+(ms|s|m|h|d))+$" .Values.watcher.sweepInterval)) }}true{{ end }}
+{{- end }}
+
 {{/* Whether the watcher needs a permission for a kill mechanism: "true" or "". */}}
 {{- define "sidecar-terminator.usesCrr" -}}
 {{- if ne .Values.watcher.killMechanism "signal" }}true{{ end }}
@@ -211,22 +216,13 @@ time (none with `helm template`).
 {{- end }}
 
 {{/*
-The NetworkPolicy peers allowed to the webhook port, as a YAML list: the API server's addresses,
-networkPolicy.webhookFrom, and the scrapers of /metrics when networkPolicy.metrics is on (every
-source when its `from` is empty). An empty list admits every source.
+The NetworkPolicy peers allowed to call the webhook, as a YAML list: the API server's addresses
+and networkPolicy.webhookFrom. An empty list admits every source.
 */}}
 {{- define "sidecar-terminator.webhookPeers" -}}
 {{- $peers := list }}
 {{- range (include "sidecar-terminator.apiServerCIDRs" . | fromYamlArray) }}
 {{- $peers = append $peers (dict "ipBlock" (dict "cidr" .)) }}
 {{- end }}
-{{- $peers = concat $peers .Values.networkPolicy.webhookFrom }}
-{{- if and $peers .Values.networkPolicy.metrics.enabled }}
-{{- if .Values.networkPolicy.metrics.from }}
-{{- $peers = concat $peers .Values.networkPolicy.metrics.from }}
-{{- else }}
-{{- $peers = list }}
-{{- end }}
-{{- end }}
-{{- toYaml $peers }}
+{{- toYaml (concat $peers .Values.networkPolicy.webhookFrom) }}
 {{- end }}

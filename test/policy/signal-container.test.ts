@@ -3,7 +3,7 @@
 // the sidecar, or a refusal that names the field to set).
 import t from 'tap';
 import { existingSignalContainer, signalContainerName, signalUser, signalUserNote } from '../../src/policy/index.ts';
-import { jobPod, killSidecar, main, status } from './pods.ts';
+import { containerStatus, jobPod, killSidecar, main } from '../support/pods.ts';
 
 t.test('the name: stop-<sidecar>, unless a container of the pod has it', async (t) => {
   const pod = jobPod([main(), killSidecar('proxy'), killSidecar('stop-proxy')], {});
@@ -11,10 +11,10 @@ t.test('the name: stop-<sidecar>, unless a container of the pod has it', async (
   t.equal(signalContainerName(pod, 'stop-proxy'), 'stop-stop-proxy');
   t.equal(signalContainerName(jobPod([main(), killSidecar('proxy')], {}), 'proxy'), 'stop-proxy');
 
-  const crowded = jobPod([main(), killSidecar('proxy')], {}, {
+  const crowded = jobPod([main(), killSidecar('proxy')], {}, { spec: {
     initContainers: [{ name: 'stop-proxy', image: 'busybox' }],
     ephemeralContainers: [{ name: 'stop-proxy-2', image: 'busybox' }],
-  });
+  } });
   t.equal(signalContainerName(crowded, 'proxy'), 'stop-proxy-3', 'init and ephemeral containers count too');
   t.equal(signalContainerName(jobPod([main(), killSidecar('x'), killSidecar('x-2')], {}), 'x-2', new Set(['stop-x-2'])), 'stop-x-2-2', 'nor a name taken by another signal container of the same request');
 });
@@ -25,14 +25,14 @@ t.test('long names stay valid DNS labels; the first one is the name earlier vers
   const first = signalContainerName(pod, long);
   t.equal(first.length, 63);
   t.match(first, /^stop-a{45}-[0-9a-f]{12}$/);
-  const taken = jobPod([main(), killSidecar(long)], {}, { ephemeralContainers: [{ name: first, image: 'x', targetContainerName: 'other' }] });
+  const taken = jobPod([main(), killSidecar(long)], {}, { spec: { ephemeralContainers: [{ name: first, image: 'x', targetContainerName: 'other' }] } });
   const second = signalContainerName(taken, long);
   t.not(second, first);
   t.ok(second.length <= 63);
 });
 
 t.test('a signal container already sent is recognised, by its target and one of its names', async (t) => {
-  const sent = (name: string, target: string) => jobPod([main(), killSidecar('proxy')], {}, { ephemeralContainers: [{ name, image: 'old-image:0.0.9', targetContainerName: target }] });
+  const sent = (name: string, target: string) => jobPod([main(), killSidecar('proxy')], {}, { spec: { ephemeralContainers: [{ name, image: 'old-image:0.0.9', targetContainerName: target }] } });
   t.equal(existingSignalContainer(sent('stop-proxy', 'proxy'), 'proxy')?.name, 'stop-proxy', 'the name earlier versions used, whatever its image');
   t.equal(existingSignalContainer(sent('stop-proxy-2', 'proxy'), 'proxy')?.name, 'stop-proxy-2');
   t.equal(existingSignalContainer(sent('debugger', 'proxy'), 'proxy'), undefined, 'kubectl debug --target is not ours');
@@ -41,14 +41,14 @@ t.test('a signal container already sent is recognised, by its target and one of 
 
 t.test('its user: the sidecar runAsUser, then the pod, then what the kubelet reports, then root with CAP_KILL', async (t) => {
   const hardened = { allowPrivilegeEscalation: false, seccompProfile: { type: 'RuntimeDefault' } };
-  const own = jobPod([main(), killSidecar('proxy', { securityContext: { runAsUser: 1337, runAsGroup: 1338 } })], {}, { securityContext: { runAsUser: 1000 } });
+  const own = jobPod([main(), killSidecar('proxy', { securityContext: { runAsUser: 1337, runAsGroup: 1338 } })], {}, { spec: { securityContext: { runAsUser: 1000 } } });
   t.same(signalUser(own, 'proxy'), { basis: 'spec', securityContext: { runAsUser: 1337, runAsGroup: 1338, capabilities: { drop: ['ALL'] }, ...hardened } });
 
-  const podLevel = jobPod([main(), killSidecar('proxy')], {}, { securityContext: { runAsUser: 1000, runAsGroup: 3000 } });
+  const podLevel = jobPod([main(), killSidecar('proxy')], {}, { spec: { securityContext: { runAsUser: 1000, runAsGroup: 3000 } } });
   t.same(signalUser(podLevel, 'proxy'), { basis: 'spec', securityContext: { runAsUser: 1000, runAsGroup: 3000, capabilities: { drop: ['ALL'] }, ...hardened } });
 
   const reported = jobPod([main(), killSidecar('proxy')], {});
-  reported.status!.containerStatuses = [status('proxy', 'running', { user: { linux: { uid: 101, gid: 102, supplementalGroups: [102] } } })];
+  reported.status!.containerStatuses = [containerStatus('proxy', 'running', { user: { linux: { uid: 101, gid: 102, supplementalGroups: [102] } } })];
   t.same(signalUser(reported, 'proxy'), { basis: 'status', securityContext: { runAsUser: 101, runAsGroup: 102, capabilities: { drop: ['ALL'] }, ...hardened } });
 
   const unknown = jobPod([main(), killSidecar('proxy')], { proxy: 'running' });
@@ -58,7 +58,7 @@ t.test('its user: the sidecar runAsUser, then the pod, then what the kubelet rep
 t.test('unknown user under runAsNonRoot: no container, a refusal naming the field and the fix', async (t) => {
   for (const [label, pod] of [
     ['on the sidecar', jobPod([main(), killSidecar('proxy', { securityContext: { runAsNonRoot: true } })], { proxy: 'running' })],
-    ['on the pod', jobPod([main(), killSidecar('proxy')], { proxy: 'running' }, { securityContext: { runAsNonRoot: true } })],
+    ['on the pod', jobPod([main(), killSidecar('proxy')], { proxy: 'running' }, { spec: { securityContext: { runAsNonRoot: true } } })],
   ] as const) {
     const user = signalUser(pod, 'proxy');
     t.ok('refused' in user, label);
@@ -67,7 +67,7 @@ t.test('unknown user under runAsNonRoot: no container, a refusal naming the fiel
     t.match(user.refused.message, /set spec\.containers\[1\]\.securityContext\.runAsUser to the uid the sidecar runs as/, `${label}: the fix`);
   }
   const reported = jobPod([main(), killSidecar('proxy', { securityContext: { runAsNonRoot: true } })], {});
-  reported.status!.containerStatuses = [status('proxy', 'running', { user: { linux: { uid: 65532, gid: 65532 } } })];
+  reported.status!.containerStatuses = [containerStatus('proxy', 'running', { user: { linux: { uid: 65532, gid: 65532 } } })];
   t.match(signalUser(reported, 'proxy'), { basis: 'status', securityContext: { runAsUser: 65532 } }, 'a reported user is enough');
 });
 

@@ -2,7 +2,7 @@
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { CONDITION_REASONS, EVENT_REASONS, MISSING_NODE_RECHECK_MS, TERMINATED_CONDITION, planStop, type Plan, type Step, type StopSettings } from '../../src/policy/index.ts';
-import { QUICK_EXIT, imageSidecar, ignoreExitCodeSidecar, jobPod, killSidecar, main, normalNode, status, virtualNode } from './pods.ts';
+import { QUICK_EXIT, containerStatus, ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main, normalNode, virtualNode } from '../support/pods.ts';
 
 const signal: StopSettings = { killMechanism: 'signal', signal: { image: 'st:1', command: ['node', '-e', "process.kill(1, 'SIGTERM')"] }, quickExitImageAllowlist: [] };
 const crr: StopSettings = { ...signal, killMechanism: 'crr' };
@@ -21,30 +21,30 @@ t.test('the names the status command and users rely on', async (t) => {
 t.test('signal: one write with a signal container per kill sidecar, and no condition (the event says it, as with OpenKruise)', async (t) => {
   const pod = jobPod([main(), killSidecar('proxy'), killSidecar('sql')], { main: 0, proxy: 'running', sql: 'running' });
   const plan = planStop(pod, normalNode, signal, NOW);
-  t.same(types(plan), ['addSignalContainers']);
-  t.same(stepOf(plan, 'addSignalContainers')?.containers.map((c) => [c.name, c.targetContainerName, c.image]), [['stop-proxy', 'proxy', 'st:1'], ['stop-sql', 'sql', 'st:1']]);
+  t.same(types(plan), ['add-signal-containers']);
+  t.same(stepOf(plan, 'add-signal-containers')?.containers.map((c) => [c.name, c.targetContainerName, c.image]), [['stop-proxy', 'proxy', 'st:1'], ['stop-sql', 'sql', 'st:1']]);
   t.same(plan.stopping, ['proxy (SIGTERM)', 'sql (SIGTERM)']);
-  t.match(stepOf(plan, 'addSignalContainers')?.containers[0], { command: signal.signal.command, terminationMessagePolicy: 'FallbackToLogsOnError' });
+  t.match(stepOf(plan, 'add-signal-containers')?.containers[0], { command: signal.signal.command, terminationMessagePolicy: 'FallbackToLogsOnError' });
 });
 
 t.test('a condition saying the sidecars wait is turned True once they are told to stop', async (t) => {
   const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
   pod.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'False', reason: CONDITION_REASONS.imageNotPulled }];
   const plan = planStop(pod, normalNode, crr, NOW);
-  t.same(types(plan), ['createCrr', 'setCondition']);
-  t.match(stepOf(plan, 'setCondition')?.condition, { status: 'True', reason: CONDITION_REASONS.stopping, message: 'stopping sidecars: proxy (ContainerRecreateRequest)' });
+  t.same(types(plan), ['create-crr', 'set-condition']);
+  t.match(stepOf(plan, 'set-condition')?.condition, { status: 'True', reason: CONDITION_REASONS.stopping, message: 'stopping sidecars: proxy (ContainerRecreateRequest)' });
 });
 
 t.test('crr: one ContainerRecreateRequest for every kill sidecar', async (t) => {
   const pod = jobPod([main(), killSidecar('proxy'), killSidecar('sql')], { main: 0, proxy: 'running', sql: 'running' });
   const plan = planStop(pod, normalNode, crr, NOW);
-  t.same(plan.steps[0], { type: 'createCrr', containers: ['proxy', 'sql'] });
+  t.same(plan.steps[0], { type: 'create-crr', containers: ['proxy', 'sql'] });
   t.same(plan.stopping, ['proxy (ContainerRecreateRequest)', 'sql (ContainerRecreateRequest)']);
 });
 
 t.test('containers proxy and stop-proxy, both marked: two signal containers, no name a container has', async (t) => {
   const pod = jobPod([main(), killSidecar('proxy'), killSidecar('stop-proxy')], { main: 0, proxy: 'running', 'stop-proxy': 'running' });
-  const sent = stepOf(planStop(pod, normalNode, signal, NOW), 'addSignalContainers')!.containers;
+  const sent = stepOf(planStop(pod, normalNode, signal, NOW), 'add-signal-containers')!.containers;
   t.same(sent.map((c) => c.targetContainerName), ['proxy', 'stop-proxy']);
   const names = sent.map((c) => c.name);
   t.equal(new Set(names).size, 2);
@@ -52,7 +52,7 @@ t.test('containers proxy and stop-proxy, both marked: two signal containers, no 
 });
 
 t.test('a signal container already there is never sent again, whatever its fields', async (t) => {
-  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { ephemeralContainers: [{ name: 'stop-proxy', image: 'older:0.0.1', targetContainerName: 'proxy' }] });
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'older:0.0.1', targetContainerName: 'proxy' }] } });
   pod.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping }];
   const plan = planStop(pod, normalNode, signal, NOW);
   t.same(plan.steps, [], 'nothing to write: not started yet, its status will change');
@@ -60,9 +60,9 @@ t.test('a signal container already there is never sent again, whatever its field
 });
 
 t.test('after the signal: wait out the grace period, then say the sidecar ignores SIGTERM', async (t) => {
-  const signalled = (state: Parameters<typeof status>[1], grace = 30) => {
-    const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { terminationGracePeriodSeconds: grace, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
-    pod.status!.ephemeralContainerStatuses = [status('stop-proxy', state)];
+  const signalled = (state: Parameters<typeof containerStatus>[1], grace = 30) => {
+    const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { terminationGracePeriodSeconds: grace, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
+    pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', state)];
     return pod;
   };
   // The signal container exited 0 at 00:01:00; NOW is 00:02:00.
@@ -70,7 +70,9 @@ t.test('after the signal: wait out the grace period, then say the sidecar ignore
   t.same(warnings(within), []);
   t.equal(within.requeueAfterMs, 31_000, 'looked at again when the grace period ends');
   const after = planStop(signalled(0, 30), normalNode, signal, NOW);
-  t.match(warnings(after), [{ message: /sidecar proxy still runs 30s after SIGTERM: its PID 1 ignores SIGTERM/, count: { mechanism: 'signal', result: 'ignored' } }]);
+  t.match(warnings(after), [{ message: /sidecar proxy still runs 30s after SIGTERM: its PID 1 ignores SIGTERM/, code: 'signal-ignored' }]);
+  t.equal(after.confirmOnCurrentPod, true, 'said of the absence of a change: confirmed on the pod as it is now');
+  t.equal(within.confirmOnCurrentPod, undefined);
   // Started at 00:00:00, still running at 00:02:00: the signal may not have been sent yet (a slow node).
   const stillRunning = planStop(signalled('running', 30), normalNode, signal, NOW);
   t.same(warnings(stillRunning), [], 'nothing is said while the signal container runs');
@@ -78,78 +80,78 @@ t.test('after the signal: wait out the grace period, then say the sidecar ignore
 });
 
 t.test('a signal container that failed is reported with its exit code and output, never as a sidecar ignoring SIGTERM', async (t) => {
-  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { terminationGracePeriodSeconds: 1, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
-  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', 1)];
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { terminationGracePeriodSeconds: 1, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
+  pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', 1)];
   pod.status!.ephemeralContainerStatuses[0]!.state!.terminated!.message = "Error: kill EPERM\n    at process.kill (node:internal/process/per_thread:226:13)\n";
   const [warning] = warnings(planStop(pod, normalNode, signal, NOW));
-  t.match(warning, { count: { mechanism: 'signal', result: 'failed' }, message: /the signal container stop-proxy did not signal sidecar proxy: it exited with code 1 \(Error: kill EPERM/ });
+  t.match(warning, { code: 'signal-failed', message: /the signal container stop-proxy did not signal sidecar proxy: it exited with code 1 \(Error: kill EPERM/ });
   t.match(warning?.message, /set runAsUser on the sidecar to the uid it runs as/);
   t.notMatch(warning?.message, /ignores SIGTERM/);
 
-  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', { waiting: 'ImagePullBackOff', message: 'Back-off pulling image "st:1"' })];
-  t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /stop-proxy for sidecar proxy cannot start: ImagePullBackOff/, count: { result: 'failed' }, key: 'signal-not-started/proxy' }]);
+  pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', { waiting: 'ImagePullBackOff', message: 'Back-off pulling image "st:1"' })];
+  t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /stop-proxy for sidecar proxy cannot start: ImagePullBackOff/, code: 'signal-not-started', key: 'signal-not-started/proxy' }]);
 });
 
 t.test('a signal container killed (137) as its sidecar, PID 1 of their namespace, exited: the signal was delivered', async (t) => {
-  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { terminationGracePeriodSeconds: 90, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
-  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', 137)];
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { terminationGracePeriodSeconds: 90, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
+  pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', 137)];
   const plan = planStop(pod, normalNode, signal, NOW);
   t.same(warnings(plan), [], 'no failure reported');
   t.equal(plan.requeueAfterMs, 31_000, 'the sidecar gets its grace period, as after an exit 0');
   pod.status!.ephemeralContainerStatuses[0]!.state!.terminated!.reason = 'OOMKilled';
-  t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /exited with code 137/, count: { result: 'failed' } }], 'killed for memory, it may not have signalled');
+  t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /exited with code 137/, code: 'signal-failed' }], 'killed for memory, it may not have signalled');
 });
 
 t.test('a user that cannot be known under runAsNonRoot: no signal container, a refusal with the field to set', async (t) => {
-  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { securityContext: { runAsNonRoot: true } });
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { securityContext: { runAsNonRoot: true } } });
   const plan = planStop(pod, normalNode, signal, NOW);
   t.same(types(plan), ['warn']);
-  t.match(warnings(plan)[0], { count: { mechanism: 'signal', result: 'refused' }, message: /set spec\.containers\[1\]\.securityContext\.runAsUser/ });
+  t.match(warnings(plan)[0], { code: 'signal-user-unknown', message: /set spec\.containers\[1\]\.securityContext\.runAsUser/ });
 });
 
 t.test('refusals: shareProcessNamespace, a quick-exit image outside the allowlist, a virtual node without one', async (t) => {
-  const shared = planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { shareProcessNamespace: true }), normalNode, signal, NOW);
-  t.match(warnings(shared), [{ message: /cannot signal proxy: the pod sets shareProcessNamespace/, count: { mechanism: 'signal', result: 'refused' } }]);
+  const shared = planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { spec: { shareProcessNamespace: true } }), normalNode, signal, NOW);
+  t.match(warnings(shared), [{ message: /cannot signal proxy: the pod sets shareProcessNamespace/, code: 'share-process-namespace' }]);
   t.same(shared.stopping, []);
-  t.ok(planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { shareProcessNamespace: true }), normalNode, crr, NOW).steps.some((s) => s.type === 'createCrr'), 'crr does not care');
+  t.ok(planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { spec: { shareProcessNamespace: true } }), normalNode, crr, NOW).steps.some((s) => s.type === 'create-crr'), 'crr does not care');
 
   const allowlisted = planStop(jobPod([main(), imageSidecar()], { main: 0, logs: 'running' }), normalNode, { ...signal, quickExitImageAllowlist: ['registry.example.com/other:*'] }, NOW);
-  t.match(warnings(allowlisted), [{ message: /not in --quick-exit-image-allowlist/, count: { mechanism: 'image', result: 'refused' } }]);
-  t.notOk(stepOf(allowlisted, 'replaceImage'));
+  t.match(warnings(allowlisted), [{ message: /not in --quick-exit-image-allowlist/, code: 'quick-exit-image-not-allowed' }]);
+  t.notOk(stepOf(allowlisted, 'replace-image'));
 
   const virtual = planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }), virtualNode, signal, NOW);
-  t.match(warnings(virtual), [{ message: /proxy cannot be stopped: .*virtual-kubelet/, count: { mechanism: 'none', result: 'refused' } }]);
+  t.match(warnings(virtual), [{ message: /proxy cannot be stopped: .*virtual-kubelet/, code: 'virtual-node-without-image' }]);
 });
 
 t.test('a node that does not exist is not a normal node: nothing is stopped, it is looked at again', async (t) => {
   const plan = planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }), 'missing', signal, NOW);
   t.same(types(plan), ['warn']);
-  t.match(warnings(plan)[0], { message: /the pod's node node-a does not exist/ });
-  t.notOk(warnings(plan)[0]?.count, 'not counted as a stop action');
+  t.match(warnings(plan)[0], { code: 'node-missing', message: /the pod's node node-a does not exist/ });
+  t.equal(plan.code, 'node-missing');
   t.equal(plan.requeueAfterMs, MISSING_NODE_RECHECK_MS);
   t.same(types(planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 0 }), 'missing', signal, NOW)), ['finish'], 'a pod with nothing left to stop still leaves the watch');
 });
 
 t.test('quick-exit image on a normal node: replaced; if it cannot be pulled, the terminal phase after the other sidecars', async (t) => {
   const replace = planStop(jobPod([main(), imageSidecar()], { main: 0, logs: 'running' }), normalNode, signal, NOW);
-  t.same(replace.steps[0], { type: 'replaceImage', container: 'logs', image: QUICK_EXIT });
+  t.same(replace.steps[0], { type: 'replace-image', container: 'logs', image: QUICK_EXIT });
 
-  const swapped = (states: Record<string, Parameters<typeof status>[1]>, extra = [killSidecar('proxy')]) => {
-    const pod = jobPod([main(), { ...imageSidecar(), image: QUICK_EXIT }, ...extra], states, { restartPolicy: 'OnFailure' });
+  const swapped = (states: Record<string, Parameters<typeof containerStatus>[1]>, extra = [killSidecar('proxy')]) => {
+    const pod = jobPod([main(), { ...imageSidecar(), image: QUICK_EXIT }, ...extra], states, { spec: { restartPolicy: 'OnFailure' } });
     pod.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping }];
     return pod;
   };
   const pullFailed = { waiting: 'ImagePullBackOff', message: `Back-off pulling image "${QUICK_EXIT}"` };
   const othersRunning = planStop(swapped({ main: 0, logs: pullFailed, proxy: 'running' }), normalNode, signal, NOW);
-  t.same(types(othersRunning), ['warn', 'addSignalContainers'], 'the other sidecar first');
+  t.same(types(othersRunning), ['warn', 'add-signal-containers'], 'the other sidecar first');
   t.match(warnings(othersRunning)[0], {
     key: 'image-not-pulled/logs',
-    count: { mechanism: 'image', result: 'failed' },
+    code: 'quick-exit-image-not-pulled',
     message: new RegExp(`sidecar logs is not stopped by its quick-exit image ${QUICK_EXIT}: the node cannot pull it \\(ImagePullBackOff`),
   });
   const othersDone = planStop(swapped({ main: 0, logs: pullFailed, proxy: 0 }), normalNode, signal, NOW);
-  t.same(types(othersDone), ['warn', 'markTerminal']);
-  t.match(stepOf(othersDone, 'markTerminal'), { phase: 'Succeeded', condition: { status: 'True', message: /the quick-exit image of logs cannot be pulled/ } });
+  t.same(types(othersDone), ['warn', 'mark-terminal']);
+  t.match(stepOf(othersDone, 'mark-terminal'), { phase: 'Succeeded', condition: { status: 'True', message: /the quick-exit image of logs cannot be pulled/ } });
 
   const terminal = swapped({ main: 0, logs: pullFailed }, []);
   terminal.status!.phase = 'Succeeded';
@@ -160,30 +162,30 @@ t.test('quick-exit image that cannot be pulled on a virtual node: a warning nami
   const pod = jobPod([main(), { ...imageSidecar(), image: QUICK_EXIT }], { main: 0, logs: { waiting: 'ErrImagePull', message: 'not found' } });
   pod.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping }];
   const plan = planStop(pod, virtualNode, signal, NOW);
-  t.same(types(plan), ['warn', 'setCondition']);
+  t.same(types(plan), ['warn', 'set-condition']);
   t.match(warnings(plan)[0], { message: new RegExp(`sidecar logs waits for its quick-exit image ${QUICK_EXIT}, which the node cannot pull \\(ErrImagePull: not found\\)`) });
-  t.match(stepOf(plan, 'setCondition')?.condition, { status: 'False', reason: CONDITION_REASONS.imageNotPulled, message: /waits for its quick-exit image/ });
+  t.match(stepOf(plan, 'set-condition')?.condition, { status: 'False', reason: CONDITION_REASONS.imageNotPulled, message: /waits for its quick-exit image/ });
   pod.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'False', reason: CONDITION_REASONS.imageNotPulled }];
   t.same(types(planStop(pod, virtualNode, signal, NOW)), ['warn'], 'the condition is written once');
 });
 
 t.test('ignore exit code: the terminal phase with its condition, then the kill; no second condition', async (t) => {
   const plan = planStop(jobPod([main(), ignoreExitCodeSidecar('sql')], { main: 0, sql: 'running' }), normalNode, signal, NOW);
-  t.same(types(plan), ['markTerminal', 'addSignalContainers']);
-  t.match(stepOf(plan, 'markTerminal'), { phase: 'Succeeded', condition: { status: 'True', message: /sidecar exit codes are ignored/ } });
+  t.same(types(plan), ['mark-terminal', 'add-signal-containers']);
+  t.match(stepOf(plan, 'mark-terminal'), { phase: 'Succeeded', condition: { status: 'True', message: /sidecar exit codes are ignored/ } });
 });
 
 t.test('done: every sidecar stopped, the pod leaves the watch; a condition already set is not written again', async (t) => {
   t.same(types(planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 143 }), normalNode, signal, NOW)), ['finish']);
   const told: V1Pod = jobPod([main(), killSidecar()], { main: 0, proxy: 'running' });
   told.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping }];
-  t.same(types(planStop(told, normalNode, crr, NOW)), ['createCrr'], 'the CRR again (it may not exist), not the condition');
+  t.same(types(planStop(told, normalNode, crr, NOW)), ['create-crr'], 'the CRR again (it may not exist), not the condition');
   t.same(types(planStop(jobPod([main(), killSidecar()], { main: 'running', proxy: 'running' }), normalNode, signal, NOW)), [], 'main still at work: nothing');
 });
 
 t.test('the words of a failure the kubelet gives without a message', async (t) => {
-  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
-  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', { waiting: 'CreateContainerError' })];
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
+  pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', { waiting: 'CreateContainerError' })];
   t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /stop-proxy for sidecar proxy cannot start: CreateContainerError$/ }], 'the reason alone');
 
   const notPulled = jobPod([main(), { ...imageSidecar(), image: QUICK_EXIT }], { main: 0, logs: { waiting: 'ErrImagePull' } });
@@ -191,8 +193,8 @@ t.test('the words of a failure the kubelet gives without a message', async (t) =
 });
 
 t.test('a signal container that exited without a finish time is looked at again when its status has one', async (t) => {
-  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
-  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', 0)];
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
+  pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', 0)];
   delete pod.status!.ephemeralContainerStatuses[0]!.state!.terminated!.finishedAt;
   const plan = planStop(pod, normalNode, signal, NOW);
   t.same(warnings(plan), [], 'nothing said of a sidecar ignoring SIGTERM');

@@ -3,7 +3,7 @@
 import t from 'tap';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT, mainsFinishedAt, planStop, retainedPod, sidecarsPendingSince, type NodeState, type StopSettings } from '../../src/policy/index.ts';
-import { QUICK_EXIT, imageSidecar, ignoreExitCodeSidecar, jobPod, killSidecar, main, normalNode, status, virtualNode } from './pods.ts';
+import { QUICK_EXIT, containerStatus, ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main, normalNode, virtualNode } from '../support/pods.ts';
 
 const signal: StopSettings = { killMechanism: 'signal', signal: { image: 'st:1', command: ['node', '-e', "process.kill(1, 'SIGTERM')"] }, quickExitImageAllowlist: [] };
 const crr: StopSettings = { ...signal, killMechanism: 'crr' };
@@ -51,9 +51,9 @@ function asServed(pod: V1Pod): V1Pod {
   };
 }
 
-const signalled = (state: Parameters<typeof status>[1]) => {
-  const pod = jobPod([main(), killSidecar('proxy', { securityContext: { runAsUser: 1000, runAsGroup: 1000 } })], { main: 0, proxy: 'running' }, { terminationGracePeriodSeconds: 30, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] });
-  pod.status!.ephemeralContainerStatuses = [status('stop-proxy', state)];
+const signalled = (state: Parameters<typeof containerStatus>[1]) => {
+  const pod = jobPod([main(), killSidecar('proxy', { securityContext: { runAsUser: 1000, runAsGroup: 1000 } })], { main: 0, proxy: 'running' }, { spec: { terminationGracePeriodSeconds: 30, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
+  pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', state)];
   return pod;
 };
 
@@ -66,20 +66,20 @@ const cases: Array<[string, V1Pod, NodeState, StopSettings]> = [
     pod.status!.containerStatuses![1]!.user = { linux: { uid: 65532, gid: 65532 } };
     return pod;
   })(), normalNode, signal],
-  ['signal refused under runAsNonRoot', jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { securityContext: { runAsNonRoot: true } }), normalNode, signal],
-  ['signal refused with shareProcessNamespace', jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { shareProcessNamespace: true }), normalNode, signal],
-  ['a container named like a signal container', jobPod([main(), killSidecar('proxy'), killSidecar('stop-proxy')], { main: 0, proxy: 'running', 'stop-proxy': 'running' }, { initContainers: [{ name: 'stop-proxy-2', image: 'busybox:1.36' }] }), normalNode, signal],
+  ['signal refused under runAsNonRoot', jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { spec: { securityContext: { runAsNonRoot: true } } }), normalNode, signal],
+  ['signal refused with shareProcessNamespace', jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { spec: { shareProcessNamespace: true } }), normalNode, signal],
+  ['a container named like a signal container', jobPod([main(), killSidecar('proxy'), killSidecar('stop-proxy')], { main: 0, proxy: 'running', 'stop-proxy': 'running' }, { spec: { initContainers: [{ name: 'stop-proxy-2', image: 'busybox:1.36' }] } }), normalNode, signal],
   ['signal sent, running', signalled('running'), normalNode, signal],
   ['signal sent, exited 0 a minute ago', signalled(0), normalNode, signal],
   ['signal container failed', signalled(1), normalNode, signal],
   ['signal container cannot start', signalled({ waiting: 'ImagePullBackOff', message: 'Back-off' }), normalNode, signal],
   ['quick-exit image on a virtual node', jobPod([main(), imageSidecar()], { main: 0, logs: 'running' }), virtualNode, signal],
   ['quick-exit image outside the allowlist', jobPod([main(), imageSidecar()], { main: 0, logs: 'running' }), normalNode, allowlisted],
-  ['quick-exit image that cannot be pulled', jobPod([main(), { ...imageSidecar(), image: QUICK_EXIT }, killSidecar()], { main: 0, logs: { waiting: 'ErrImagePull', message: 'not found' }, proxy: 0 }, { restartPolicy: 'OnFailure' }), normalNode, signal],
+  ['quick-exit image that cannot be pulled', jobPod([main(), { ...imageSidecar(), image: QUICK_EXIT }, killSidecar()], { main: 0, logs: { waiting: 'ErrImagePull', message: 'not found' }, proxy: 0 }, { spec: { restartPolicy: 'OnFailure' } }), normalNode, signal],
   ['ignore exit code', jobPod([main(), ignoreExitCodeSidecar()], { main: 1, sql: 'running' }), normalNode, crr],
   ['a virtual node without quick-exit image', jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }), virtualNode, signal],
   ['a missing node', jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }), 'missing', crr],
-  ['duplicate markers', jobPod([main(), killSidecar('proxy', { env: [{ name: ENV_WHEN_JOB_EXIT, value: 'false' }, { name: ENV_WHEN_JOB_EXIT, value: 'TRUE' }] })], { main: 0, proxy: 'running' }), normalNode, crr],
+  ['duplicate markers', jobPod([main(), { ...killSidecar('proxy'), env: [{ name: ENV_WHEN_JOB_EXIT, value: 'false' }, { name: ENV_WHEN_JOB_EXIT, value: 'TRUE' }] }], { main: 0, proxy: 'running' }), normalNode, crr],
   ['every sidecar stopped', jobPod([main(), killSidecar()], { main: 0, proxy: 143 }), normalNode, signal],
   ['being deleted', (() => {
     const pod = jobPod([main(), killSidecar()], { main: 0, proxy: 'running' });

@@ -1,3 +1,6 @@
+// The waits of the tests: poll until a state holds, then return what was observed there (a
+// wait is not an assertion: the test asserts on the value it gets). One home, for unit tests
+// (tight intervals), end-to-end tests and benchmarks alike.
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface WaitOptions {

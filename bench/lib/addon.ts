@@ -1,0 +1,98 @@
+// The add-on as the benchmarks start it: what the image runs (the bundles of scripts/bundle.ts,
+// with the Node flags of the Dockerfile's ENTRYPOINT), built once per checkout and run. A checkout
+// from before the bundles (an earlier commit extracted by bench/run.ts) runs as its own image ran
+// it: its sources compiled by tsc, next to the repository's node_modules, without flags.
+// Also the GC probe each measured Node process carries (bench/watcher/gc-probe.ts).
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join, relative, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { addOnNodeFlags } from '../../scripts/build-images.ts';
+import { bundle } from '../../scripts/bundle.ts';
+
+const repoRoot = resolve(import.meta.dirname, '../..');
+const built = new Map<string, string[]>();
+
+/**
+ * `node` arguments that run the CLI of the checkout at `root` as its image runs it: Node's flags,
+ * then the script. The first call per checkout builds it into a temporary directory.
+ */
+export function addOnArgs(root: string = repoRoot): string[] {
+  let args = built.get(root);
+  if (!args) {
+    const out = mkdtempSync(join(tmpdir(), 'st-bench-addon-'));
+    process.on('exit', () => rmSync(out, { recursive: true, force: true }));
+    if (existsSync(join(root, 'scripts/bundle.ts'))) {
+      execFileSync(process.execPath, [join(root, 'scripts/bundle.ts'), '--out', join(out, 'dist')], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
+      // The bundles are ES modules: package.json says so beside them, as in the image.
+      execFileSync('cp', [join(root, 'package.json'), join(out, 'package.json')]);
+      args = [...(root === repoRoot ? addOnNodeFlags() : nodeFlagsOf(root)), join(out, 'dist/cli.js')];
+    } else {
+      // Inside the checkout, whose node_modules its imports resolve to.
+      const compiled = mkdtempSync(join(root, 'bench-dist-'));
+      process.on('exit', () => rmSync(compiled, { recursive: true, force: true }));
+      // Type errors in files of the checkout that src/ does not use (its scripts import test
+      // support it lacks) do not stop tsc from writing the JavaScript.
+      spawnSync(process.execPath, [join(repoRoot, 'node_modules/typescript/bin/tsc'), '-p', join(root, 'tsconfig.json'), '--outDir', compiled], { cwd: root, stdio: 'ignore' });
+      if (!existsSync(join(compiled, 'src/cli.js'))) throw new Error(`tsc wrote no src/cli.js for ${root}`);
+      args = [join(compiled, 'src/cli.js')];
+    }
+    built.set(root, args);
+  }
+  return args;
+}
+
+/**
+ * `node` arguments that run a harness script of bench/ (say bench/webhook/server.ts) bundled with
+ * the add-on's code as the image's bundles are, with the image's Node flags.
+ */
+export async function bundledArgs(script: string): Promise<string[]> {
+  const out = mkdtempSync(join(tmpdir(), 'st-bench-bundled-'));
+  process.on('exit', () => rmSync(out, { recursive: true, force: true }));
+  await bundle([relative(repoRoot, resolve(script))], join(out, 'dist'));
+  execFileSync('cp', [join(repoRoot, 'package.json'), join(out, 'package.json')]);
+  return [...addOnNodeFlags(), join(out, 'dist', `${basename(script, '.ts')}.js`)];
+}
+
+/** The ENTRYPOINT flags of another checkout's Dockerfile. */
+function nodeFlagsOf(root: string): string[] {
+  const line = /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(join(root, 'Dockerfile'), 'utf8'))?.[1];
+  return line ? (JSON.parse(line) as string[]).slice(1, -1) : [];
+}
+
+/** The live heap and RSS right after a full garbage collection (bench/watcher/gc-probe.ts, bench/kruise/main.go). */
+export interface AfterGc {
+  heapMiB: number;
+  rssAfterGcMiB: number;
+}
+
+const gcProbe = join(import.meta.dirname, '../watcher/gc-probe.ts');
+
+/** Node flags and environment that preload the GC probe into a measured process; `afterGc` asks it. */
+export function probed(dir: string, name: string): { nodeArgs: string[]; env: Record<string, string>; file: string; afterGc: (pid: number) => Promise<AfterGc> } {
+  const file = join(dir, `${name}.gc.json`);
+  return {
+    nodeArgs: ['--expose-gc', '--import', gcProbe],
+    env: { BENCH_GC_PROBE_OUT: file },
+    file,
+    async afterGc(pid) {
+      rmSync(file, { force: true });
+      process.kill(pid, 'SIGUSR2');
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        try {
+          const text = readFileSync(file, 'utf8');
+          if (text.endsWith('}')) {
+            const usage = JSON.parse(text) as { heapUsed: number; rss: number };
+            return { heapMiB: usage.heapUsed / 1048576, rssAfterGcMiB: usage.rss / 1048576 };
+          }
+        } catch {
+          // not written yet
+        }
+        if (Date.now() > deadline) throw new Error(`${name}'s GC probe did not answer within 60 s`);
+        await sleep(100);
+      }
+    },
+  };
+}

@@ -1,0 +1,82 @@
+// The codes of the watcher's decisions. Every reason to leave a pod alone or to wait for it, every
+// step of a stop plan and every warning has one: the policy branches on them, the watcher writes
+// them into its events (the `action` field, which `kubectl get events -o
+// custom-columns=REASON:.reason,CODE:.action,MESSAGE:.message` shows), and `status` and the metrics
+// read them. They are stable; the words that go with them may change. docs/operations.md lists them
+// (test/policy/codes.test.ts holds that table to this one).
+
+/** What a code names: a pod the watcher leaves alone, a wait, the end, a step of a stop, an event, a warning. */
+export type CodeKind = 'ignore' | 'wait' | 'finished' | 'act' | 'step' | 'event' | 'warning';
+
+/** How the metric `sidecar_terminator_terminations_total` counts a warning, when it counts it. */
+export interface CountedAs {
+  mechanism: 'crr' | 'signal' | 'image' | 'phase' | 'none';
+  result: 'refused' | 'failed' | 'ignored';
+}
+
+interface CodeInfo {
+  kind: CodeKind;
+  /** What it means, in the words of the logs and `status`. */
+  meaning: string;
+  counted?: CountedAs;
+}
+
+export const CODES = {
+  'restart-policy-always': { kind: 'ignore', meaning: 'restartPolicy is neither Never nor OnFailure' },
+  'pod-deleting': { kind: 'ignore', meaning: 'the pod is being deleted' },
+  'pod-not-started': { kind: 'ignore', meaning: 'the pod has not started' },
+  'no-sidecar': { kind: 'ignore', meaning: 'the pod has no sidecar' },
+
+  'mains-running': { kind: 'wait', meaning: 'main containers are still running' },
+  'main-restarting': { kind: 'wait', meaning: 'a main container failed and will be restarted (OnFailure)' },
+  'sidecars-restarting': { kind: 'wait', meaning: 'sidecars are restarting' },
+  'sidecars-stopping': { kind: 'wait', meaning: 'sidecars are stopping' },
+  'containers-not-reported': { kind: 'wait', meaning: 'every container is a sidecar, and not all of them are reported yet' },
+
+  'sidecars-stopped': { kind: 'finished', meaning: 'every sidecar has stopped' },
+  'mains-done': { kind: 'act', meaning: 'the main containers are done' },
+
+  'replace-image': { kind: 'step', meaning: "the sidecar's image is replaced in place with its quick-exit image" },
+  'mark-terminal': { kind: 'step', meaning: "the pod's phase is set from the main containers, with the SidecarTerminated condition" },
+  'create-crr': { kind: 'step', meaning: 'an OpenKruise ContainerRecreateRequest is created for the kill sidecars' },
+  'add-signal-containers': { kind: 'step', meaning: 'an ephemeral container per kill sidecar sends it SIGTERM' },
+  'set-condition': { kind: 'step', meaning: 'the SidecarTerminated condition says why the pod waits, or that the wait is over' },
+  warn: { kind: 'step', meaning: 'a Warning event, with a warning code' },
+  finish: { kind: 'step', meaning: 'nothing is written: the pod leaves the watch once its phase is terminal' },
+
+  'stop-requested': { kind: 'event', meaning: 'the sidecars are told to stop (the Normal SidecarTerminator event)' },
+
+  'virtual-node-without-image': {
+    kind: 'warning',
+    meaning: 'the pod runs on a virtual-kubelet node, which cannot kill a container, and the sidecar declares no quick-exit image (KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE)',
+    counted: { mechanism: 'none', result: 'refused' },
+  },
+  'quick-exit-image-not-allowed': { kind: 'warning', meaning: 'the quick-exit image is not in --quick-exit-image-allowlist', counted: { mechanism: 'image', result: 'refused' } },
+  'share-process-namespace': { kind: 'warning', meaning: 'the pod sets shareProcessNamespace, so PID 1 is the pause process, not the sidecar', counted: { mechanism: 'signal', result: 'refused' } },
+  'signal-user-unknown': { kind: 'warning', meaning: "the sidecar's user is unknown and runAsNonRoot forbids the root user that could signal it", counted: { mechanism: 'signal', result: 'refused' } },
+  'signal-failed': { kind: 'warning', meaning: 'the signal container exited non-zero without signalling the sidecar', counted: { mechanism: 'signal', result: 'failed' } },
+  'signal-not-started': { kind: 'warning', meaning: 'the signal container cannot start', counted: { mechanism: 'signal', result: 'failed' } },
+  'signal-ignored': { kind: 'warning', meaning: 'the sidecar still runs a grace period after SIGTERM: its PID 1 ignores it', counted: { mechanism: 'signal', result: 'ignored' } },
+  'quick-exit-image-not-pulled': { kind: 'warning', meaning: "the sidecar's node cannot pull its quick-exit image", counted: { mechanism: 'image', result: 'failed' } },
+  'node-missing': { kind: 'warning', meaning: "the pod's node does not exist" },
+  'stop-failed': { kind: 'warning', meaning: 'a request that stops the sidecars failed; it is retried' },
+} as const satisfies Record<string, CodeInfo>;
+
+export type Code = keyof typeof CODES;
+/** The codes of one kind. */
+export type CodeOf<K extends CodeKind> = { [C in Code]: (typeof CODES)[C]['kind'] extends K ? C : never }[Code];
+export type IgnoreCode = CodeOf<'ignore'>;
+export type WaitCode = CodeOf<'wait'>;
+export type StepCode = CodeOf<'step'>;
+export type WarningCode = CodeOf<'warning'>;
+
+/** Whether a string is one of the codes (an event's `action`, read back). */
+export function isCode(value: unknown): value is Code {
+  return typeof value === 'string' && Object.hasOwn(CODES, value);
+}
+
+/** How the terminations metric counts a warning of this code; undefined when it does not count it. */
+export function countedAs(code: WarningCode): CountedAs | undefined {
+  const info: CodeInfo = CODES[code];
+  return info.counted;
+}

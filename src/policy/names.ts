@@ -1,0 +1,78 @@
+// The names the add-on writes on Kubernetes objects and reads back: its labels and annotations,
+// the reasons of its events and of its pod condition, the names of the webhooks it registers and
+// of the objects it creates. Users, their alerts and their tools filter on them, and the fence
+// (src/kube/fence-rules.ts) allows exactly them, so each is written here once and imported by the
+// webhook, the watcher, the fence and `status` alike.
+
+/** The component of the add-on's events, and the `app.kubernetes.io/managed-by` of what it creates. */
+export const COMPONENT = 'sidecar-terminator';
+/** The labels of the objects the add-on creates itself (its certificate Secret, webhook configurations, fence). */
+export const MANAGED_BY_LABELS = { 'app.kubernetes.io/managed-by': COMPONENT } as const;
+
+/** The label the webhook sets on pods the watcher manages. */
+export const MANAGED_LABEL = 'sidecar-terminator.io/managed';
+export const MANAGED = 'true';
+/** Set by earlier versions of the watcher on the pods it was finished with; `status --all` still lists them. */
+export const DONE = 'done';
+/**
+ * The managed pods still in flight: a pod in a terminal phase has nothing left to stop (the kubelet
+ * starts no container of it again), so the watcher's watch leaves it out, and the API server drops
+ * a pod from that watch when it ends, without a write from the watcher.
+ */
+export const IN_FLIGHT_FIELD_SELECTOR = 'status.phase!=Succeeded,status.phase!=Failed';
+
+/** Annotation by which a bare pod asks for Job-strength validation of its restartPolicy. */
+export const STRICT_VALIDATION_ANNOTATION = 'sidecar-terminator.io/validation';
+/** The namespace label that opts a namespace in with --native-sidecars=labelled. */
+export const NATIVE_SIDECARS_NAMESPACE_LABEL = { key: 'sidecar-terminator.io/native-sidecars', value: 'enabled' } as const;
+/** The pod annotation (on a Job's pod template) that keeps a pod as it is. */
+export const NATIVE_SIDECARS_OPT_OUT = { key: 'sidecar-terminator.io/native-sidecars', value: 'disabled' } as const;
+/** Written on a migrated pod: the containers that moved, comma-separated, in their order. */
+export const MIGRATED_ANNOTATION = 'sidecar-terminator.io/native-sidecars-migrated';
+/** Written on a pod that could have moved but did not: why, in the words of the findings. */
+export const SKIPPED_ANNOTATION = 'sidecar-terminator.io/native-sidecars-skipped';
+
+/** The webhooks of the two webhook configurations. */
+export const WEBHOOK_NAMES = {
+  validate: 'validate.sidecar-terminator.io',
+  mutate: 'mutate.sidecar-terminator.io',
+  nativeSidecars: 'native-sidecars.sidecar-terminator.io',
+} as const;
+
+/** Reasons of the events the watcher records on pods. */
+export const EVENT_REASONS = {
+  /** Normal: the sidecars are being told to stop. OpenKruise's reason, so filters written for Kruise keep working. */
+  stopping: 'SidecarTerminator',
+  /** Warning: a sidecar cannot be stopped, or stopping it failed; the message says why and what to do. */
+  failed: 'SidecarTerminationFailed',
+} as const;
+
+/** Reason of the Warning event the webhook records on the owner of an object it admitted despite errors. */
+export const OWNER_EVENT_REASON = 'InvalidSidecarConfiguration';
+
+/**
+ * The pod condition the watcher sets (OpenKruise's type), when the pod's status has something to
+ * say that the event does not: True with the terminal phase the watcher sets (as Kruise sets it),
+ * False while a sidecar cannot be stopped yet (True again once it can).
+ */
+export const TERMINATED_CONDITION = 'SidecarTerminated';
+
+/** Reasons of that condition. */
+export const CONDITION_REASONS = {
+  /** True: the pod was moved to its terminal phase, or every sidecar was told to stop after a wait. */
+  stopping: 'SidecarsStopped',
+  /** False: a sidecar waits for a quick-exit image its node cannot pull. */
+  imageNotPulled: 'QuickExitImageNotPulled',
+} as const;
+
+/** OpenKruise's ContainerRecreateRequest, the crr kill mechanism's request. */
+export const CRR = { group: 'apps.kruise.io', plural: 'containerrecreaterequests', kind: 'ContainerRecreateRequest' } as const;
+
+/** One ContainerRecreateRequest per pod, named after its uid as Kruise names it: a second request for the same pod finds the first. */
+export const crrName = (podUid: string): string => `sidecar-termination-${podUid}`;
+
+/** The signal container of a sidecar is named `stop-<sidecar>` (src/policy/signal-container.ts). */
+export const SIGNAL_CONTAINER_PREFIX = 'stop-';
+
+/** The keys of the certificate Secret: kubernetes.io/tls's two, and the CA's certificate and key. */
+export const TLS_SECRET_KEYS = { caCert: 'ca.crt', caKey: 'ca.key', cert: 'tls.crt', key: 'tls.key' } as const;

@@ -1,0 +1,99 @@
+// What the executor keeps of a pod (the events recorded, a ContainerRecreateRequest made, the stop
+// told and observed) lives exactly as long as the pod is in the watch: a request that completes
+// after the pod has left, or a reconcile that starts as it leaves, keeps nothing.
+import t from 'tap';
+import type { CoreV1Api, CustomObjectsApi, V1Pod } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import type { Plan } from '../../src/policy/index.ts';
+import { Executor } from '../../src/watcher/executor.ts';
+import { WatcherMetrics } from '../../src/watcher/metrics.ts';
+import { jobPod, killSidecar, main } from '../support/pods.ts';
+
+const log = pino({ level: 'silent' });
+const crrPlan: Plan = { code: 'mains-done', stopping: ['proxy (ContainerRecreateRequest)'], steps: [{ type: 'create-crr', containers: ['proxy'] }] };
+
+function podWithUid(uid: string): V1Pod {
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
+  pod.metadata!.uid = uid;
+  pod.metadata!.name = `job-${uid}`;
+  return pod;
+}
+
+/** An executor whose ContainerRecreateRequests wait for `release()`; `watched` holds the uids in the watch. */
+function executorWith() {
+  const watched = new Set<string>();
+  const events: string[] = [];
+  let release: () => void = () => {};
+  let crrs = 0;
+  const core = { createNamespacedEvent: async ({ body }: { body: { message?: string } }) => (events.push(body.message ?? ''), body) } as unknown as CoreV1Api;
+  const custom = {
+    createNamespacedCustomObject: async () => {
+      crrs++;
+      await new Promise<void>((resolve) => (release = resolve));
+      return {};
+    },
+  } as unknown as CustomObjectsApi;
+  const executor = new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()), inFlight: (pod) => watched.has(pod.metadata?.uid ?? '') });
+  return { executor, watched, events, release: () => release(), crrs: () => crrs };
+}
+
+t.test('a pod in the watch is kept until it leaves: the request is not made twice meanwhile', async (t) => {
+  const { executor, watched, release, crrs, events } = executorWith();
+  const pod = podWithUid('a');
+  watched.add('a');
+  const first = executor.execute(pod, crrPlan, log);
+  await new Promise((resolve) => setImmediate(resolve));
+  release();
+  await first;
+  t.equal(executor.size, 1, 'kept while in the watch');
+  await executor.execute(pod, crrPlan, log);
+  t.equal(crrs(), 1, 'the ContainerRecreateRequest is not requested again');
+  t.equal(events.length, 1, 'nor the event recorded again');
+  watched.delete('a');
+  executor.forget(pod);
+  t.equal(executor.size, 0, 'forgotten once it left');
+});
+
+t.test('a request that completes after its pod left keeps nothing of it', async (t) => {
+  const { executor, watched, release } = executorWith();
+  const pod = podWithUid('b');
+  watched.add('b');
+  const running = executor.execute(pod, crrPlan, log);
+  await new Promise((resolve) => setImmediate(resolve));
+  // The pod ends while its ContainerRecreateRequest is being created: the watch says it left.
+  watched.delete('b');
+  executor.forget(pod);
+  release();
+  await running;
+  t.equal(executor.size, 0, 'the completed request did not bring the pod back');
+});
+
+t.test('a reconcile that starts after its pod left keeps nothing of it either', async (t) => {
+  const { executor, release } = executorWith();
+  const running = executor.execute(podWithUid('c'), crrPlan, log);
+  await new Promise((resolve) => setImmediate(resolve));
+  release();
+  await running;
+  t.equal(executor.size, 0);
+});
+
+t.test('1,000 pods through the watch leave nothing behind', async (t) => {
+  const { executor, watched } = executorWith();
+  const warn: Plan = { code: 'mains-done', stopping: [], steps: [{ type: 'warn', code: 'virtual-node-without-image', message: 'sidecar proxy cannot be stopped' }] };
+  for (let i = 0; i < 1000; i++) {
+    const pod = podWithUid(`p${i}`);
+    watched.add(`p${i}`);
+    const result = executor.execute(pod, warn, log);
+    if (i % 2 === 0) {
+      watched.delete(`p${i}`);
+      executor.forget(pod);
+    }
+    await result;
+    if (i % 2 === 1) {
+      watched.delete(`p${i}`);
+      executor.forget(pod);
+    }
+  }
+  t.equal(executor.size, 0);
+});
