@@ -10,7 +10,6 @@ import type {
 } from '@kubernetes/client-node';
 import { MANAGED_BY_LABELS, NATIVE_SIDECARS_NAMESPACE_LABEL, WEBHOOK_NAMES, type NativeSidecarsMode } from '../policy/index.ts';
 import { WEBHOOK_TIMEOUT_SECONDS } from '../config.ts';
-import { certificatesIn } from '../tls/certificates.ts';
 import { isApiError } from './api-errors.ts';
 
 /** Namespaces the webhook never sees (so the sweeper leaves them alone too): kube-system, the add-on's own, and any configured. */
@@ -164,6 +163,8 @@ export async function syncCaBundles(api: AdmissionregistrationV1Api, name: strin
 async function syncOne(kind: ConfigurationApi, name: string, caBundle: string, stored: StoredCaBundle | undefined): Promise<boolean> {
   const existing = await readIfExists(kind, name);
   if (!existing?.webhooks?.length) return false;
+  // Loaded here: the watcher imports this module (excludedNamespaces) and loads no TLS code.
+  const { certificatesIn } = await import('../tls/certificates.ts');
   const wanted = certificatesIn(caBundle);
   let storedCas: Promise<string[]> | undefined;
   const ops: object[] = [];

@@ -68,6 +68,8 @@ export class Offload {
   }
 
   private start(): Worker {
+    // Beside this module: judge-worker.ts in the sources, the bundle judge-worker.js beside the
+    // bundle that holds this code (scripts/bundle.ts).
     const script = new URL(import.meta.url.endsWith('.ts') ? './judge-worker.ts' : './judge-worker.js', import.meta.url);
     // Without the parent's --import hooks (a test runner's), which would keep it alive.
     const worker = new Worker(script, { execArgv: [], resourceLimits: WORKER_HEAP });
