@@ -4,7 +4,7 @@
 // the watcher stops sidecars by ContainerRecreateRequest. The commands of docs/status-plugin.md
 // are run as written and their output compared with the page's (times, ages and generated names
 // aside); DOCS_WRITE=1 writes the output into the page instead.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import t from 'tap';
@@ -32,7 +32,9 @@ function sh(command: string, env: NodeJS.ProcessEnv = {}, cwd = repoRoot): Promi
 async function installPackage(): Promise<string> {
   const packed = await sh(`npm pack --pack-destination ${work} | tail -n 1`);
   if (packed.code !== 0) throw new Error(`npm pack failed: ${packed.stderr}`);
+  // A global prefix has lib/node_modules on every machine; npm's strict-allow-scripts check (the repo's .npmrc) reads it first.
   const prefix = join(work, 'prefix');
+  mkdirSync(join(prefix, 'lib', 'node_modules'), { recursive: true });
   const installed = await sh(`npm install -g --prefix ${prefix} --prefer-offline --no-audit --no-fund ${join(work, packed.stdout.trim())}`);
   if (installed.code !== 0) throw new Error(`npm install -g failed: ${installed.stderr}`);
   return join(prefix, 'bin');
