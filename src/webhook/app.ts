@@ -155,7 +155,7 @@ type Answer = (request: FastifyRequest, reply: FastifyReply, judgement: Judgemen
 
 /** Sends the AdmissionReview, counts it, and logs one line bound to the request (never the object). */
 function answerWith(endpoint: AdmissionEndpoint, metrics: AdmissionMetrics): Answer {
-  return (request, reply, { status, result, uid, decision, context }) => {
+  return (request, reply, { status, result, uid, decision, context, payload }) => {
     metrics.observe(endpoint, result, reply.elapsedTime / 1000);
     // Logged clipped: these come from the body, and a caller other than the API server can make them huge.
     // One object rather than a child logger: a child per request costs more than the line itself.
@@ -163,7 +163,8 @@ function answerWith(endpoint: AdmissionEndpoint, metrics: AdmissionMetrics): Ans
     const line = { uid: clip(uid), ...context, endpoint, result, status, code: decision.status?.code, message: message && clip(message, MAX_LOGGED_MESSAGE), warnings: decision.warnings?.length ?? 0 };
     if (result === 'error') request.log.warn(line, 'admission request rejected');
     else request.log.info(line, 'admission decision');
-    return reply.code(status).send(review(uid, decision));
+    reply.code(status);
+    return payload ? reply.type('application/json; charset=utf-8').send(payload) : reply.send(review(uid, decision));
   };
 }
 

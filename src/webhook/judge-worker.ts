@@ -2,6 +2,7 @@
 // away from the event loop that answers probes and the other reviews.
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
+import { review } from './admission.ts';
 import type { AdmissionEndpoint } from './metrics.ts';
 import { HANDLERS, judge } from './review.ts';
 import type { AdmissionSettings } from './validate.ts';
@@ -25,7 +26,10 @@ try {
 
 parentPort?.on('message', ({ id, endpoint, body, settings }: JudgeTask) => {
   try {
-    parentPort!.postMessage({ id, judgement: judge(body, HANDLERS[endpoint], settings) });
+    const { decision, ...judgement } = judge(body, HANDLERS[endpoint], settings);
+    // The answer serialized here, and its bytes moved, not copied, to the event loop's thread.
+    const payload = new TextEncoder().encode(JSON.stringify(review(judgement.uid, decision)));
+    parentPort!.postMessage({ id, judgement: { ...judgement, decision: { ...decision, patch: undefined } }, payload }, [payload.buffer]);
   } catch (error) {
     parentPort!.postMessage({ id, failure: error instanceof Error ? error.message : String(error) });
   }

@@ -73,14 +73,14 @@ export class Offload {
     const script = new URL(import.meta.url.endsWith('.ts') ? './judge-worker.ts' : './judge-worker.js', import.meta.url);
     // Without the parent's --import hooks (a test runner's), which would keep it alive.
     const worker = new Worker(script, { execArgv: [], resourceLimits: WORKER_HEAP });
-    worker.on('message', ({ id, judgement, failure }: { id: number; judgement?: Judgement; failure?: string }) => {
+    worker.on('message', ({ id, judgement, payload, failure }: { id: number; judgement?: Judgement; payload?: Uint8Array; failure?: string }) => {
       const pending = this.pending.get(id);
       this.pending.delete(id);
       if (this.pending.size === 0) {
         worker.unref();
         this.idle = setTimeout(() => void this.close(), WORKER_IDLE_MS).unref();
       }
-      if (judgement) pending?.resolve(judgement);
+      if (judgement) pending?.resolve(payload ? { ...judgement, payload: Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength) } : judgement);
       else pending?.reject(new Error(failure));
     });
     const fail = (error: Error) => {

@@ -40,6 +40,12 @@ export interface Judgement {
   migration?: MigrationResult;
   /** Why the handler failed (a 500), for the log; never part of the answer. */
   failure?: { message: string; stack?: string };
+  /**
+   * The answer, already serialized, from the worker thread: a patch for a large pod is megabytes,
+   * which would take the event loop milliseconds to copy and serialize. The decision then comes
+   * without its patch, for the log.
+   */
+  payload?: Buffer;
 }
 
 /** Parses and checks the body, then decides. */

@@ -13,8 +13,10 @@ import { Agent, request } from 'node:https';
 import t from 'tap';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, MAX_LISTED_FINDINGS } from '../../src/policy/index.ts';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
-import type { AdmissionReview } from '../../src/webhook/admission.ts';
+import { review, type AdmissionReview } from '../../src/webhook/admission.ts';
 import { buildApp, type AppOptions } from '../../src/webhook/app.ts';
+import { OFFLOAD_BODY_BYTES } from '../../src/webhook/offload.ts';
+import { HANDLERS, judge } from '../../src/webhook/review.ts';
 import { HOSTILE_SHAPES, countWithin, hostileBody, podReview } from '../support/hostile-reviews.ts';
 import { DEFAULT_OPTIONS, loadReview } from './support.ts';
 
@@ -92,6 +94,23 @@ t.test('malformed types get a 400 naming the field, inline and in the worker, ne
         t.equal(answer.status, 400, `${what}${large ? ` (${mib(body.length)}, in the worker)` : ''}, /${endpoint}: 400`);
         t.match(answer.review.response?.status?.message, says, `${what}, /${endpoint}: the message names the field`);
       }
+    }
+  }
+});
+
+t.test('a large body is answered from the worker exactly as the event loop would answer it, patch included', async (t) => {
+  const { app } = loggedApp();
+  t.teardown(() => app.close());
+  const settings = { enforcement: DEFAULT_OPTIONS.enforcement, quickExitImageAllowlist: DEFAULT_OPTIONS.quickExitImageAllowlist, nativeSidecars: true };
+  for (const id of ['many-sidecars', 'distinct-bad-values']) {
+    const shape = HOSTILE_SHAPES.find((each) => each.id === id)!;
+    const body = hostileBody(shape, countWithin(shape, 1024 * 1024));
+    t.ok(body.length > OFFLOAD_BODY_BYTES, `${id}: judged in the worker`);
+    for (const endpoint of ['validate', 'mutate', 'native-sidecars'] as const) {
+      const response = await app.inject({ method: 'POST', url: `/${endpoint}`, headers: { 'content-type': 'application/json' }, payload: body });
+      const inline = judge(body, HANDLERS[endpoint], settings);
+      t.equal(response.headers['content-type'], 'application/json; charset=utf-8', `${id}, /${endpoint}: JSON`);
+      t.same(JSON.parse(response.body), review(inline.uid, inline.decision), `${id}, /${endpoint}: the same answer (${response.body.length} bytes)`);
     }
   }
 });
