@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # sidecar-terminator: the webhook and the watcher (`serve`), and `lint`, in one image.
-# It also serves as the default image of the signal mechanism's ephemeral container, which
-# runs `node -e "process.kill(1, 'SIGTERM')"`: `node` must stay on the PATH.
+# The signal mechanism's ephemeral container runs another image, stop-sidecar (one static Go
+# program from images/stop-sidecar), published beside this one with the same tag.
 #   docker build -t sidecar-terminator:0.1.0 .
 # scripts/build-images.ts assembles the same content without Docker (the real-node tests run
 # it), and test/chart/image.test.ts runs these steps (bundle, start) without Docker.

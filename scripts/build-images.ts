@@ -7,8 +7,12 @@
 //                                              "REFERENCE<TAB>ARCHIVE" line each; no NAME: all
 //
 // The images:
-//   pause, quick-exit, test-container(-nonroot)  static Go programs from images/
+//   pause, quick-exit, stop-sidecar,             static Go programs from images/ (stop-sidecar is
+//   test-container(-nonroot)                     the watcher's --signal-image)
 //   busybox                                      Debian's busybox-static (fetched, not installed)
+//   tini                                         Debian's tini-static as the init, with busybox
+//   nginx                                        Debian's nginx and the libraries it links
+//   otelcol, cloud-sql-proxy                     built by scripts/build-sidecar-programs.sh
 //   sidecar-terminator                           the add-on: the Dockerfile's content (Node.js and the
 //                                                bundles of scripts/bundle.ts), assembled here, with
 //                                                the Dockerfile's ENTRYPOINT (Node's flags included)
@@ -78,6 +82,7 @@ function goImage(reference: string, program: string, config: ImageConfig): Image
 const IMAGES: Record<string, ImageSpec> = {
   pause: goImage('sidecar-terminator.local/pause:1', 'pause', { Entrypoint: ['/pause'] }),
   'quick-exit': goImage(`ghcr.io/sidecar-terminator/quick-exit:${version}`, 'quick-exit', { Entrypoint: ['/quick-exit'] }),
+  'stop-sidecar': goImage(`ghcr.io/sidecar-terminator/stop-sidecar:${version}`, 'stop-sidecar', { Entrypoint: ['/stop-sidecar'] }),
   'test-container': goImage('sidecar-terminator.local/test-container:1', 'test-container', { Entrypoint: ['/test-container'] }),
   'test-container-nonroot': goImage('sidecar-terminator.local/test-container-nonroot:1', 'test-container', {
     Entrypoint: ['/test-container'],
@@ -86,21 +91,64 @@ const IMAGES: Record<string, ImageSpec> = {
   busybox: {
     reference: 'docker.io/library/busybox:1.35',
     inputs: () => [debianPackage('busybox-static')],
-    assemble(rootfs) {
-      const unpacked = mkdtempSync(join(tmpdir(), 'st-busybox-'));
-      execFileSync('dpkg-deb', ['-x', debianPackage('busybox-static'), unpacked]);
-      mkdirSync(join(rootfs, 'bin'), { recursive: true });
-      copyExecutable(join(unpacked, 'bin/busybox'), join(rootfs, 'bin/busybox'));
-      // Every applet as a link, as the busybox image has them.
-      const applets = execFileSync(join(rootfs, 'bin/busybox'), ['--list'], { encoding: 'utf8' }).split('\n').filter(Boolean);
-      for (const applet of applets) if (applet !== 'busybox') execFileSync('ln', ['-s', 'busybox', join(rootfs, 'bin', applet)]);
-      for (const dir of ['tmp', 'etc', 'root']) mkdirSync(join(rootfs, dir), { recursive: true });
-      chmodSync(join(rootfs, 'tmp'), 0o1777);
-      writeFileSync(join(rootfs, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n');
-      writeFileSync(join(rootfs, 'etc/group'), 'root:x:0:\nnobody:x:65534:\n');
-      rmSync(unpacked, { recursive: true, force: true });
-    },
+    assemble: assembleBusybox,
     config: { Env: [PATH_ENV], Cmd: ['sh'] },
+  },
+  // An init that forwards signals to its child, as images built on tini run: tini-static as /sbin/tini, busybox for the child.
+  tini: {
+    reference: 'sidecar-terminator.local/tini:1',
+    inputs: () => [debianPackage('busybox-static'), debianPackage('tini')],
+    assemble(rootfs) {
+      assembleBusybox(rootfs);
+      withPackage('tini', (unpacked) => copyExecutable(join(unpacked, 'usr/bin/tini-static'), join(rootfs, 'sbin/tini')));
+    },
+    config: { Env: [PATH_ENV], Entrypoint: ['/sbin/tini', '--'] },
+  },
+  // Debian's nginx, with the shared libraries it links and a configuration that serves one page on port 8080.
+  nginx: {
+    reference: 'sidecar-terminator.local/nginx:1',
+    inputs: () => [debianPackage('nginx')],
+    assemble(rootfs) {
+      withPackage('nginx', (unpacked) => copyExecutable(join(unpacked, 'usr/sbin/nginx'), join(rootfs, 'usr/sbin/nginx')));
+      for (const library of sharedLibraries(join(rootfs, 'usr/sbin/nginx'))) copyExecutable(library, join(rootfs, library.replace(/^\//, '')));
+      for (const dir of ['etc/nginx', 'var/log/nginx', 'var/lib/nginx', 'run', 'tmp', 'usr/share/nginx/html']) mkdirSync(join(rootfs, dir), { recursive: true });
+      chmodSync(join(rootfs, 'tmp'), 0o1777);
+      writeFileSync(join(rootfs, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/false\nwww-data:x:33:33:www-data:/var/www:/bin/false\n');
+      writeFileSync(join(rootfs, 'etc/group'), 'root:x:0:\nwww-data:x:33:\n');
+      writeFileSync(join(rootfs, 'usr/share/nginx/html/index.html'), 'sidecar\n');
+      writeFileSync(
+        join(rootfs, 'etc/nginx/nginx.conf'),
+        'daemon off;\nuser www-data;\nworker_processes 1;\npid /run/nginx.pid;\nerror_log stderr info;\nevents { worker_connections 64; }\n' +
+          'http {\n  access_log /dev/stdout;\n  client_body_temp_path /tmp/body;\n  proxy_temp_path /tmp/proxy;\n  fastcgi_temp_path /tmp/fastcgi;\n  uwsgi_temp_path /tmp/uwsgi;\n  scgi_temp_path /tmp/scgi;\n' +
+          '  server { listen 8080; root /usr/share/nginx/html; }\n}\n',
+      );
+    },
+    config: { Env: [PATH_ENV], Entrypoint: ['/usr/sbin/nginx'] },
+  },
+  otelcol: {
+    reference: 'sidecar-terminator.local/otelcol:1',
+    inputs: () => [join(sidecarPrograms(), 'otelcol')],
+    assemble(rootfs) {
+      copyExecutable(join(sidecarPrograms(), 'otelcol'), join(rootfs, 'otelcol'));
+      mkdirSync(join(rootfs, 'etc/otelcol'), { recursive: true });
+      // Traces over OTLP/gRPC on the pod's loopback, written out by the debug exporter.
+      writeFileSync(
+        join(rootfs, 'etc/otelcol/config.yaml'),
+        'receivers:\n  otlp:\n    protocols:\n      grpc:\n        endpoint: 127.0.0.1:4317\nexporters:\n  debug: {}\n' +
+          'service:\n  telemetry:\n    metrics:\n      level: none\n  pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [debug]\n',
+      );
+      mkdirSync(join(rootfs, 'tmp'), { mode: 0o1777 });
+    },
+    config: { Env: [PATH_ENV], Entrypoint: ['/otelcol'], Cmd: ['--config=/etc/otelcol/config.yaml'] },
+  },
+  'cloud-sql-proxy': {
+    reference: 'sidecar-terminator.local/cloud-sql-proxy:1',
+    inputs: () => [join(sidecarPrograms(), 'cloud-sql-proxy')],
+    assemble(rootfs) {
+      copyExecutable(join(sidecarPrograms(), 'cloud-sql-proxy'), join(rootfs, 'cloud-sql-proxy'));
+      mkdirSync(join(rootfs, 'tmp'), { mode: 0o1777 });
+    },
+    config: { Env: [PATH_ENV], Entrypoint: ['/cloud-sql-proxy'] },
   },
   'sidecar-terminator': {
     reference: `ghcr.io/sidecar-terminator/sidecar-terminator:${version}`,
@@ -153,6 +201,35 @@ function assembleAddOn(rootfs: string): void {
   mkdirSync(join(rootfs, 'etc'), { recursive: true });
   writeFileSync(join(rootfs, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/false\nnode:x:1000:1000::/app:/bin/false\n');
   writeFileSync(join(rootfs, 'etc/group'), 'root:x:0:\nnode:x:1000:\n');
+}
+
+/** Debian's busybox-static, with every applet as a link, as the busybox image has them. */
+function assembleBusybox(rootfs: string): void {
+  withPackage('busybox-static', (unpacked) => copyExecutable(join(unpacked, 'bin/busybox'), join(rootfs, 'bin/busybox')));
+  const applets = execFileSync(join(rootfs, 'bin/busybox'), ['--list'], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  for (const applet of applets) if (applet !== 'busybox') execFileSync('ln', ['-s', 'busybox', join(rootfs, 'bin', applet)]);
+  for (const dir of ['tmp', 'etc', 'root']) mkdirSync(join(rootfs, dir), { recursive: true });
+  chmodSync(join(rootfs, 'tmp'), 0o1777);
+  writeFileSync(join(rootfs, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n');
+  writeFileSync(join(rootfs, 'etc/group'), 'root:x:0:\nnobody:x:65534:\n');
+}
+
+/** Runs `use` on a Debian package unpacked into a temporary directory. */
+function withPackage(name: string, use: (unpacked: string) => void): void {
+  const unpacked = mkdtempSync(join(tmpdir(), `st-${name}-`));
+  try {
+    execFileSync('dpkg-deb', ['-x', debianPackage(name), unpacked]);
+    use(unpacked);
+  } finally {
+    rmSync(unpacked, { recursive: true, force: true });
+  }
+}
+
+/** The bin directory of scripts/build-sidecar-programs.sh (it builds once, then finds its cache). */
+let sidecarProgramsDir: string | undefined;
+function sidecarPrograms(): string {
+  sidecarProgramsDir ??= execFileSync('bash', [join(repoRoot, 'scripts/build-sidecar-programs.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop()!;
+  return sidecarProgramsDir;
 }
 
 /** The libraries `ldd` resolves for a binary, and its loader. */

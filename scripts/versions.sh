@@ -13,8 +13,12 @@
 # Go module proxy serves for it (scripts/kruise-module.sh checks it; empty: not checked).
 : "${KRUISE_VERSION:=v1.9.0}"
 : "${KRUISE_MODULE_SUM=h1:7MWDURrU7VlkapL1qaFLQehJG0OdTN338RSvzuzR3kU=}"
+# Programs users run as sidecars, for the real-node tests of the stop methods: an OpenTelemetry
+# Collector assembled by its builder from the collector's own components, and Cloud SQL Auth Proxy v2.
+: "${OTELCOL_VERSION:=v0.165.0}"
+: "${CLOUD_SQL_PROXY_VERSION:=v2.27.0}"
 # The npm that installs the packages where the machine's is older than 11.16, which is the first to
 # enforce package.json's allowScripts (scripts/install-packages.sh): the one Node.js 24.21 ships.
 : "${NPM_VERSION:=11.19.0}"
 : "${SIDECAR_TERMINATOR_CACHE:=$HOME/.cache/sidecar-terminator}"
-export K8S_VERSION ETCD_VERSION HELM_VERSION CONTAINERD_VERSION RUNC_VERSION CNI_PLUGINS_VERSION CRI_TOOLS_VERSION KRUISE_VERSION KRUISE_MODULE_SUM NPM_VERSION SIDECAR_TERMINATOR_CACHE
+export K8S_VERSION ETCD_VERSION HELM_VERSION CONTAINERD_VERSION RUNC_VERSION CNI_PLUGINS_VERSION CRI_TOOLS_VERSION KRUISE_VERSION KRUISE_MODULE_SUM OTELCOL_VERSION CLOUD_SQL_PROXY_VERSION NPM_VERSION SIDECAR_TERMINATOR_CACHE

@@ -148,7 +148,16 @@ export const SERVE_FLAGS = {
   validateWorkloads: bool('validate-workloads', 'Register the validating webhook for Deployment, StatefulSet and DaemonSet writes too (their pod templates get warnings, never a denial); off, only Pods, Jobs and CronJobs wait on the webhook.'),
   namespaces: list('namespaces', 'Namespaces whose managed pods the watcher acts on; empty means every namespace.'),
   killMechanism: oneOf('kill-mechanism', 'How sidecars on normal nodes are stopped: crr creates an OpenKruise ContainerRecreateRequest (kruise-daemon kills the container), signal adds an ephemeral container that sends SIGTERM to the sidecar, auto uses crr when the cluster serves the Kruise CRD and signal otherwise.', ['auto', 'crr', 'signal'] as const, 'auto'),
-  signalImage: text('signal-image', "Image of the ephemeral container that signals a sidecar (it runs `node -e process.kill(1, 'SIGTERM')`); the chart sets it to the add-on's own image.", 'ghcr.io/sidecar-terminator/sidecar-terminator:0.1.0'),
+  signalImage: text(
+    'signal-image',
+    "Image of the ephemeral container that stops a sidecar from inside its pod: it sends SIGTERM, or the sidecar's HTTP shutdown request, and waits its grace period (the project's stop-sidecar image, one static program; the chart follows this default).",
+    'ghcr.io/sidecar-terminator/stop-sidecar:0.1.0',
+  ),
+  quickExitImage: text(
+    'quick-exit-image',
+    "Quick-exit image that ends a sidecar still running after its grace period (SIGTERM or its shutdown request ignored): the watcher puts it in place of the sidecar's image, the kubelet kills the sidecar through the runtime and runs this image, which must exit 0 whatever its arguments. Used for sidecars that set no command (the image runs the container's command) and declare no quick-exit image of their own; empty: the pod's phase is set from the main containers instead, and the kubelet kills the sidecar.",
+    'ghcr.io/sidecar-terminator/quick-exit:0.1.0',
+  ),
   resyncInterval: duration('resync-interval', 'How often the watcher queues every managed pod again, whatever its watch says (a pod whose reconcile fails is also retried on its own, with exponential backoff up to 2m apart, for as long as it fails); 0s turns it off.', '5m'),
   sweepInterval: duration('sweep-interval', 'How often the watcher lists running Never/OnFailure pods without the managed label and labels those with sidecar markers (pods admitted while the webhook was down); 0s turns it off.', '5m'),
   leaderElect: bool('leader-elect', 'Run the watcher only while holding a coordination.k8s.io Lease in --namespace, so several replicas never act twice; needed with more than one watcher replica.'),

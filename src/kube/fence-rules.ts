@@ -23,7 +23,9 @@ import {
   MANAGED_BY_LABELS,
   MANAGED_LABEL,
   OWNER_EVENT_REASON,
+  POD_ANNOTATIONS,
   SIGNAL_COMMAND,
+  STOP_ARGUMENT_FORMS,
   SIGNAL_CONTAINER_PREFIX,
   TERMINATED_CONDITION,
   TLS_SECRET_KEYS,
@@ -48,7 +50,7 @@ export interface FenceRules {
 
 /** The variables each installation sets (CEL literals), in the order the policy declares them. */
 export const PARAMETERS = {
-  watcher: ['ownNamespace', 'leaseName', 'signalImage'],
+  watcher: ['ownNamespace', 'leaseName', 'signalImage', 'quickExitImage'],
   webhook: ['ownNamespace', 'tlsSecret', 'configurationName'],
 } as const;
 
@@ -74,9 +76,11 @@ const SERVER_METADATA = ['resourceVersion', 'managedFields', 'generation'];
 const request = (group: string, resource: string, subResource: string, operations: readonly string[]) =>
   `request.resource.group == ${literal(group)} && request.resource.resource == ${literal(resource)} && request.?subResource.orValue("") == ${literal(subResource)} && request.operation in ${list(operations)}`;
 
-// A container's sidecar markers, read as OpenKruise reads them (src/policy/markers.ts).
+// A container's sidecar markers, read as OpenKruise reads them, or its name in the pod's
+// sidecars annotation (src/policy/markers.ts).
 const env = (container: string) => `${container}.?env.orValue([])`;
-const isKillSidecar = (container: string) => `${env(container)}.exists(e, e.name == ${literal(ENV_WHEN_JOB_EXIT)} && e.?value.orValue("").lowerAscii() == "true")`;
+const isKillSidecar = (container: string) =>
+  `(${env(container)}.exists(e, e.name == ${literal(ENV_WHEN_JOB_EXIT)} && e.?value.orValue("").lowerAscii() == "true") || ${container}.name in variables.namedSidecars)`;
 /** The first KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE entry's value, "" when there is none. */
 const quickExitImage = (container: string) =>
   `(${env(container)}.exists(e, e.name == ${literal(ENV_WITH_IMAGE)}) ? ${env(container)}.filter(e, e.name == ${literal(ENV_WITH_IMAGE)})[0].?value.orValue("") : "")`;
@@ -97,6 +101,11 @@ const watcher: FenceRules = {
     { name: 'oldLabels', expression: 'oldObject.metadata.?labels.orValue({})' },
     { name: 'newLabels', expression: 'object.metadata.?labels.orValue({})' },
     { name: 'managedBefore', expression: `variables.oldLabels[?${LABEL}].orValue("") == ${literal(MANAGED)}` },
+    // The containers the pod's annotation names as sidecars.
+    {
+      name: 'namedSidecars',
+      expression: `oldObject.metadata.?annotations.orValue({})[?${literal(POD_ANNOTATIONS.sidecars)}].orValue("").split(",").map(n, n.trim()).filter(n, n != "")`,
+    },
     { name: 'signalCommand', expression: list(SIGNAL_COMMAND) },
     { name: 'oldEphemeral', expression: 'oldObject.spec.?ephemeralContainers.orValue([])' },
     { name: 'newEphemeral', expression: 'object.spec.?ephemeralContainers.orValue([])' },
@@ -132,8 +141,11 @@ const watcher: FenceRules = {
       expression:
         `!variables.podUpdate || (${sameExcept('object.spec', 'oldObject.spec', ['containers'])} && object.spec.containers.size() == oldObject.spec.containers.size() && ` +
         `object.spec.containers.all(c, oldObject.spec.containers.exists(o, o.name == c.name && ${sameExcept('c', 'o', ['image'])} && ` +
-        `(c.image == o.image || (variables.managedBefore && variables.mainsExited && c.image != "" && c.image == ${quickExitImage('o')})))))`,
-      message: `sidecar-terminator fence: the watcher may change the spec of a pod labelled ${MANAGED_LABEL}=${MANAGED} only to replace a sidecar's image with the first ${ENV_WITH_IMAGE} of that container, once every main container has exited`,
+        `(c.image == o.image || (variables.managedBefore && variables.mainsExited && c.image != "" && (c.image == ${quickExitImage('o')} || ` +
+        // The end of a sidecar still running after its grace period: --quick-exit-image, where it sets
+        // no command, or once the pod's phase is terminal (the kubelet then runs no container of it).
+        `(c.image == variables.quickExitImage && ${isKillSidecar('o')} && (!has(o.command) || oldObject.status.?phase.orValue("") in ${list(TERMINAL_PHASES)}))))))))`,
+      messageExpression: `"sidecar-terminator fence: the watcher may change the spec of a pod labelled ${MANAGED_LABEL}=${MANAGED} only to replace a sidecar's image with the first ${ENV_WITH_IMAGE} of that container, or a sidecar's with " + variables.quickExitImage + " where it sets no command or the pod's phase is terminal, once every main container has exited"`,
     },
     // PodWriter.addEphemeralContainers: the signal containers of src/policy/signal-container.ts.
     {
@@ -144,13 +156,15 @@ const watcher: FenceRules = {
       expression:
         '!variables.signalContainersAdded || (variables.managedBefore && variables.oldEphemeral.all(o, variables.newEphemeral.exists(n, n == o)) && variables.addedEphemeral.size() > 0 && ' +
         // The API server fills in imagePullPolicy, terminationMessagePath and an empty resources.
-        `variables.addedEphemeral.all(n, ${onlyKeys('n', ['name', 'image', 'command', 'targetContainerName', 'terminationMessagePolicy', 'terminationMessagePath', 'imagePullPolicy', 'resources', 'securityContext'])} && ` +
-        `dyn(n.?resources.orValue({})).size() == 0 && n.name.startsWith(${literal(SIGNAL_CONTAINER_PREFIX)}) && n.image == variables.signalImage && n.?command.orValue([]) == variables.signalCommand))`,
-      messageExpression: `"sidecar-terminator fence: the watcher may only add its signal container to a pod labelled ${MANAGED_LABEL}=${MANAGED}: named stop-<sidecar>, image " + variables.signalImage + ", command " + variables.signalCommand.join(" ") + ", and no other field"`,
+        `variables.addedEphemeral.all(n, ${onlyKeys('n', ['name', 'image', 'command', 'args', 'targetContainerName', 'terminationMessagePolicy', 'terminationMessagePath', 'imagePullPolicy', 'resources', 'securityContext'])} && ` +
+        `dyn(n.?resources.orValue({})).size() == 0 && n.name.startsWith(${literal(SIGNAL_CONTAINER_PREFIX)}) && n.image == variables.signalImage && n.?command.orValue([]) == variables.signalCommand && ` +
+        // Its arguments (src/policy/signal-container.ts stopArguments): a shutdown request goes to the pod's own loopback only.
+        `n.?args.orValue([]).size() <= 4 && n.?args.orValue([]).all(a, ${list(STOP_ARGUMENT_FORMS)}.exists(f, a.matches(f)))))`,
+      messageExpression: `"sidecar-terminator fence: the watcher may only add its signal container to a pod labelled ${MANAGED_LABEL}=${MANAGED}: named stop-<sidecar>, image " + variables.signalImage + ", command " + variables.signalCommand.join(" ") + ", arguments --grace-period, --method, --url (http://localhost, 127.0.0.1 or [::1] only) and --container-id, and no other field"`,
     },
     {
       expression: `!variables.signalContainersAdded || variables.addedEphemeral.all(n, oldObject.spec.containers.exists(t, t.name == n.?targetContainerName.orValue("") && ${isKillSidecar('t')}))`,
-      message: `sidecar-terminator fence: the watcher's signal container must target a container marked ${ENV_WHEN_JOB_EXIT}=true`,
+      message: `sidecar-terminator fence: the watcher's signal container must target a container marked ${ENV_WHEN_JOB_EXIT}=true or named in the pod's ${POD_ANNOTATIONS.sidecars} annotation`,
     },
     {
       // The user of src/policy/signal-container.ts signalUser: the sidecar's runAsUser/runAsGroup,

@@ -15,6 +15,8 @@ export interface FenceTarget {
   /** The watcher's leader-election Lease. */
   leaseName: string;
   signalImage: string;
+  /** --quick-exit-image: the watcher may put it in place of a sidecar's image. */
+  quickExitImage: string;
   /** The webhook's certificate Secret. */
   tlsSecret: string;
   /** Name of the webhook configurations, and the prefix of the policies' names. */
@@ -37,6 +39,7 @@ export function desiredFence(target: FenceTarget): Record<FencedComponent, Fence
     ownNamespace: target.namespace,
     leaseName: target.leaseName,
     signalImage: target.signalImage,
+    quickExitImage: target.quickExitImage,
     tlsSecret: target.tlsSecret,
     configurationName: target.configurationName,
   };

@@ -23,8 +23,10 @@ export function sourceRange(document: Document.Parsed, root: Node, steps: readon
     const current = resolve(node);
     let next: Node | undefined;
     let keyStart: number | undefined;
-    if ('key' in step && isMap(current)) {
-      const pair = current.items.findLast((item) => isScalar(item.key) && String(item.key.value) === step.key);
+    // `annotations[KEY]` names a map key the way `env[NAME]` names a list item.
+    const key = 'key' in step ? step.key : 'name' in step && isMap(current) ? step.name : undefined;
+    if (key !== undefined && isMap(current)) {
+      const pair = current.items.findLast((item) => isScalar(item.key) && String(item.key.value) === key);
       if (pair && isScalar(pair.key)) {
         keyStart = pair.key.range![0];
         next = resolve(pair.value) ?? pair.key;

@@ -11,7 +11,7 @@ export type CodeKind = 'ignore' | 'wait' | 'finished' | 'act' | 'step' | 'event'
 /** How the metric `sidecar_terminator_terminations_total` counts a warning, when it counts it. */
 export interface CountedAs {
   mechanism: 'crr' | 'signal' | 'image' | 'phase' | 'none';
-  result: 'refused' | 'failed' | 'ignored';
+  result: 'refused' | 'failed' | 'escalated';
 }
 
 interface CodeInfo {
@@ -39,9 +39,11 @@ export const CODES = {
   'replace-image': { kind: 'step', meaning: "the sidecar's image is replaced in place with its quick-exit image" },
   'mark-terminal': { kind: 'step', meaning: "the pod's phase is set from the main containers, with the SidecarTerminated condition" },
   'create-crr': { kind: 'step', meaning: 'an OpenKruise ContainerRecreateRequest is created for the kill sidecars' },
-  'add-signal-containers': { kind: 'step', meaning: 'an ephemeral container per kill sidecar sends it SIGTERM' },
+  'add-signal-containers': { kind: 'step', meaning: 'an ephemeral container per sidecar sends it SIGTERM, or its HTTP shutdown request, and waits for it to exit' },
   'set-condition': { kind: 'step', meaning: 'the SidecarTerminated condition says why the pod waits, or that the wait is over' },
   warn: { kind: 'step', meaning: 'a Warning event, with a warning code' },
+  'escalate-image': { kind: 'step', meaning: "a sidecar still running after its grace period gets a quick-exit image in place of its own: the kubelet kills it through the runtime and runs that image" },
+  'escalate-phase': { kind: 'step', meaning: "a sidecar still running after its grace period, where no quick-exit image can run: the pod's phase is set from the main containers, and the kubelet kills it" },
   finish: { kind: 'step', meaning: 'nothing is written: the pod leaves the watch once its phase is terminal' },
 
   'stop-requested': { kind: 'event', meaning: 'the sidecars are told to stop (the Normal SidecarTerminator event)' },
@@ -52,11 +54,11 @@ export const CODES = {
     counted: { mechanism: 'none', result: 'refused' },
   },
   'quick-exit-image-not-allowed': { kind: 'warning', meaning: 'the quick-exit image is not in --quick-exit-image-allowlist', counted: { mechanism: 'image', result: 'refused' } },
-  'share-process-namespace': { kind: 'warning', meaning: 'the pod sets shareProcessNamespace, so PID 1 is the pause process, not the sidecar', counted: { mechanism: 'signal', result: 'refused' } },
-  'signal-user-unknown': { kind: 'warning', meaning: "the sidecar's user is unknown and runAsNonRoot forbids the root user that could signal it", counted: { mechanism: 'signal', result: 'refused' } },
-  'signal-failed': { kind: 'warning', meaning: 'the signal container exited non-zero without signalling the sidecar', counted: { mechanism: 'signal', result: 'failed' } },
-  'signal-not-started': { kind: 'warning', meaning: 'the signal container cannot start', counted: { mechanism: 'signal', result: 'failed' } },
-  'signal-ignored': { kind: 'warning', meaning: 'the sidecar still runs a grace period after SIGTERM: its PID 1 ignores it', counted: { mechanism: 'signal', result: 'ignored' } },
+  'signal-user-unknown': { kind: 'warning', meaning: "the sidecar's user is unknown and runAsNonRoot forbids the root user that could signal it: it is ended from outside", counted: { mechanism: 'signal', result: 'refused' } },
+  'signal-failed': { kind: 'warning', meaning: 'the signal container exited non-zero without stopping the sidecar: it is ended from outside', counted: { mechanism: 'signal', result: 'failed' } },
+  'signal-not-started': { kind: 'warning', meaning: 'the signal container cannot start: the sidecar is ended from outside', counted: { mechanism: 'signal', result: 'failed' } },
+  'sigterm-unhandled': { kind: 'warning', meaning: "the sidecar's PID 1 has no SIGTERM handler, so the kernel drops SIGTERM sent from inside its PID namespace: it is ended from outside at once", counted: { mechanism: 'signal', result: 'escalated' } },
+  'signal-ignored': { kind: 'warning', meaning: 'the sidecar still runs a grace period after SIGTERM or its shutdown request: it is ended from outside', counted: { mechanism: 'signal', result: 'escalated' } },
   'quick-exit-image-not-pulled': { kind: 'warning', meaning: "the sidecar's node cannot pull its quick-exit image", counted: { mechanism: 'image', result: 'failed' } },
   'node-missing': { kind: 'warning', meaning: "the pod's node does not exist" },
   'stop-failed': { kind: 'warning', meaning: 'a request that stops the sidecars failed; it is retried' },

@@ -1,7 +1,7 @@
 // The watcher's decision for one pod on its node: is the job's work done, and which sidecars to
 // stop by which mechanism now. Pure: stop-plan.ts turns the actions into the requests to make.
 import type { IgnoreCode, WaitCode } from './codes.ts';
-import { classifyContainers, type ContainerRole, type SidecarMarkers } from './markers.ts';
+import { classifyContainers, podAnnotations, type ContainerRole, type SidecarMarkers } from './markers.ts';
 import { nodeKindOf, type NodeKind } from './nodes.ts';
 import { arrayOf, isRecord, restartPolicyOf, type ContainerState, type ContainerStatus, type NodeLike, type PodLike } from './types.ts';
 
@@ -51,7 +51,7 @@ export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
   const phase = pod.status?.phase;
   if (phase === undefined || phase === 'Pending') return { outcome: 'ignore', code: 'pod-not-started' };
 
-  const roles = classifyContainers(spec);
+  const roles = classifyContainers(spec, podAnnotations(pod));
   const mains = roles.filter((role) => role.role === 'main');
   const sidecars = roles.filter((role) => role.role === 'sidecar');
   if (sidecars.length === 0) return { outcome: 'ignore', code: 'no-sidecar' };
@@ -116,13 +116,16 @@ export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
   // its terminal phase first, so their exit code cannot change it (kubelet keeps a terminal phase).
   // A sidecar whose quick-exit image cannot be pulled waits for the same moment.
   if ((afterTerminalPhase.length > 0 || stopsWithTerminalPhase) && !othersStillRunning) {
-    const phaseAction: Action[] = terminalPhase
-      ? []
-      : [{ type: 'markTerminal', phase: mainCodes.every((code) => code === 0) ? 'Succeeded' : 'Failed' }];
+    const phaseAction: Action[] = terminalPhase ? [] : [{ type: 'markTerminal', phase: phaseOfMains(mainCodes) }];
     return { outcome: 'act', actions: [...now, ...phaseAction, ...afterTerminalPhase] };
   }
   if (now.length === 0) return { outcome: 'wait', code: 'sidecars-stopping' };
   return { outcome: 'act', actions: now };
+}
+
+/** The terminal phase the main containers' exit codes make, as the kubelet would compute it. */
+export function phaseOfMains(mainCodes: ReadonlyArray<number | undefined>): 'Succeeded' | 'Failed' {
+  return mainCodes.every((code) => code === 0) ? 'Succeeded' : 'Failed';
 }
 
 /** Waiting reasons of a container whose image cannot be pulled: kubelet retries the pull and never gives up. */
@@ -154,7 +157,7 @@ function imagePullFailure(pod: PodLike, name: string): { reason: string; message
 
 /** When the last main container finished, in epoch milliseconds, once every main container has. */
 export function mainsFinishedAt(pod: PodLike): number | undefined {
-  const roles = classifyContainers(pod.spec ?? {});
+  const roles = classifyContainers(pod.spec ?? {}, podAnnotations(pod));
   const mains = new Set(roles.filter((role) => role.role === 'main').map((role) => role.name));
   const times: number[] = [];
   for (const raw of arrayOf(pod.status?.containerStatuses)) {

@@ -4,7 +4,7 @@
 export type Severity = 'error' | 'warning' | 'info';
 
 /** The Kubernetes field error types used here; a finding without one is a plain remark. */
-export type FindingType = 'Invalid value' | 'Required value' | 'Forbidden' | 'Duplicate value' | 'Unsupported value';
+export type FindingType = 'Invalid value' | 'Required value' | 'Forbidden' | 'Duplicate value' | 'Unsupported value' | 'Not found';
 
 /** Stable identifiers of the rules checked at admission, one per row of the rules table of docs/admission-rules.md. */
 export type AdmissionRuleId =
@@ -22,7 +22,12 @@ export type AdmissionRuleId =
   | 'on-failure-kill-exit-code'
   | 'virtual-node-without-image'
   | 'marker-on-init-container'
-  | 'duplicate-marker';
+  | 'duplicate-marker'
+  | 'sidecar-name-invalid'
+  | 'sidecar-not-found'
+  | 'stop-method-invalid'
+  | 'grace-period-invalid'
+  | 'stop-without-sidecar';
 
 /** What lint says, as info, about --native-sidecars: which sidecars would move, and why others stay. */
 export type MigrationRuleId = 'native-sidecar-migration' | 'native-sidecar-migration-skipped';

@@ -1,6 +1,7 @@
 // The policy core: pure rules shared by the webhook, the watcher and the lint command.
 export * from './types.ts';
 export * from './markers.ts';
+export * from './stop-method.ts';
 export * from './image.ts';
 export * from './nodes.ts';
 export * from './findings.ts';

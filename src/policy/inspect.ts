@@ -29,7 +29,7 @@ export function inspectObject(object: unknown, quickExitImageAllowlist: readonly
   if (!location) return undefined;
   const { spec, fieldPrefix, strictRestartPolicy, advisory } = location;
   const annotations = podAnnotationsOf(object, location);
-  const findings = validatePodSpec(spec, { fieldPrefix, strictRestartPolicy, quickExitImageAllowlist, migratedSidecars: migratedSidecars(annotations) });
+  const findings = validatePodSpec(spec, { fieldPrefix, strictRestartPolicy, quickExitImageAllowlist, migratedSidecars: migratedSidecars(annotations), annotations, containersFinal: fieldPrefix === 'spec' });
   return { spec, fieldPrefix, annotations, findings: advisory ? applyEnforcement(findings, 'warn') : findings, controller: controllerOf(object) };
 }
 
@@ -56,5 +56,5 @@ export function shouldManage(pod: unknown, quickExitImageAllowlist: readonly str
 
 /** shouldManage, for a pod inspected already. */
 export function isManaged(inspection: Inspection): boolean {
-  return isManageable(inspection.spec, inspection.controller ? [] : inspection.findings);
+  return isManageable(inspection.spec, inspection.controller ? [] : inspection.findings, inspection.annotations);
 }

@@ -1,12 +1,21 @@
 // The OpenKruise-compatible env vars that mark a container as a sidecar, and the reading of
-// them from a container, entry by entry as OpenKruise's Job Sidecar Terminator reads them.
+// them from a container, entry by entry as OpenKruise's Job Sidecar Terminator reads them; and the
+// add-on's own additions: the pod annotations that name sidecars (injected by another webhook),
+// and how each sidecar asks to be stopped (stop-method.ts).
+import { POD_ANNOTATIONS } from './names.ts';
+import { SIGNAL, parseGracePeriod, parseStopMethod, type StopMethod } from './stop-method.ts';
 import { arrayOf, isRecord, type Container, type PodSpec } from './types.ts';
 
 export const ENV_WHEN_JOB_EXIT = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT';
 export const ENV_WITH_IMAGE = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE';
 export const ENV_IGNORE_EXIT_CODE = 'KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE';
 
-export const MARKER_NAMES = [ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, ENV_IGNORE_EXIT_CODE] as const;
+/** The add-on's own: how the sidecar is told to stop (stop-method.ts), and how long it is given. */
+export const ENV_STOP = 'SIDECAR_TERMINATOR_STOP';
+export const ENV_GRACE_PERIOD = 'SIDECAR_TERMINATOR_GRACE_PERIOD_SECONDS';
+
+export const KRUISE_MARKER_NAMES = [ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, ENV_IGNORE_EXIT_CODE] as const;
+export const MARKER_NAMES = [...KRUISE_MARKER_NAMES, ENV_STOP, ENV_GRACE_PERIOD] as const;
 export type MarkerName = (typeof MARKER_NAMES)[number];
 
 export function isMarkerName(name: unknown): name is MarkerName {
@@ -42,7 +51,38 @@ export interface SidecarMarkers {
   whenJobExit: boolean;
   quickExitImage: string | undefined;
   ignoreExitCode: boolean;
+  /** How it is told to stop; SIGTERM unless set (a value that cannot be read counts as unset). */
+  stop: StopMethod;
+  /** Seconds it is given to exit before it is ended from outside; the pod's terminationGracePeriodSeconds unless set. */
+  gracePeriodSeconds: number | undefined;
 }
+
+/** The pod annotations that concern one container (POD_ANNOTATIONS), as written. */
+export interface ContainerAnnotations {
+  /** Named in sidecar-terminator.io/sidecars. */
+  sidecar: boolean;
+  /** Named in sidecar-terminator.io/ignore-exit-code. */
+  ignoreExitCode: boolean;
+  stop: string | undefined;
+  gracePeriod: string | undefined;
+}
+
+/** The container names an annotation lists: comma-separated, blanks around them ignored. */
+export function annotationNames(value: unknown): string[] {
+  return typeof value === 'string' ? value.split(',').map((name) => name.trim()).filter((name) => name !== '') : [];
+}
+
+export function containerAnnotations(annotations: Record<string, unknown>, container: string): ContainerAnnotations {
+  const text = (key: string) => (typeof annotations[key] === 'string' ? annotations[key] : undefined);
+  return {
+    sidecar: annotationNames(annotations[POD_ANNOTATIONS.sidecars]).includes(container),
+    ignoreExitCode: annotationNames(annotations[POD_ANNOTATIONS.ignoreExitCode]).includes(container),
+    stop: text(`${POD_ANNOTATIONS.stopPrefix}${container}`),
+    gracePeriod: text(`${POD_ANNOTATIONS.gracePeriodPrefix}${container}`),
+  };
+}
+
+const NO_ANNOTATIONS: ContainerAnnotations = { sidecar: false, ignoreExitCode: false, stop: undefined, gracePeriod: undefined };
 
 export function isTrueValue(value: string | undefined): boolean {
   return value !== undefined && value.toLowerCase() === 'true';
@@ -55,14 +95,20 @@ export function isTrueValue(value: string | undefined): boolean {
  * holds the last one. Any other value (`""`, `"1"`, `"yes"`, or one set through valueFrom, which
  * cannot be read from the spec) means "not set". Validation warns about all of these.
  */
-export function readMarkers(container: Container): SidecarMarkers {
+export function readMarkers(container: Container, annotated: ContainerAnnotations = NO_ANNOTATIONS): SidecarMarkers {
   const entries = markerEntries(container);
   const anyTrue = (name: MarkerName) => entries.some((entry) => entry.name === name && isTrueValue(entry.value));
-  const quickExitImage = entries.find((entry) => entry.name === ENV_WITH_IMAGE)?.value;
+  const first = (name: MarkerName) => entries.find((entry) => entry.name === name)?.value;
+  const quickExitImage = first(ENV_WITH_IMAGE);
+  // The pod's annotation wins over the container's env: the Job's author decides for its pods.
+  const stop = parseStopMethod(annotated.stop ?? first(ENV_STOP) ?? 'signal');
+  const grace = parseGracePeriod(annotated.gracePeriod ?? first(ENV_GRACE_PERIOD) ?? '');
   return {
-    whenJobExit: anyTrue(ENV_WHEN_JOB_EXIT),
+    whenJobExit: anyTrue(ENV_WHEN_JOB_EXIT) || annotated.sidecar,
     quickExitImage: quickExitImage === '' ? undefined : quickExitImage,
-    ignoreExitCode: anyTrue(ENV_IGNORE_EXIT_CODE),
+    ignoreExitCode: anyTrue(ENV_IGNORE_EXIT_CODE) || annotated.ignoreExitCode,
+    stop: 'method' in stop ? stop.method : SIGNAL,
+    gracePeriodSeconds: 'seconds' in grace ? grace.seconds : undefined,
   };
 }
 
@@ -77,21 +123,34 @@ export interface ContainerRole {
   index: number;
   /** The container's image, when it is a string. */
   image: string | undefined;
+  /** It sets `command`, which an image put in its place runs too. */
+  hasCommand: boolean;
   role: 'main' | 'sidecar';
   markers: SidecarMarkers;
 }
 
-/** Splits spec.containers into main containers and sidecars. Init containers are never either. */
-export function classifyContainers(spec: PodSpec): ContainerRole[] {
+/**
+ * Splits spec.containers into main containers and sidecars, from their env and the pod's
+ * annotations (`annotations`: the pod's, or its template's). Init containers are never either.
+ */
+export function classifyContainers(spec: PodSpec, annotations: Record<string, unknown> = {}): ContainerRole[] {
   return arrayOf(spec.containers).map((raw, index) => {
     const container: Container = isRecord(raw) ? raw : {};
-    const markers = readMarkers(container);
+    const name = typeof container.name === 'string' ? container.name : `#${index}`;
+    const markers = readMarkers(container, containerAnnotations(annotations, name));
     return {
-      name: typeof container.name === 'string' ? container.name : `#${index}`,
+      name,
       index,
       image: typeof container.image === 'string' ? container.image : undefined,
+      hasCommand: container.command !== undefined && container.command !== null,
       role: isSidecar(markers) ? 'sidecar' : 'main',
       markers,
     };
   });
+}
+
+/** The annotations of a pod, as classifyContainers reads them. */
+export function podAnnotations(pod: { metadata?: { annotations?: unknown } | null }): Record<string, unknown> {
+  const annotations = pod.metadata?.annotations;
+  return isRecord(annotations) ? annotations : {};
 }

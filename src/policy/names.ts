@@ -21,6 +21,21 @@ export const DONE = 'done';
  */
 export const IN_FLIGHT_FIELD_SELECTOR = 'status.phase!=Succeeded,status.phase!=Failed';
 
+/**
+ * The pod annotations (on a Job's pod template) that say the same as the env vars, for containers
+ * whose env the Job's author cannot write (a proxy or agent another webhook injects), by name.
+ */
+export const POD_ANNOTATIONS = {
+  /** Comma-separated container names: each is a sidecar, as with KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT=true. */
+  sidecars: 'sidecar-terminator.io/sidecars',
+  /** Comma-separated container names: as KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE=true on each. */
+  ignoreExitCode: 'sidecar-terminator.io/ignore-exit-code',
+  /** `stop.sidecar-terminator.io/<container>`: how that sidecar is told to stop, as SIDECAR_TERMINATOR_STOP. */
+  stopPrefix: 'stop.sidecar-terminator.io/',
+  /** `grace-period-seconds.sidecar-terminator.io/<container>`: as SIDECAR_TERMINATOR_GRACE_PERIOD_SECONDS. */
+  gracePeriodPrefix: 'grace-period-seconds.sidecar-terminator.io/',
+} as const;
+
 /** Annotation by which a bare pod asks for Job-strength validation of its restartPolicy. */
 export const STRICT_VALIDATION_ANNOTATION = 'sidecar-terminator.io/validation';
 /** The namespace label that opts a namespace in with --native-sidecars=labelled. */

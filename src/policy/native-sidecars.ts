@@ -9,8 +9,8 @@
 // watcher stops its sidecars) and the plan says why. All of a pod's sidecars move, or none: a
 // migrated pod is never also managed by the watcher.
 import { clipValue, listedFindings, type Finding } from './findings.ts';
-import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, classifyContainers } from './markers.ts';
-import { MIGRATED_ANNOTATION, NATIVE_SIDECARS_OPT_OUT } from './names.ts';
+import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, classifyContainers, isTrueValue, markerEntries } from './markers.ts';
+import { MIGRATED_ANNOTATION, NATIVE_SIDECARS_OPT_OUT, POD_ANNOTATIONS } from './names.ts';
 import { virtualNodeField } from './nodes.ts';
 import { podMetadataPrefix } from './templates.ts';
 import { arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from './types.ts';
@@ -42,7 +42,7 @@ export function planNativeSidecars({ spec: rawSpec, annotations, fieldPrefix, ha
   const spec: PodSpec = isRecord(rawSpec) ? rawSpec : {};
   const restartPolicy = restartPolicyOf(spec);
   if (restartPolicy !== 'Never' && restartPolicy !== 'OnFailure') return { outcome: 'none', reason: 'restartPolicy is neither Never nor OnFailure' };
-  const sidecars = classifyContainers(spec).filter((role) => role.role === 'sidecar');
+  const sidecars = classifyContainers(spec, annotations).filter((role) => role.role === 'sidecar');
   if (sidecars.length === 0) return { outcome: 'none', reason: 'no container is marked as a sidecar' };
   const optOut = annotations[NATIVE_SIDECARS_OPT_OUT.key];
   if (optOut === NATIVE_SIDECARS_OPT_OUT.value) return { outcome: 'none', reason: `the pod is annotated ${NATIVE_SIDECARS_OPT_OUT.key}: ${NATIVE_SIDECARS_OPT_OUT.value}` };
@@ -69,6 +69,13 @@ export function planNativeSidecars({ spec: rawSpec, annotations, fieldPrefix, ha
     const path = `${fieldPrefix}.containers[${sidecar.index}]`;
     // A record: only a record can carry the markers that make a sidecar.
     const container = containers[sidecar.index] as Container;
+    const marked = markerEntries(container).some((entry) => entry.name === ENV_WHEN_JOB_EXIT && isTrueValue(entry.value));
+    if (sidecar.markers.whenJobExit && !marked) {
+      obstacle(`${podMetadataPrefix(fieldPrefix)}.annotations[${POD_ANNOTATIONS.sidecars}]`, `sidecar ${sidecar.name} is named by the pod's annotation, not marked: another webhook may inject it, and it stays where that webhook puts it`);
+    }
+    if (sidecar.markers.stop.kind === 'http') {
+      obstacle(`${path}`, `sidecar ${sidecar.name} is stopped by its HTTP shutdown request; a native sidecar gets SIGTERM instead`);
+    }
     if (!sidecar.markers.whenJobExit) {
       obstacle(
         `${path}.env[${ENV_WITH_IMAGE}]`,

@@ -5,12 +5,13 @@
 // conditions stay complete lists, in order: writes address them by position.
 import type { V1Container, V1ContainerStatus, V1EphemeralContainer, V1Pod } from '@kubernetes/client-node';
 import { isMarkerName } from './markers.ts';
+import { POD_ANNOTATIONS } from './names.ts';
 
 export function retainedPod(pod: V1Pod): V1Pod {
   const { metadata, spec, status } = pod;
   return {
     ...(metadata && {
-      metadata: pick(metadata, ['name', 'namespace', 'uid', 'resourceVersion', 'labels', 'deletionTimestamp']),
+      metadata: { ...pick(metadata, ['name', 'namespace', 'uid', 'resourceVersion', 'labels', 'deletionTimestamp']), ...sidecarAnnotations(metadata.annotations) },
     }),
     ...(spec && {
       spec: {
@@ -31,10 +32,21 @@ export function retainedPod(pod: V1Pod): V1Pod {
   };
 }
 
-/** Name, image, security context (the signal container's user), and the sidecar markers alone of its env, in order. */
+/** The annotations that name sidecars and say how to stop them (POD_ANNOTATIONS), and no other. */
+function sidecarAnnotations(annotations: Record<string, string> | undefined): { annotations?: Record<string, string> } {
+  const kept = Object.entries(annotations ?? {}).filter(
+    ([key]) => key === POD_ANNOTATIONS.sidecars || key === POD_ANNOTATIONS.ignoreExitCode || key.startsWith(POD_ANNOTATIONS.stopPrefix) || key.startsWith(POD_ANNOTATIONS.gracePeriodPrefix),
+  );
+  return kept.length > 0 ? { annotations: Object.fromEntries(kept) } : {};
+}
+
+/**
+ * Name, image, security context (the signal container's user), the sidecar markers alone of its
+ * env, in order, and whether it sets a command (a quick-exit image put in its place runs it).
+ */
 function retainedContainer(container: V1Container): V1Container {
   const markers = (container.env ?? []).filter((env) => isMarkerName(env.name));
-  return { ...pick(container, ['name', 'image', 'securityContext']), ...(markers.length > 0 && { env: markers }) };
+  return { ...pick(container, ['name', 'image', 'securityContext']), ...(markers.length > 0 && { env: markers }), ...(container.command && { command: [] }) };
 }
 
 function retainedEphemeralContainer(container: V1EphemeralContainer): V1EphemeralContainer {
@@ -42,7 +54,7 @@ function retainedEphemeralContainer(container: V1EphemeralContainer): V1Ephemera
 }
 
 function retainedStatus(status: V1ContainerStatus): V1ContainerStatus {
-  return pick(status, ['name', 'state', 'restartCount', 'user']) as V1ContainerStatus;
+  return pick(status, ['name', 'state', 'restartCount', 'user', 'containerID']) as V1ContainerStatus;
 }
 
 /** The listed keys that `object` has, nothing else. */

@@ -88,6 +88,31 @@ export const RULES: Readonly<Record<RuleId, RuleDescription>> = {
     summary: 'A sidecar marker defined more than once in one container.',
     fix: 'Keep one definition of each marker.',
   },
+  'sidecar-name-invalid': {
+    severity: 'error',
+    summary: 'The sidecar-terminator.io/sidecars or sidecar-terminator.io/ignore-exit-code annotation, or a stop.sidecar-terminator.io/ or grace-period-seconds.sidecar-terminator.io/ annotation key, holds something that is not a container name.',
+    fix: 'List container names (lowercase letters, digits and "-"), separated by commas.',
+  },
+  'sidecar-not-found': {
+    severity: 'warning',
+    summary: 'A pod annotation names a container the pod does not have (checked on pods, after every webhook has injected its containers).',
+    fix: 'Correct the name, or remove it from the annotation.',
+  },
+  'stop-method-invalid': {
+    severity: 'error',
+    summary: 'SIDECAR_TERMINATOR_STOP or a stop.sidecar-terminator.io/<container> annotation is not a stop method the add-on knows, or sends the request elsewhere than the pod\'s loopback.',
+    fix: 'Use signal, istio-proxy, linkerd-proxy, cloud-sql-proxy or envoy (optionally :PORT), or "POST http://localhost:PORT/PATH".',
+  },
+  'grace-period-invalid': {
+    severity: 'error',
+    summary: 'SIDECAR_TERMINATOR_GRACE_PERIOD_SECONDS or a grace-period-seconds.sidecar-terminator.io/<container> annotation is not a whole number of seconds.',
+    fix: 'Write whole seconds, as terminationGracePeriodSeconds: "10".',
+  },
+  'stop-without-sidecar': {
+    severity: 'error',
+    summary: 'A stop method, a grace period or the ignore-exit-code annotation for a container that is not a sidecar stopped by the kill mechanism: it has no effect.',
+    fix: 'Mark the container: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT="true", or its name in the sidecar-terminator.io/sidecars annotation; or remove the setting.',
+  },
   'native-sidecar-migration': {
     severity: 'info',
     summary: 'With --native-sidecars, this sidecar becomes a native sidecar (an init container with restartPolicy: Always) when the pod is created, and the kubelet stops it.',

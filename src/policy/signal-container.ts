@@ -1,13 +1,47 @@
-// The ephemeral container that stops a sidecar by signal (`--kill-mechanism signal`): it joins the
-// sidecar's PID namespace and sends SIGTERM to its PID 1. Decided here: its name, which must not
-// collide with any container of the pod, and its user, which must be allowed to signal the sidecar.
+// The ephemeral container that stops a sidecar from inside its pod (`--kill-mechanism signal`, and
+// every HTTP stop method): it runs images/stop-sidecar, joins the sidecar's PID namespace (and the
+// pod's network namespace, as every container does), sends the sidecar its shutdown request or
+// SIGTERM, and waits for it to exit; its exit code says what happened (STOP_EXIT_CODES). Decided
+// here: its name, which must not collide with any container of the pod, its user, which must be
+// allowed to signal the sidecar, and its arguments.
 import { createHash } from 'node:crypto';
 import type { V1Container, V1EphemeralContainer, V1Pod, V1SecurityContext } from '@kubernetes/client-node';
 import { SIGNAL_CONTAINER_PREFIX } from './names.ts';
 import type { KubernetesVersion } from './native-sidecars.ts';
+import { HTTP_METHODS, type StopMethod } from './stop-method.ts';
 
-/** What the signal container runs: SIGTERM to PID 1 of the sidecar's PID namespace (the add-on's image has node). */
-export const SIGNAL_COMMAND: readonly string[] = ['node', '-e', "process.kill(1, 'SIGTERM')"];
+/** What the signal container runs: images/stop-sidecar, the one program of --signal-image. */
+export const SIGNAL_COMMAND: readonly string[] = ['/stop-sidecar'];
+
+/** What the signal container's exit code says (images/stop-sidecar); 137 is the kernel's kill when the sidecar, PID 1, exits. */
+export const STOP_EXIT_CODES = { exited: 0, signalFailed: 1, usage: 2, noHandler: 3, stillRunning: 4 } as const;
+
+/** What the signal container does for one sidecar. */
+export interface StopRequest {
+  stop: StopMethod;
+  /** How long it waits for the sidecar to exit before killing what it can from inside. */
+  gracePeriodSeconds: number;
+  /** With shareProcessNamespace: the sidecar's container ID, by which it finds the sidecar's processes. */
+  containerId?: string;
+}
+
+/** The signal container's arguments (the fence holds each to its form: src/kube/fence-rules.ts). */
+export function stopArguments(request: StopRequest): string[] {
+  return [
+    `--grace-period=${request.gracePeriodSeconds}`,
+    ...(request.stop.kind === 'http' ? [`--method=${request.stop.method}`, `--url=${request.stop.url}`] : []),
+    ...(request.containerId ? [`--container-id=${request.containerId}`] : []),
+  ];
+}
+
+/** The forms of the signal container's arguments, as regular expressions (RE2, for the fence's CEL too). */
+export const STOP_ARGUMENT_FORMS: readonly string[] = [
+  '^--grace-period=[0-9]{1,6}$',
+  `^--method=(${HTTP_METHODS.join('|')})$`,
+  // The pod's own loopback only, whatever the watcher is told.
+  '^--url=http://(localhost|127[.]0[.]0[.]1|\\[::1\\]):[0-9]{1,5}/[!-~]*$',
+  '^--container-id=[A-Za-z0-9_.-]{1,128}$',
+];
 
 export interface SignalSettings {
   image: string;
@@ -98,6 +132,7 @@ export function signalContainer(
   sidecar: string,
   settings: SignalSettings,
   taken: ReadonlySet<string>,
+  request: StopRequest,
 ): { container: V1EphemeralContainer } | { refused: { field: string; message: string } } {
   const user = signalUser(pod, sidecar);
   if ('refused' in user) return user;
@@ -106,6 +141,7 @@ export function signalContainer(
       name: signalContainerName(pod, sidecar, taken),
       image: settings.image,
       command: settings.command,
+      args: stopArguments(request),
       targetContainerName: sidecar,
       // The signal's failure (EPERM, for one) is in the container's log: it becomes the termination message.
       terminationMessagePolicy: 'FallbackToLogsOnError',

@@ -1,15 +1,21 @@
 // The requests that stop one pod's sidecars, in order. The decision (decide.ts: which sidecar, by
 // which mechanism, in which order) made concrete: the kill mechanism resolved (one
-// ContainerRecreateRequest for every kill sidecar, or a signal container each), the refusals,
-// and what the pod's status says about requests made before (a signal container sent, ignored or
-// failing; a quick-exit image that cannot be pulled). Pure: src/watcher/executor.ts makes the
-// requests and records the events.
+// ContainerRecreateRequest for every kill sidecar told by SIGTERM, or a signal container each,
+// which also sends the HTTP stop requests), the refusals, and what the pod's status says about
+// requests made before (a signal container done, failing, or telling that the sidecar ignores
+// its stop; a quick-exit image that cannot be pulled). A sidecar still running after its grace
+// period is ended from outside its PID namespace: its image is replaced by a quick-exit image
+// (the kubelet kills it through the runtime and runs that image, which exits 0), or, where no
+// quick-exit image can run in its place, the pod's phase is set from its main containers (the
+// kubelet then kills it). Pure: src/watcher/executor.ts makes the requests and records the events.
 import type { V1EphemeralContainer, V1Node, V1Pod } from '@kubernetes/client-node';
 import { CODES, type Code, type CountedAs, type WarningCode } from './codes.ts';
-import { decide, type Action } from './decide.ts';
+import { decide, exitCodesByName, phaseOfMains, type Action } from './decide.ts';
 import { isAllowedImage } from './image.ts';
+import { classifyContainers, podAnnotations, type ContainerRole } from './markers.ts';
 import { CONDITION_REASONS, TERMINATED_CONDITION } from './names.ts';
-import { existingSignalContainer, signalContainer, type SignalSettings } from './signal-container.ts';
+import { STOP_EXIT_CODES, existingSignalContainer, signalContainer, type SignalSettings } from './signal-container.ts';
+import { describeStop } from './stop-method.ts';
 
 export type KillMechanism = 'crr' | 'signal';
 
@@ -21,6 +27,11 @@ export interface StopSettings {
   signal: SignalSettings;
   /** Quick-exit images must match one of these (admission checks it too, but not every labelled pod went through admission). */
   quickExitImageAllowlist: readonly string[];
+  /**
+   * The quick-exit image that ends a sidecar still running after its grace period, in place of its
+   * own (KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE wins); empty: the pod's phase is set instead.
+   */
+  quickExitImage: string;
 }
 
 /** The pod's node: undefined before it is scheduled, 'missing' when the Node object does not exist. */
@@ -46,6 +57,10 @@ export type Step =
   /** One request for all of them: each write to the pod is conditional on the version read. */
   | { type: 'add-signal-containers'; containers: V1EphemeralContainer[] }
   | { type: 'set-condition'; condition: SidecarCondition }
+  /** A sidecar still running after its grace period: its image replaced by a quick-exit image; the kubelet kills it through the runtime. */
+  | { type: 'escalate-image'; container: string; image: string }
+  /** The same where no quick-exit image can run: the pod's terminal phase from its main containers; the kubelet kills what still runs. */
+  | { type: 'escalate-phase'; phase: 'Succeeded' | 'Failed'; condition: SidecarCondition }
   /**
    * A Warning event with this code, once per pod and message, or once per pod and `key` (the
    * first message stays) for reports whose words change while the cause does not.
@@ -76,6 +91,12 @@ export const MISSING_NODE_RECHECK_MS = 15_000;
 /** Waiting reasons of a signal container that will not run. */
 const CONTAINER_START_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull', 'CreateContainerError', 'CreateContainerConfigError', 'RunContainerError']);
 
+/** Waiting reasons of a sidecar whose quick-exit image, put in its place to end it, does not run. */
+const ESCALATION_IMAGE_FAILURES = new Set([...CONTAINER_START_FAILURES, 'CrashLoopBackOff']);
+
+/** How long past its grace period a signal container may run before the watcher stops waiting for it (it kills and gives up 5 s after). */
+const SIGNAL_CONTAINER_MARGIN_MS = 15_000;
+
 export function planStop(pod: V1Pod, node: NodeState, settings: StopSettings, now: number): Plan {
   const decision = decide(pod, node === 'missing' ? undefined : node);
   if (decision.outcome === 'finished') return { code: 'sidecars-stopped', stopping: [], steps: [{ type: 'finish' }] };
@@ -105,11 +126,14 @@ class Planner {
   /** Set when a sidecar waits for an image its virtual node cannot pull: the condition says so. */
   private waitingForImage: SidecarCondition | undefined;
   private confirm = false;
+  private readonly roles: Map<string, ContainerRole>;
 
   constructor(pod: V1Pod, settings: StopSettings, now: number) {
     this.pod = pod;
     this.settings = settings;
     this.now = now;
+    // A pod to act on has a spec: decide() found sidecars in it.
+    this.roles = new Map(classifyContainers(pod.spec!, podAnnotations(pod)).map((role) => [role.name, role]));
   }
 
   add(action: Action, all: Action[]): void {
@@ -149,7 +173,7 @@ class Planner {
     // True is written only over a condition saying otherwise: the event already says the sidecars are told to stop.
     const stopping = current && this.stopping.length > 0 ? { status: 'True' as const, reason: CONDITION_REASONS.stopping, message: `stopping sidecars: ${this.stopping.join(', ')}` } : undefined;
     const condition = this.waitingForImage ?? stopping;
-    const phaseSet = this.steps.some((step) => step.type === 'mark-terminal');
+    const phaseSet = this.steps.some((step) => step.type === 'mark-terminal' || step.type === 'escalate-phase');
     if (condition && !phaseSet && (current?.status !== condition.status || current.reason !== condition.reason)) {
       this.steps.push({ type: 'set-condition', condition });
     }
@@ -163,75 +187,148 @@ class Planner {
   }
 
   private kill(containers: string[]): void {
-    if (this.settings.killMechanism === 'crr') {
-      this.steps.push({ type: 'create-crr', containers });
-      this.stopping.push(...containers.map((c) => byKill(c, 'crr')));
-      return;
-    }
-    if (this.pod.spec?.shareProcessNamespace) {
-      // One PID namespace for the pod: PID 1 is the pause process, not the sidecar.
-      this.warn('share-process-namespace', `cannot signal ${containers.join(', ')}: the pod sets shareProcessNamespace, so PID 1 is the pause process, not the sidecar; use --kill-mechanism crr or a quick-exit image`);
-      return;
+    const roles = containers.map((name) => this.roles.get(name)!);
+    // Kruise's request for what SIGTERM stops: kruise-daemon kills a sidecar that ignores it after the grace period.
+    const byCrr = this.settings.killMechanism === 'crr' ? roles.filter((role) => role.markers.stop.kind === 'signal') : [];
+    if (byCrr.length > 0) {
+      this.steps.push({ type: 'create-crr', containers: byCrr.map((role) => role.name) });
+      this.stopping.push(...byCrr.map((role) => `${role.name} (ContainerRecreateRequest)`));
     }
     const send: V1EphemeralContainer[] = [];
-    for (const sidecar of containers) {
-      const sent = existingSignalContainer(this.pod, sidecar);
+    for (const role of roles.filter((role) => !byCrr.includes(role))) {
+      const stopping = `${role.name} (${describeStop(role.markers.stop)})`;
+      const sent = existingSignalContainer(this.pod, role.name);
       if (sent) {
-        this.stopping.push(byKill(sidecar, 'signal'));
-        this.checkSignal(sidecar, sent.name);
+        this.stopping.push(stopping);
+        this.checkSignal(role, sent.name);
         continue;
       }
-      const made = signalContainer(this.pod, sidecar, this.settings.signal, new Set(send.map((c) => c.name)));
+      const containerId = this.pod.spec?.shareProcessNamespace ? this.containerId(role.name) : undefined;
+      if (this.pod.spec?.shareProcessNamespace && !containerId) {
+        // The kubelet reports the ID of every running container: it comes with the next status.
+        this.lookAgainIn(2000);
+        continue;
+      }
+      const request = { stop: role.markers.stop, gracePeriodSeconds: this.gracePeriodSeconds(role), ...(containerId ? { containerId } : {}) };
+      const made = signalContainer(this.pod, role.name, this.settings.signal, new Set(send.map((c) => c.name)), request);
       if ('refused' in made) {
-        this.warn('signal-user-unknown', made.refused.message);
+        this.end(role, 'signal-user-unknown', made.refused.message);
         continue;
       }
       send.push(made.container);
-      this.stopping.push(byKill(sidecar, 'signal'));
+      this.stopping.push(stopping);
     }
     if (send.length > 0) this.steps.push({ type: 'add-signal-containers', containers: send });
   }
 
+  /** The sidecar's grace period: its own (annotation or env), else the pod's terminationGracePeriodSeconds. */
+  private gracePeriodSeconds(role: ContainerRole): number {
+    return role.markers.gracePeriodSeconds ?? this.pod.spec?.terminationGracePeriodSeconds ?? 30;
+  }
+
+  /** The sidecar's container ID without the runtime's scheme (`containerd://`). */
+  private containerId(name: string): string | undefined {
+    const id = this.pod.status?.containerStatuses?.find((s) => s.name === name)?.containerID;
+    return id?.replace(/^[a-z0-9-]+:\/\//, '') || undefined;
+  }
+
   /**
-   * A signal container already sent: did it signal? It fails on its own (non-zero exit: EPERM, an
-   * image that cannot be pulled), or the sidecar outlives its grace period after the signal
-   * container's exit: its PID 1 has no handler, and nothing inside its PID namespace can SIGKILL
-   * it. Until then, look again.
+   * A signal container already sent: what it says. It reports the sidecar exited (0, or 137: the
+   * sidecar was PID 1 of their namespace), or that the sidecar cannot be stopped from inside (no
+   * SIGTERM handler; still running after the grace period), or it failed (non-zero exit: EPERM),
+   * or cannot start: then the sidecar is ended from outside. A sidecar still running a grace
+   * period after its signal container reported it exited, or a signal container still running
+   * well past the grace period, is ended from outside too.
    */
-  private checkSignal(sidecar: string, name: string): void {
+  private checkSignal(role: ContainerRole, name: string): void {
+    const sidecar = role.name;
     const state = this.pod.status?.ephemeralContainerStatuses?.find((s) => s.name === name)?.state;
+    const graceSeconds = this.gracePeriodSeconds(role);
+    const graceMs = graceSeconds * 1000;
     const exit = state?.terminated;
+    const output = exit?.message?.trim();
+    const said = output ? ` (${output.split('\n').at(-1)!.replace(/^\S+Z /, '')})` : '';
+    if (exit?.exitCode === STOP_EXIT_CODES.noHandler) {
+      this.end(role, 'sigterm-unhandled', `sidecar ${sidecar} cannot be stopped by SIGTERM from inside its pod: its PID 1 has no SIGTERM handler, so the kernel drops SIGTERM (and SIGKILL) sent to it from inside its PID namespace`);
+      return;
+    }
+    if (exit?.exitCode === STOP_EXIT_CODES.stillRunning) {
+      this.end(role, 'signal-ignored', `sidecar ${sidecar} still runs ${graceSeconds}s after ${describeStop(role.markers.stop)}${said}`);
+      return;
+    }
     if (exit && !signalDelivered(exit)) {
-      const output = exit.message?.trim();
-      this.warn(
+      this.end(
+        role,
         'signal-failed',
-        `the signal container ${name} did not signal sidecar ${sidecar}: it exited with code ${exit.exitCode}${output ? ` (${output})` : ''}${/EPERM/.test(output ?? '') ? '; it runs as another user than the sidecar: set runAsUser on the sidecar to the uid it runs as' : ''}`,
+        `the signal container ${name} did not stop sidecar ${sidecar}: it exited with code ${exit.exitCode}${output ? ` (${output})` : ''}${/EPERM/.test(output ?? '') ? '; it runs as another user than the sidecar: set runAsUser on the sidecar to the uid it runs as' : ''}`,
       );
       return;
     }
     const waiting = state?.waiting;
     if (waiting?.reason && CONTAINER_START_FAILURES.has(waiting.reason)) {
-      this.warn('signal-not-started', `the signal container ${name} for sidecar ${sidecar} cannot start: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}`, `signal-not-started/${sidecar}`);
+      this.end(role, 'signal-not-started', `the signal container ${name} for sidecar ${sidecar} cannot start: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}`);
       return;
     }
-    const graceMs = (this.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
-    // The signal is sent when its container's process has run: it is known sent once that
-    // container has exited 0. Before, look again a grace period later (its status changing also brings the pod back).
-    if (!exit) {
-      if (state?.running) this.lookAgainIn(graceMs);
+    // Reported done: the kubelet reports the exit soon. Running: it reports within the grace period and a few seconds.
+    // Exited without a finish time: its status changing brings the pod back.
+    if (exit && !exit.finishedAt) return;
+    const since = exit?.finishedAt ?? state?.running?.startedAt;
+    if (!since) {
+      this.lookAgainIn(graceMs + SIGNAL_CONTAINER_MARGIN_MS);
       return;
     }
-    if (!exit.finishedAt) return;
-    const remainingMs = new Date(exit.finishedAt).getTime() + graceMs - this.now;
+    const remainingMs = new Date(since).getTime() + (exit ? graceMs : graceMs + SIGNAL_CONTAINER_MARGIN_MS) - this.now;
     if (remainingMs > 0) {
       this.lookAgainIn(remainingMs + 1000);
       return;
     }
-    this.warn(
-      'signal-ignored',
-      `sidecar ${sidecar} still runs ${Math.round(graceMs / 1000)}s after SIGTERM: its PID 1 ignores SIGTERM and cannot be killed from inside its PID namespace; make it exit on SIGTERM, or stop it with a quick-exit image or --kill-mechanism crr`,
-    );
+    // Read from the absence of a change: confirmed on the pod as it is now.
     this.confirm = true;
+    this.end(role, 'signal-ignored', `sidecar ${sidecar} still runs ${graceSeconds}s after ${describeStop(role.markers.stop)}, ${exit ? 'which its signal container reported done' : 'and its signal container has not finished'}`);
+  }
+
+  /**
+   * Ends a sidecar from outside its PID namespace, through the kubelet, with a Warning saying why:
+   * its quick-exit image in its place (its own, else --quick-exit-image where the sidecar sets no
+   * command, which that image would have to run), else the pod's terminal phase from its main
+   * containers. Once either is written, the kubelet does the rest: nothing more is requested.
+   */
+  private end(role: ContainerRole, code: WarningCode, cause: string): void {
+    const sidecar = role.name;
+    const image = role.markers.quickExitImage ?? (this.settings.quickExitImage !== '' && !role.hasCommand ? this.settings.quickExitImage : undefined);
+    const phase = this.pod.status?.phase;
+    const imageUsable = image !== undefined && (role.markers.quickExitImage === undefined || this.imageAllowed(image));
+    // One event per sidecar and way of ending it: the kubelet's words in `cause` change while it does not.
+    const eventKey = (how: string) => `${code}/${sidecar}/${how}`;
+    if (imageUsable && role.image !== image) {
+      this.warn(code, `${cause}; ending it from outside: its image is replaced by the quick-exit image ${image}, and the kubelet kills it and runs that image`, eventKey('image'));
+      this.steps.push({ type: 'escalate-image', container: sidecar, image });
+      return;
+    }
+    const failure = imageUsable ? this.pod.status?.containerStatuses?.find((s) => s.name === sidecar)?.state?.waiting : undefined;
+    if (imageUsable && !(failure?.reason && ESCALATION_IMAGE_FAILURES.has(failure.reason))) {
+      // Being killed by the kubelet, which then runs the quick-exit image.
+      this.lookAgainIn(this.gracePeriodSeconds(role) * 1000 + SIGNAL_CONTAINER_MARGIN_MS);
+      return;
+    }
+    // Once the phase is terminal, the kubelet kills what still runs: nothing more to write.
+    if (phase === 'Succeeded' || phase === 'Failed') return;
+    if (this.steps.some((step) => step.type === 'mark-terminal' || step.type === 'escalate-phase')) {
+      this.warn(code, `${cause}; ending it from outside: the pod's phase is set from its main containers, and the kubelet kills what still runs`, eventKey('phase'));
+      return;
+    }
+    const mains = [...this.roles.values()].filter((r) => r.role === 'main');
+    const codes = exitCodesByName(this.pod);
+    const next = phaseOfMains(mains.map((main) => codes.get(main.name)));
+    const why = failure ? `its quick-exit image ${image} cannot run (${failure.reason})` : role.hasCommand ? 'no quick-exit image can run in its place (it sets command)' : 'no quick-exit image is configured';
+    const message = `phase set to ${next}: the main containers are done, and sidecar ${sidecar} is ended by the kubelet (${why})`;
+    this.warn(code, `${cause}; ending it from outside: ${why}, so the pod's phase is set to ${next} from its main containers, and the kubelet kills what still runs`, eventKey('phase'));
+    this.steps.push({ type: 'escalate-phase', phase: next, condition: { status: 'True', reason: CONDITION_REASONS.stopping, message } });
+    // The kubelet acts on a change of a pod's status only at its next sync of the pod (syncFrequency,
+    // a minute by default), on a change of its spec at once: the quick-exit image is written too,
+    // and never runs, since the kubelet starts no container of a pod in a terminal phase.
+    const trigger = this.settings.quickExitImage;
+    if (!failure && trigger !== '' && role.image !== trigger) this.steps.push({ type: 'escalate-image', container: sidecar, image: trigger });
   }
 
   private lookAgainIn(delayMs: number): void {
@@ -266,10 +363,6 @@ class Planner {
 /** How a sidecar is told to stop, in the words of events, the condition and logs. */
 function byImage(container: string, image: string): string {
   return `${container} (quick-exit image ${image})`;
-}
-
-function byKill(container: string, mechanism: KillMechanism): string {
-  return `${container} (${mechanism === 'crr' ? 'ContainerRecreateRequest' : 'SIGTERM'})`;
 }
 
 /**

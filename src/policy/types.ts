@@ -34,6 +34,7 @@ export interface PodSpec {
   affinity?: unknown;
   tolerations?: unknown;
   shareProcessNamespace?: unknown;
+  terminationGracePeriodSeconds?: unknown;
 }
 
 export interface ContainerState {
@@ -49,7 +50,7 @@ export interface ContainerStatus {
 }
 
 export interface PodLike {
-  metadata?: { name?: unknown; namespace?: unknown; deletionTimestamp?: unknown } | null;
+  metadata?: { name?: unknown; namespace?: unknown; deletionTimestamp?: unknown; annotations?: unknown } | null;
   spec?: PodSpec | null;
   status?: { phase?: unknown; containerStatuses?: unknown } | null;
 }

@@ -3,9 +3,12 @@
 import type { Finding, RuleId, Severity, FindingType } from './findings.ts';
 import { isAllowedImage, isSameImage, parseImageReference } from './image.ts';
 import {
+  ENV_GRACE_PERIOD,
   ENV_IGNORE_EXIT_CODE,
+  ENV_STOP,
   ENV_WHEN_JOB_EXIT,
   ENV_WITH_IMAGE,
+  annotationNames,
   classifyContainers,
   markerEntries,
   type ContainerRole,
@@ -13,7 +16,10 @@ import {
   type MarkerName,
   type SidecarMarkers,
 } from './markers.ts';
+import { POD_ANNOTATIONS } from './names.ts';
 import { targetsVirtualNodes } from './nodes.ts';
+import { parseGracePeriod, parseStopMethod } from './stop-method.ts';
+import { podMetadataPrefix } from './templates.ts';
 import { arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from './types.ts';
 
 export interface ValidationOptions {
@@ -25,6 +31,10 @@ export interface ValidationOptions {
   quickExitImageAllowlist?: readonly string[];
   /** Init containers the webhook made native sidecars (MIGRATED_ANNOTATION): their markers come from the template, and stay. */
   migratedSidecars?: readonly string[];
+  /** The pod's annotations, or its template's: they may name sidecars and say how to stop them. */
+  annotations?: Record<string, unknown>;
+  /** The spec is a pod's, with every container injected: a name the annotations give must be one of them. */
+  containersFinal?: boolean;
 }
 
 type NewFinding = Omit<Finding, 'severity'>;
@@ -35,11 +45,13 @@ export function validatePodSpec(rawSpec: unknown, options: ValidationOptions): F
   const report = (severity: Severity, finding: NewFinding) => findings.push({ severity, ...finding });
 
   const containersPath = `${options.fieldPrefix}.containers`;
-  const roles = classifyContainers(spec);
+  const annotations = options.annotations ?? {};
+  const roles = classifyContainers(spec, annotations);
   arrayOf(spec.containers).forEach((raw, index) => {
     const container: Container = isRecord(raw) ? raw : {};
     validateContainerMarkers(container, roles[index]!, `${containersPath}[${index}]`, options, report);
   });
+  validateAnnotations(annotations, roles, options, report);
 
   const sidecars = roles.filter((role) => role.role === 'sidecar');
   if (sidecars.length > 0) validatePodLevel(spec, roles, sidecars, options, report);
@@ -80,7 +92,7 @@ function validateContainerMarkers(
   const envPath = (name: MarkerName) => `${path}.env[${name}]`;
 
   for (const [name, definitions] of byName) {
-    if (definitions.length < 2) continue;
+    if (definitions.length < 2 || name === ENV_STOP || name === ENV_GRACE_PERIOD) continue;
     report('warning', {
       rule: 'duplicate-marker',
       field: envPath(name),
@@ -101,8 +113,11 @@ function validateContainerMarkers(
         rule: 'marker-value-from',
         field: `${envPath(entry.name)}.valueFrom`,
         type: 'Forbidden',
-        detail: `sidecar markers must be literal values: valueFrom cannot be read from the pod spec, so the marker would silently do nothing; set value: ${entry.name === ENV_WITH_IMAGE ? 'to the quick-exit image reference' : '"true"'} instead`,
+        detail: `sidecar markers must be literal values: valueFrom cannot be read from the pod spec, so the marker would silently do nothing; set value: ${LITERAL_VALUES[entry.name]} instead`,
       });
+    } else if (entry.name === ENV_STOP || entry.name === ENV_GRACE_PERIOD) {
+      const problem = settingProblem(entry.name, entry.value ?? '');
+      if (problem) report('error', { ...problem, field: envPath(entry.name), type: 'Invalid value', value: entry.value ?? '' });
     } else if (entry.name !== ENV_WITH_IMAGE && !/^(true|false)$/i.test(entry.value ?? '')) {
       report('error', {
         rule: 'marker-value',
@@ -118,13 +133,94 @@ function validateContainerMarkers(
   const image = byName.get(ENV_WITH_IMAGE)?.[0];
   if (image && !image.fromValueFrom) validateQuickExitImage(container, image.value ?? '', envPath(ENV_WITH_IMAGE), options, report);
 
-  if (role.markers.ignoreExitCode && !role.markers.whenJobExit) {
+  for (const name of [ENV_STOP, ENV_GRACE_PERIOD] as const) {
+    if (!byName.has(name) || role.markers.whenJobExit) continue;
+    report('error', {
+      rule: 'stop-without-sidecar',
+      field: envPath(name),
+      type: 'Forbidden',
+      detail: `takes effect only on a sidecar stopped by the kill mechanism: add ${ENV_WHEN_JOB_EXIT}="true" to the container (or name it in the ${POD_ANNOTATIONS.sidecars} annotation), or remove this variable`,
+    });
+  }
+
+  if (role.markers.ignoreExitCode && !role.markers.whenJobExit && byName.has(ENV_IGNORE_EXIT_CODE)) {
     report('error', {
       rule: 'ignore-exit-code-without-kill',
       field: envPath(ENV_IGNORE_EXIT_CODE),
       type: 'Forbidden',
       detail: `takes effect only together with ${ENV_WHEN_JOB_EXIT}="true" on the same container; add that variable, or remove this one`,
     });
+  }
+}
+
+/** What a marker set through valueFrom should be set to instead. */
+const LITERAL_VALUES: Record<MarkerName, string> = {
+  [ENV_WHEN_JOB_EXIT]: '"true"',
+  [ENV_WITH_IMAGE]: 'to the quick-exit image reference',
+  [ENV_IGNORE_EXIT_CODE]: '"true"',
+  [ENV_STOP]: 'to the stop method',
+  [ENV_GRACE_PERIOD]: 'to the number of seconds',
+};
+
+/** What is wrong with a stop method or a grace period, as its rule and detail; undefined when nothing is. */
+function settingProblem(name: typeof ENV_STOP | typeof ENV_GRACE_PERIOD, value: string): Pick<Finding, 'rule' | 'detail'> | undefined {
+  if (name === ENV_STOP) {
+    const parsed = parseStopMethod(value);
+    return 'error' in parsed ? { rule: 'stop-method-invalid', detail: `${parsed.error}; the sidecar would be sent SIGTERM instead` } : undefined;
+  }
+  const parsed = parseGracePeriod(value);
+  return 'error' in parsed ? { rule: 'grace-period-invalid', detail: `${parsed.error}; the pod's terminationGracePeriodSeconds would apply instead` } : undefined;
+}
+
+/** A container's name: a DNS-1123 label. */
+const CONTAINER_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/**
+ * The pod annotations that name sidecars and say how to stop them: names that are container
+ * names, values that can be read, and settings for containers that are sidecars. A name the
+ * template does not have is fine (another webhook may inject it); a pod has every container.
+ */
+function validateAnnotations(annotations: Record<string, unknown>, roles: ContainerRole[], options: ValidationOptions, report: (severity: Severity, finding: NewFinding) => void): void {
+  const path = (key: string) => `${podMetadataPrefix(options.fieldPrefix)}.annotations[${key}]`;
+  const byName = new Map(roles.map((role) => [role.name, role]));
+  const namedSidecars = annotationNames(annotations[POD_ANNOTATIONS.sidecars]);
+  const isKillSidecar = (name: string) => byName.get(name)?.markers.whenJobExit ?? namedSidecars.includes(name);
+  const notFound = (key: string, name: string) =>
+    report('warning', { rule: 'sidecar-not-found', field: path(key), type: 'Not found', value: name, detail: `the pod has no container ${name}, so this has no effect; correct the name or remove it` });
+  const notSidecar = (key: string, name: string, what: string) =>
+    report('error', {
+      rule: 'stop-without-sidecar',
+      field: path(key),
+      type: 'Forbidden',
+      detail: `${what} takes effect only on a sidecar stopped by the kill mechanism, and ${name} is none: name it in ${POD_ANNOTATIONS.sidecars} too (or mark it ${ENV_WHEN_JOB_EXIT}="true"), or remove this`,
+    });
+
+  for (const key of [POD_ANNOTATIONS.sidecars, POD_ANNOTATIONS.ignoreExitCode]) {
+    const value = annotations[key];
+    if (value === undefined) continue;
+    for (const name of typeof value === 'string' ? annotationNames(value) : [JSON.stringify(value)]) {
+      if (!CONTAINER_NAME.test(name)) {
+        report('error', { rule: 'sidecar-name-invalid', field: path(key), type: 'Invalid value', value: name, detail: 'not a container name: list container names (lowercase letters, digits and "-") separated by commas' });
+      } else if (options.containersFinal && !byName.has(name)) {
+        notFound(key, name);
+      } else if (key === POD_ANNOTATIONS.ignoreExitCode && !isKillSidecar(name)) {
+        notSidecar(key, name, 'ignoring the exit code');
+      }
+    }
+  }
+
+  for (const [key, value] of Object.entries(annotations)) {
+    const prefix = [POD_ANNOTATIONS.stopPrefix, POD_ANNOTATIONS.gracePeriodPrefix].find((p) => key.startsWith(p));
+    if (!prefix) continue;
+    const name = key.slice(prefix.length);
+    if (!CONTAINER_NAME.test(name)) {
+      report('error', { rule: 'sidecar-name-invalid', field: path(key), type: 'Invalid value', value: name, detail: `the key must be ${prefix}<container name>` });
+      continue;
+    }
+    const problem = settingProblem(prefix === POD_ANNOTATIONS.stopPrefix ? ENV_STOP : ENV_GRACE_PERIOD, typeof value === 'string' ? value : JSON.stringify(value));
+    if (problem) report('error', { ...problem, field: path(key), type: 'Invalid value', value: typeof value === 'string' ? value : JSON.stringify(value) });
+    else if (options.containersFinal && !byName.has(name)) notFound(key, name);
+    else if (!isKillSidecar(name)) notSidecar(key, name, prefix === POD_ANNOTATIONS.stopPrefix ? 'a stop method' : 'a grace period');
   }
 }
 
@@ -211,10 +307,11 @@ function validatePodLevel(
   const onVirtualNodes = targetsVirtualNodes(spec);
   for (const sidecar of sidecars) {
     const path = `${containersPath}[${sidecar.index}]`;
-    if (restartPolicy === 'OnFailure' && sidecar.markers.whenJobExit && !sidecar.markers.ignoreExitCode) {
+    if (restartPolicy === 'OnFailure' && sidecar.markers.whenJobExit && !sidecar.markers.ignoreExitCode && sidecar.markers.stop.kind === 'signal') {
+      const marked = markerEntries(arrayOf(spec.containers)[sidecar.index] as Container).some((entry) => entry.name === ENV_WHEN_JOB_EXIT);
       report('warning', {
         rule: 'on-failure-kill-exit-code',
-        field: `${path}.env[${ENV_WHEN_JOB_EXIT}]`,
+        field: marked ? `${path}.env[${ENV_WHEN_JOB_EXIT}]` : `${podMetadataPrefix(options.fieldPrefix)}.annotations[${POD_ANNOTATIONS.sidecars}]`,
         detail: `with restartPolicy OnFailure, kubelet restarts a sidecar that exits non-zero when it is stopped by signal (143 on SIGTERM is common); set ${ENV_IGNORE_EXIT_CODE}="true", or make the sidecar exit 0 on SIGTERM`,
       });
     }
@@ -232,12 +329,12 @@ function validatePodLevel(
  * Whether the watcher should manage a pod: it has a sidecar, a restartPolicy the trigger
  * applies to, and its configuration has no error (even when `warn` mode admitted it).
  */
-export function isManageable(rawSpec: unknown, findings: Finding[]): boolean {
+export function isManageable(rawSpec: unknown, findings: Finding[], annotations: Record<string, unknown> = {}): boolean {
   const spec: PodSpec = isRecord(rawSpec) ? rawSpec : {};
   const restartPolicy = restartPolicyOf(spec);
   return (
     (restartPolicy === 'Never' || restartPolicy === 'OnFailure') &&
-    classifyContainers(spec).some((role) => role.role === 'sidecar') &&
+    classifyContainers(spec, annotations).some((role) => role.role === 'sidecar') &&
     !findings.some((finding) => finding.severity === 'error')
   );
 }

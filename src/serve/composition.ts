@@ -75,6 +75,7 @@ async function startWatcher({ config, kubeConfig, namespace, logger, metrics, re
       excludedNamespaces: excludedNamespaces(namespace, config.excludedNamespaces),
       namespaceLabels: config.namespaceLabels,
       quickExitImageAllowlist: config.quickExitImageAllowlist,
+      quickExitImage: config.quickExitImage,
       logger: logger.child({ component: 'watcher' }),
       metrics: watcherMetrics,
     });
@@ -251,6 +252,7 @@ async function registerFenceFor(api: AdmissionregistrationV1Api, config: ServeCo
     serviceAccounts,
     leaseName: config.leaderElectionLease,
     signalImage: config.signalImage,
+    quickExitImage: config.quickExitImage,
     tlsSecret: config.tlsSecret,
     configurationName: config.webhookConfigName,
   });

@@ -79,7 +79,7 @@ export function limitsNote(limits: readonly string[]): string {
 function mechanismText(mechanism: string): string {
   switch (mechanism) {
     case 'crr': return 'crr (an OpenKruise ContainerRecreateRequest; kruise-daemon stops it)';
-    case 'signal': return 'signal (an ephemeral container sends it SIGTERM)';
+    case 'signal': return 'signal (an ephemeral container sends it SIGTERM, or its HTTP shutdown request)';
     case 'kill': return "kill (crr or signal: the watcher's --kill-mechanism decides)";
     case 'image': return 'image (its image is replaced in place by its quick-exit image)';
     default: return 'nothing: it cannot be stopped on this node';

@@ -12,6 +12,9 @@ import {
   MANAGED_LABEL,
   classifyContainers,
   decide,
+  describeStop,
+  podAnnotations,
+  POD_ANNOTATIONS,
   errorsOf,
   exitCodesByName,
   formatFinding,
@@ -115,6 +118,9 @@ export interface PodStory {
   limits: string[];
 }
 
+/** The warnings that come with the end of a sidecar from outside its PID namespace (src/policy/stop-plan.ts). */
+const ENDED_FROM_OUTSIDE: ReadonlySet<Code> = new Set(['sigterm-unhandled', 'signal-ignored', 'signal-failed', 'signal-not-started', 'signal-user-unknown']);
+
 /** The waits on the main containers: the watcher has nothing to do yet. */
 const MAIN_WAITS: ReadonlySet<WaitCode | IgnoreCode> = new Set(['mains-running', 'main-restarting', 'pod-not-started']);
 
@@ -132,7 +138,7 @@ export function podStory(facts: PodFacts): PodStory {
   const nodeKind = node ? nodeKindOf(node) : 'unknown';
   const events = 'value' in facts.events ? sortByTime(facts.events.value) : [];
   const crr = 'value' in facts.crr ? facts.crr.value : undefined;
-  const roles = classifyContainers(spec);
+  const roles = classifyContainers(spec, podAnnotations(pod));
   const exitCodes = exitCodesByName(pod);
   const limits = [facts.node, facts.events, facts.crr, facts.webhook].flatMap((read) => (read && 'missing' in read ? [read.missing] : []));
   const mechanisms = new Map(roles.filter((r) => r.role === 'sidecar').map((r) => [r.name, mechanismOf(r, nodeKind, pod, events, crr)]));
@@ -182,11 +188,14 @@ export function podStory(facts: PodFacts): PodStory {
     };
   }
   const cannotStop = decision.outcome === 'act' ? decision.actions.flatMap((a) => (a.type === 'cannotStop' ? [a] : [])) : [];
-  const failed = cannotStop.length > 0 || (warnings.length > 0 && last?.type === 'Warning');
+  const lastWarning = last?.type === 'Warning' ? eventCode(last) : undefined;
+  // A warning that comes with the sidecar's end from outside: it is stopping, through the kubelet.
+  const ending = lastWarning !== undefined && ENDED_FROM_OUTSIDE.has(lastWarning);
+  const failed = cannotStop.length > 0 || (warnings.length > 0 && last?.type === 'Warning' && !ending);
   const running = roles.filter((r) => r.role === 'sidecar' && !exitCodes.has(r.name));
   const since = lastMainExit ?? eventTime(events[0]);
-  const warning = failed ? eventCode(last) : undefined;
-  const code: Code | undefined = cannotStop[0]?.code ?? (failed ? warning : decision.outcome === 'wait' ? decision.code : 'mains-done');
+  const warning = failed || ending ? lastWarning : undefined;
+  const code: Code | undefined = cannotStop[0]?.code ?? (failed || ending ? warning : decision.outcome === 'wait' ? decision.code : 'mains-done');
   return {
     ...story,
     state: failed ? 'failed' : 'stopping',
@@ -196,7 +205,9 @@ export function podStory(facts: PodFacts): PodStory {
       ? cannotStop.length > 0
         ? `nothing: ${cannotStop.map((a) => `sidecar ${a.container} cannot be stopped on this node`).join('; ')}`
         : `the watcher, after it reported a problem: ${last?.message}`
-      : running.map((sidecar) => stopWait(sidecar, mechanisms.get(sidecar.name)!, pod, crr, events)).join('; ') || 'the sidecars to exit',
+      : ending
+        ? `the kubelet to end the sidecar from outside: ${last?.message}`
+        : running.map((sidecar) => stopWait(sidecar, mechanisms.get(sidecar.name)!, pod, crr, events)).join('; ') || 'the sidecars to exit',
     advice: stoppingAdvice(story, running, mechanisms, pod, warning, cannotStop.length > 0, events.length === 0),
   };
 }
@@ -219,7 +230,7 @@ function withoutLabel(story: PodStory, facts: PodFacts): PodStory {
     reasons.push(
       inert.length > 0
         ? `no container is a sidecar: the markers on ${inert.map((c) => c.name).join(', ')} do not make one (KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT must be "true", or ${ENV_WITH_IMAGE} an image)`
-        : 'no container is marked as a sidecar (env KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT="true" or KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE)',
+        : `no container is marked as a sidecar (env KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT="true" or KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE, or its name in the pod annotation ${POD_ANNOTATIONS.sidecars})`,
     );
     advice.push('Mark the sidecar: add env KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT: "true" to it in the Job template.');
   }
@@ -295,12 +306,22 @@ function actionsOf(pod: V1Pod, events: CoreV1Event[], crr: CrrView | undefined, 
   for (const ephemeral of pod.spec?.ephemeralContainers ?? []) {
     const status = pod.status?.ephemeralContainerStatuses?.find((s) => s.name === ephemeral.name)?.state;
     const started = status?.terminated?.startedAt ?? status?.running?.startedAt;
-    const outcome = status?.terminated ? `, exited ${status.terminated.exitCode}${status.terminated.message ? `: ${status.terminated.message.trim()}` : ''}` : status?.running ? ', running' : status?.waiting ? `, waiting (${status.waiting.reason})` : '';
-    actions.push({ ...optional('time', started ? iso(started) : undefined), what: `ephemeral container ${ephemeral.name} targeting ${ephemeral.targetContainerName ?? '(none)'}${outcome}` });
+    const outcome = status?.running ? ', running' : status?.waiting ? `, waiting (${status.waiting.reason})` : '';
+    actions.push({ ...optional('time', started ? iso(started) : undefined), what: `ephemeral container ${ephemeral.name} targeting ${ephemeral.targetContainerName ?? '(none)'} started${outcome}` });
+    const { steps, rest } = timedLines(status?.terminated?.message ?? '');
+    for (const step of steps) actions.push({ time: step.time, what: `${ephemeral.name}: ${step.what}` });
+    if (status?.terminated) {
+      const finished = status.terminated.finishedAt ? iso(status.terminated.finishedAt) : undefined;
+      actions.push({ ...optional('time', finished), what: `ephemeral container ${ephemeral.name} exited ${status.terminated.exitCode}${rest ? `: ${rest}` : ''}` });
+    }
   }
   for (const role of roles) {
     if (role.role === 'sidecar' && role.markers.quickExitImage !== undefined && role.image === role.markers.quickExitImage) {
       actions.push({ what: `sidecar ${role.name} runs its quick-exit image ${role.image} (image replaced in place)` });
+    }
+    const before = pod.status?.containerStatuses?.find((s) => s.name === role.name)?.lastState?.terminated;
+    if (role.role === 'sidecar' && before?.finishedAt) {
+      actions.push({ time: iso(before.finishedAt), what: `sidecar ${role.name} exited ${before.exitCode}${before.reason && before.reason !== 'Completed' ? ` (${before.reason})` : ''}, and the kubelet started it again${role.image ? ` with ${role.image}` : ''}` });
     }
   }
   const condition = pod.status?.conditions?.find((c) => c.type === TERMINATED_CONDITION);
@@ -311,6 +332,21 @@ function actionsOf(pod: V1Pod, events: CoreV1Event[], crr: CrrView | undefined, 
   }
   if (pod.metadata?.labels?.[MANAGED_LABEL] === DONE) actions.push({ what: `label ${MANAGED_LABEL}=${DONE}: the watcher is done with the pod` });
   return actions.sort((a, b) => (a.time ?? '\uffff').localeCompare(b.time ?? '\uffff'));
+}
+
+/**
+ * What a signal container wrote, one step a line, each led by its time (images/stop-sidecar); a
+ * message of another form (an earlier signal container's, its log tail) is kept whole as `rest`.
+ */
+function timedLines(message: string): { steps: Action[]; rest: string } {
+  const steps: Action[] = [];
+  const rest: string[] = [];
+  for (const line of message.trim().split('\n').filter(Boolean)) {
+    const timed = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (.*)$/.exec(line);
+    if (timed) steps.push({ time: timed[1]!, what: timed[2]! });
+    else rest.push(line);
+  }
+  return { steps, rest: rest.join(' ') };
 }
 
 function mainWait(pod: V1Pod, roles: ContainerRole[], exitCodes: Map<string, number>, decision: Decision): string {
@@ -327,7 +363,7 @@ function stopWait(sidecar: ContainerRole, mechanism: Mechanism, pod: V1Pod, crr:
       : `the watcher to replace the image of ${sidecar.name} with ${sidecar.markers.quickExitImage}`;
   }
   if (mechanism === 'crr') return `kruise-daemon on ${pod.spec?.nodeName ?? 'the node'} to stop ${sidecar.name} (ContainerRecreateRequest ${crr?.name ?? ''}${crr?.phase ? `, phase ${crr.phase}` : ''})`;
-  if (mechanism === 'signal') return `${sidecar.name} to exit after the SIGTERM its ephemeral container sent`;
+  if (mechanism === 'signal') return `${sidecar.name} to exit after the ${describeStop(sidecar.markers.stop)} its ephemeral container sent (or to be ended from outside once its grace period is over)`;
   return events.length === 0
     ? `the watcher to stop ${sidecar.name}: no action recorded yet`
     : `the watcher's stop of ${sidecar.name} to take effect`;
@@ -339,8 +375,9 @@ function stoppingAdvice(story: PodStory, running: ContainerRole[], mechanisms: M
     advice.push(`Give each sidecar a quick-exit image (env ${ENV_WITH_IMAGE}), the only way to stop a container on a virtual-kubelet node.`);
     if (story.job) advice.push(`This pod cannot finish by itself: once the Job's template is fixed, replace the Job (kubectl delete job -n ${story.namespace} ${story.job}, then create it again).`);
   }
-  if (warning === 'share-process-namespace') advice.push('Drop shareProcessNamespace from the pod, give the sidecar a quick-exit image, or run the watcher with --kill-mechanism crr (OpenKruise).');
-  if (warning === 'signal-ignored') advice.push('Make the sidecar exit on SIGTERM: run it under an init that forwards signals (tini, dumb-init) or give it a handler; or give it a quick-exit image, or use --kill-mechanism crr.');
+  if (warning === 'signal-ignored' || warning === 'sigterm-unhandled') {
+    advice.push('The sidecar is being ended from outside. To let it exit by itself in time: give it a SIGTERM handler, run it under an init that forwards signals (tini, dumb-init), or stop it by its own shutdown endpoint (docs/sidecars.md).');
+  }
   if (warning === 'stop-failed') advice.push('The watcher retries; its logs say more.');
   for (const sidecar of running) {
     const status = pod.status?.containerStatuses?.find((s) => s.name === sidecar.name)?.state?.waiting?.reason;

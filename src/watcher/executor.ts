@@ -41,7 +41,7 @@ interface PodState {
  */
 export type Execution = 'done' | 'pod-changed';
 
-const STOP_REQUESTS = new Set<Step['type']>(['replace-image', 'mark-terminal', 'create-crr', 'add-signal-containers']);
+const STOP_REQUESTS = new Set<Step['type']>(['replace-image', 'mark-terminal', 'create-crr', 'add-signal-containers', 'escalate-image', 'escalate-phase']);
 
 export class Executor {
   private readonly options: ExecutorOptions;
@@ -94,10 +94,13 @@ export class Executor {
             break;
           }
           case 'replace-image':
+          case 'escalate-image':
             current = await this.requested(pod, 'image', 1, () => this.writer.replaceImage(current, step.container, step.image));
+            if (step.type === 'escalate-image') log.info({ sidecar: step.container, image: step.image }, 'sidecar ended from outside: its image replaced by the quick-exit image');
             requested(true);
             break;
           case 'mark-terminal':
+          case 'escalate-phase':
             current = await this.requested(pod, 'phase', 1, () => this.writer.setStatus(current, { type: TERMINATED_CONDITION, ...step.condition }, step.phase));
             log.info({ phase: step.phase }, step.condition.message);
             break;

@@ -15,7 +15,7 @@ export interface WatcherState {
   pendingSince(): number[];
 }
 
-export const ACTION_RESULTS = ['ok', 'error', 'refused', 'failed', 'ignored'] as const;
+export const ACTION_RESULTS = ['ok', 'error', 'refused', 'failed', 'escalated'] as const;
 export type ActionResult = (typeof ACTION_RESULTS)[number];
 export const MECHANISMS = ['crr', 'signal', 'image', 'phase', 'none'] as const satisfies readonly Mechanism[];
 
@@ -33,7 +33,7 @@ export class WatcherMetrics {
     const registers = [registry];
     this.actions = new Counter({
       name: 'sidecar_terminator_terminations_total',
-      help: 'Sidecar stop actions by mechanism (crr, signal, image, phase, none) and result (ok: requested; error: the request failed, it is retried; refused: cannot be stopped here; failed: the request ran and did not stop it; ignored: a signalled sidecar still runs after its grace period).',
+      help: 'Sidecar stop actions by mechanism (crr, signal, image, phase, none) and result (ok: requested; error: the request failed, it is retried; refused: cannot be stopped here; failed: the request ran and did not stop it; escalated: a sidecar still running after its grace period, or whose PID 1 drops SIGTERM, ended from outside).',
       labelNames: ['mechanism', 'result'],
       registers,
     });

@@ -35,6 +35,8 @@ export interface WatcherOptions {
   /** Labels (key=value) of the namespaces the webhook serves; the sweeper skips the others. */
   namespaceLabels: readonly string[];
   quickExitImageAllowlist: readonly string[];
+  /** --quick-exit-image: what ends a sidecar still running after its grace period. */
+  quickExitImage: string;
 }
 
 /** The watcher as serve runs it: started (once the kill mechanism is known, its parts are built and run), ready, stopped. */
@@ -115,7 +117,7 @@ class Controller {
       pods: this.cache,
       nodes: new NodeLookup(this.core),
       core: this.core,
-      settings: { killMechanism: kill.mechanism, signal: options.signal, quickExitImageAllowlist: options.quickExitImageAllowlist },
+      settings: { killMechanism: kill.mechanism, signal: options.signal, quickExitImageAllowlist: options.quickExitImageAllowlist, quickExitImage: options.quickExitImage },
       executor: this.executor,
       logger,
     });

@@ -16,8 +16,9 @@ import { KubeletSimulator, simAnnotations } from '../support/kubelet-simulator.t
 import { waitFor } from '../support/wait.ts';
 import { servedCertificate, startServe } from '../support/serve-process.ts';
 import { finishedByWatcher, installCrrCrd } from '../support/stack.ts';
-import { argsOf, helm, helmEnv, helmRelease as helmReleaseOf, parseManifests, repoRoot, template, type Manifest } from './helm.ts';
-import { serviceAccountKubeconfig } from './service-account.ts';
+import { argsOf, helm, helmEnv, helmRelease as helmReleaseOf, parseManifests, template, type Manifest } from './helm.ts';
+import { repoRoot } from '../support/repo.ts';
+import { serviceAccountKubeconfig } from '../support/service-account.ts';
 
 const RELEASE = 'sidecar-terminator';
 const NS = 'sidecar-terminator';

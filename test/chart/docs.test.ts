@@ -13,7 +13,8 @@ import { SERVE_FLAGS, defaultText } from '../../src/config.ts';
 import { CHART_SETTINGS, withServeFlagsTable } from '../support/config-reference.ts';
 import { markdownFiles, readDoc, section } from '../support/markdown.ts';
 import { readResults, withMatrixTable } from '../../scripts/test-matrix.ts';
-import { chartDir, registeredMetrics, render, repoRoot } from './helm.ts';
+import { chartDir, registeredMetrics, render } from './helm.ts';
+import { repoRoot } from '../support/repo.ts';
 
 const run = promisify(execFile);
 const installation = readDoc('docs/installation.md');

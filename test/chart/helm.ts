@@ -2,12 +2,12 @@
 // template` with values, and small readers of the rendered manifests.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { runCommand, type CommandResult } from '../support/command.ts';
 import { buildScriptOutput } from '../support/managed-process.ts';
+import { repoRoot } from '../support/repo.ts';
 
-export const repoRoot = resolve(import.meta.dirname, '../..');
 export const chartDir = join(repoRoot, 'charts/sidecar-terminator');
 
 export interface Manifest {

@@ -14,8 +14,8 @@ import t from 'tap';
 import { addOnEntrypoint } from '../../scripts/build-images.ts';
 import { OFFLOAD_BODY_BYTES } from '../../src/webhook/offload.ts';
 import { runCommand } from '../support/command.ts';
+import { repoRoot } from '../support/repo.ts';
 import { postJson, startServe } from '../support/serve-process.ts';
-import { repoRoot } from './helm.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'st-image-'));
 t.teardown(() => rmSync(root, { recursive: true, force: true }));

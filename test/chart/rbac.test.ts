@@ -11,7 +11,8 @@ import t, { type Test } from 'tap';
 import { parseFlags } from '../../src/cli.ts';
 import { SERVE_FLAGS, type ServeConfig } from '../../src/config.ts';
 import type { Component } from '../support/config-reference.ts';
-import { render, repoRoot, type Manifest } from './helm.ts';
+import { render, type Manifest } from './helm.ts';
+import { repoRoot } from '../support/repo.ts';
 
 /** Where a call's permission must hold: cluster-scoped objects, the add-on's own namespace, or the pods' namespaces (every one, or --namespaces). */
 type Scope = 'cluster' | 'own' | 'watched';
@@ -47,7 +48,6 @@ const webhookConfigurations = (verb: string, kind: 'mutating' | 'validating'): N
   scope: 'cluster',
   names: configurations,
 });
-const usesSignal = (config: ServeConfig) => config.killMechanism !== 'crr';
 const usesCrr = (config: ServeConfig) => config.killMechanism !== 'signal';
 const REGISTER_ONLY = 'only `serve --register-webhooks` (local runs) writes the configurations; the chart creates them itself';
 const FENCE_REGISTER_ONLY = 'only `serve --register-webhooks` (local runs) writes the fence; the chart installs it itself';
@@ -64,7 +64,7 @@ const CALLS: Record<string, Call> = {
   readNamespacedPod: { sites: ['src/watcher/reconciler.ts', 'src/status/cluster.ts'], needs: [pods('get')], why: 'the pod as it is now, before saying its sidecar ignores SIGTERM; `status pod/NAME` reads it as the user' },
   patchNamespacedPod: { sites: ['src/watcher/pod-writes.ts', 'src/watcher/sweeper.ts'], needs: [pods('patch')], why: "the sweeper's managed label, and the in-place quick-exit image" },
   patchNamespacedPodStatus: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/status')], why: 'the terminal phase with the SidecarTerminated condition; that condition while a quick-exit image cannot be pulled' },
-  patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal mechanism', when: usesSignal },
+  patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal container: the signal mechanism, and HTTP stop methods with either' },
   createNamespacedEvent: {
     sites: ['src/watcher/events.ts', 'src/webhook/owner-events.ts'],
     needs: [pods('create', 'events')],

@@ -224,14 +224,17 @@ t.test('every serve flag is set from a value, set by the chart, or deliberately 
   }
 });
 
-t.test('image: tag, digest, and the signal image that follows it', async (t) => {
+t.test('image: tag, digest, and the stop-sidecar and quick-exit images beside it', async (t) => {
   const byDigest = await render({ image: { repository: 'registry.example.com/st', digest: `sha256:${'a'.repeat(64)}` } });
   const image = `registry.example.com/st@sha256:${'a'.repeat(64)}`;
   for (const component of COMPONENTS) t.equal(podSpec(byDigest, component).containers[0]!.image, image, `${component} pulls by digest`);
-  t.equal(flagValue(argsOf(byDigest, 'watcher'), 'signal-image'), image, 'the signal container is the same image by default');
-  t.equal(flagValue(argsOf(defaults, 'watcher'), 'signal-image'), podSpec(defaults, 'watcher').containers[0]!.image);
+  t.equal(flagValue(argsOf(byDigest, 'watcher'), 'signal-image'), 'registry.example.com/stop-sidecar:0.1.0', 'the signal container: stop-sidecar beside the image, with the chart version');
+  t.equal(flagValue(argsOf(defaults, 'watcher'), 'signal-image'), 'ghcr.io/sidecar-terminator/stop-sidecar:0.1.0', 'by default, the one `serve` defaults to');
+  t.equal(flagValue(argsOf(defaults, 'watcher'), 'quick-exit-image'), 'ghcr.io/sidecar-terminator/quick-exit:0.1.0');
   const tagged = await render({ image: { tag: '0.2.0', pullPolicy: 'Always' } });
   t.match(podSpec(tagged, 'webhook').containers[0], { image: 'ghcr.io/sidecar-terminator/sidecar-terminator:0.2.0', imagePullPolicy: 'Always' });
+  t.equal(flagValue(argsOf(tagged, 'watcher'), 'signal-image'), 'ghcr.io/sidecar-terminator/stop-sidecar:0.2.0', 'and its tag');
+  t.equal(flagValue(argsOf(await render({ watcher: { quickExitImage: '' } }), 'watcher'), 'quick-exit-image'), '', 'empty: the phase instead');
 });
 
 t.test('ServiceMonitors: the webhook over HTTPS checked with its own CA, the watcher over HTTP', async (t) => {

@@ -5,7 +5,8 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { runCli } from '../cli/run.ts';
-import { readDoc, repoRoot, section, tableRows } from '../support/markdown.ts';
+import { readDoc, section, tableRows } from '../support/markdown.ts';
+import { repoRoot } from '../support/repo.ts';
 
 const page = readDoc('docs/ARCHITECTURE.md');
 const code = (cell: string | undefined) => [...(cell ?? '').matchAll(/`([^`]+)`/g)].map((match) => match[1]!);

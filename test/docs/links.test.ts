@@ -4,7 +4,8 @@
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import t from 'tap';
-import { anchors, links, markdownFiles, readDoc, repoRoot, slug } from '../support/markdown.ts';
+import { anchors, links, markdownFiles, readDoc, slug } from '../support/markdown.ts';
+import { repoRoot } from '../support/repo.ts';
 
 interface Tree {
   read(path: string): string;

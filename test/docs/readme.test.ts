@@ -4,7 +4,8 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { fences, headings, links, readDoc, repoRoot } from '../support/markdown.ts';
+import { fences, headings, links, readDoc } from '../support/markdown.ts';
+import { repoRoot } from '../support/repo.ts';
 
 const readme = readDoc('README.md');
 

@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { repoRoot } from '../support/demo.ts';
+import { repoRoot } from '../support/repo.ts';
 import { waitFor } from '../support/wait.ts';
 import { realNodeUnavailable } from '../support/real-node.ts';
 

@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { BatchV1Api } from '@kubernetes/client-node';
 import t from 'tap';
 import { startDemo } from '../support/demo.ts';
-import { commandBlocks, readDoc, repoRoot, section } from '../support/markdown.ts';
+import { commandBlocks, readDoc, section } from '../support/markdown.ts';
+import { repoRoot } from '../support/repo.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 
 /** The ```sh blocks of "Try it": each its command lines, and the output shown after them, if any. */

@@ -14,9 +14,9 @@ import { AdmissionregistrationV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, Ku
 import t, { type Test } from 'tap';
 import { SERVE_FLAGS } from '../../src/config.ts';
 import { desiredFence } from '../../src/kube/fence.ts';
-import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL, SIGNAL_COMMAND, signalUser } from '../../src/policy/index.ts';
+import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL, SIGNAL_COMMAND, signalUser, stopArguments } from '../../src/policy/index.ts';
 import { argsOf, helmEnv, helmRelease, type Manifest } from '../chart/helm.ts';
-import { serviceAccountKubeconfig } from '../chart/service-account.ts';
+import { serviceAccountKubeconfig } from '../support/service-account.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
@@ -27,7 +27,7 @@ import { jobYaml } from '../support/pods.ts';
 const NS = 'sidecar-terminator';
 const WATCHER = 'sidecar-terminator-watcher';
 const WEBHOOK = 'sidecar-terminator-webhook';
-const SIGNAL_IMAGE = 'ghcr.io/sidecar-terminator/sidecar-terminator:0.1.0';
+const SIGNAL_IMAGE = SERVE_FLAGS.signalImage.default;
 const QUICK_EXIT = 'registry.example.com/quick-exit:1.0';
 
 // Before Kubernetes 1.30 the chart and serve install no fence (test/e2e/fence-older-cluster.test.ts).
@@ -185,7 +185,8 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
   function signalContainer(pod: V1Pod, changes: Partial<V1EphemeralContainer> = {}): V1EphemeralContainer {
     const user = signalUser(pod, 'proxy');
     if ('refused' in user) throw new Error(user.refused.message);
-    return { name: 'stop-proxy', image: SIGNAL_IMAGE, command: [...SIGNAL_COMMAND], targetContainerName: 'proxy', terminationMessagePolicy: 'FallbackToLogsOnError', securityContext: user.securityContext, ...changes };
+    const args = stopArguments({ stop: { kind: 'signal' }, gracePeriodSeconds: 30 });
+    return { name: 'stop-proxy', image: SIGNAL_IMAGE, command: [...SIGNAL_COMMAND], args, targetContainerName: 'proxy', terminationMessagePolicy: 'FallbackToLogsOnError', securityContext: user.securityContext, ...changes };
   }
   const addEphemeral = (pod: string, container: V1EphemeralContainer) => () =>
     subresourcePatchAs(watcherKubeconfig, 'ephemeralcontainers', pod, [{ op: 'add', path: '/spec/ephemeralContainers', value: [container] }]);
@@ -200,6 +201,7 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
       serviceAccounts: { watcher: SERVE_FLAGS.watcherServiceAccount.default, webhook: SERVE_FLAGS.webhookServiceAccount.default },
       leaseName: SERVE_FLAGS.leaderElectionLease.default,
       signalImage: SERVE_FLAGS.signalImage.default,
+      quickExitImage: SERVE_FLAGS.quickExitImage.default,
       tlsSecret: SERVE_FLAGS.tlsSecret.default,
       configurationName: 'fence-e2e',
     });
@@ -213,10 +215,14 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
   });
 
   t.test("the watcher's token: ephemeral containers other than its signal container are refused", async (t) => {
-    const shape = /may only add its signal container to a pod labelled sidecar-terminator.io\/managed=true: named stop-<sidecar>, image ghcr.io\/sidecar-terminator\/sidecar-terminator:0.1.0, command node -e/;
+    const shape = /may only add its signal container to a pod labelled sidecar-terminator.io\/managed=true: named stop-<sidecar>, image ghcr.io\/sidecar-terminator\/stop-sidecar:0.1.0, command \/stop-sidecar, arguments --grace-period, --method, --url \(http:\/\/localhost, 127.0.0.1 or \[::1\] only\)/;
     await refused(t, watcherKubeconfig, 'another image', addEphemeral('finished', signalContainer(finished, { image: 'busybox:1.36' })), shape);
     await refused(t, watcherKubeconfig, 'another command', addEphemeral('finished', signalContainer(finished, { command: ['sh', '-c', 'cat /proc/1/environ'] })), shape);
-    await refused(t, watcherKubeconfig, 'arguments', addEphemeral('finished', signalContainer(finished, { args: ['--inspect'] })), shape);
+    await refused(t, watcherKubeconfig, 'arguments of another form', addEphemeral('finished', signalContainer(finished, { args: ['--inspect'] })), shape);
+    for (const url of ['http://10.0.0.7:15020/quitquitquit', 'http://kubernetes.default.svc:443/', 'https://localhost:15020/', 'http://localhost.evil.example.com:80/', 'http://127.0.0.1:80/ x']) {
+      await refused(t, watcherKubeconfig, `a shutdown request to ${url}`, addEphemeral('finished', signalContainer(finished, { args: ['--grace-period=30', '--method=POST', `--url=${url}`] })), shape);
+    }
+    await refused(t, watcherKubeconfig, 'another method', addEphemeral('finished', signalContainer(finished, { args: ['--grace-period=30', '--method=CONNECT', '--url=http://localhost:1/'] })), shape);
     await refused(t, watcherKubeconfig, "the pod's environment", addEphemeral('finished', signalContainer(finished, { env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'db', key: 'password' } } }] })), shape);
     await refused(t, watcherKubeconfig, "a mount of the pod's volumes", addEphemeral('finished', signalContainer(finished, { volumeMounts: [{ name: 'data', mountPath: '/loot' }] })), shape);
     await refused(t, watcherKubeconfig, 'another name', addEphemeral('finished', signalContainer(finished, { name: 'debugger' })), shape);
@@ -233,12 +239,13 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
     for (const name of ['finished', 'managed']) t.notOk((await core.readNamespacedPod({ namespace: victims, name })).spec?.ephemeralContainers, `${name}: nothing was added`);
 
     const allowed = await runningPod(victims, 'signal-by-hand', { mainExitsAfter: '1s' });
-    const sent = await addEphemeral('signal-by-hand', signalContainer(allowed))();
-    t.equal(sent.code, 0, `the signal container the watcher sends is allowed: ${sent.stderr}`);
+    const http = stopArguments({ stop: { kind: 'http', method: 'POST', url: 'http://[::1]:15020/quitquitquit' }, gracePeriodSeconds: 30, containerId: '0123abcd' });
+    const sent = await addEphemeral('signal-by-hand', signalContainer(allowed, { args: http }))();
+    t.equal(sent.code, 0, `the signal container the watcher sends, with a loopback shutdown request, is allowed: ${sent.stderr}`);
   });
 
   t.test("the watcher's token: pod updates other than the quick-exit image and the managed label are refused", async (t) => {
-    const spec = /may change the spec of a pod labelled sidecar-terminator.io\/managed=true only to replace a sidecar's image with the first KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE of that container/;
+    const spec = /may change the spec of a pod labelled sidecar-terminator.io\/managed=true only to replace a sidecar's image with the first KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE of that container, or a sidecar's with ghcr.io\/sidecar-terminator\/quick-exit:0.1.0 where it sets no command or the pod's phase is terminal/;
     await refused(t, watcherKubeconfig, "a sidecar's image", patch('finished', [{ op: 'replace', path: '/spec/containers/1/image', value: 'evil.example.com/miner:1' }]), spec);
     await refused(t, watcherKubeconfig, "the main container's image", patch('finished', [{ op: 'replace', path: '/spec/containers/0/image', value: 'evil.example.com/miner:1' }]), spec);
     await refused(t, watcherKubeconfig, 'activeDeadlineSeconds', patch('managed', [{ op: 'add', path: '/spec/activeDeadlineSeconds', value: 1 }]), spec);
@@ -263,6 +270,16 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
     await refused(t, watcherKubeconfig, 'the second definition', patch('quick-exit', [{ op: 'replace', path: '/spec/containers/1/image', value: 'evil.example.com/second:1' }]), /only to replace a sidecar's image with the first/);
     const allowed = await kubectlAs(watcherKubeconfig, patch('quick-exit', [{ op: 'replace', path: '/spec/containers/1/image', value: QUICK_EXIT }]));
     t.equal(allowed.code, 0, `the first definition, as OpenKruise reads it, is allowed: ${allowed.stderr}`);
+  });
+
+  t.test("the watcher's token: a kill sidecar without command may get --quick-exit-image, once the main containers are done", async (t) => {
+    const escalation = (pod: string) => patch(pod, [{ op: 'replace', path: '/spec/containers/1/image', value: SERVE_FLAGS.quickExitImage.default }]);
+    await refused(t, watcherKubeconfig, 'while the main container runs', escalation('managed'), /once every main container has exited/);
+    await refused(t, watcherKubeconfig, 'on a container that is no sidecar', patch('finished', [{ op: 'replace', path: '/spec/containers/0/image', value: SERVE_FLAGS.quickExitImage.default }]), /or a sidecar's with/);
+    const ended = await runningPod(victims, 'ended-from-outside', { mainExitsAfter: '1s' });
+    t.equal(ended.metadata?.labels?.[MANAGED_LABEL], 'true');
+    const allowed = await kubectlAs(watcherKubeconfig, escalation('ended-from-outside'));
+    t.equal(allowed.code, 0, `--quick-exit-image in place of a kill sidecar's image is allowed: ${allowed.stderr}`);
   });
 
   t.test("the watcher's token: status writes other than the terminal phase and the SidecarTerminated condition are refused", async (t) => {

@@ -2,8 +2,8 @@
 // the Dockerfile's content) imported into a real node's containerd, and `helm install` of the chart.
 // The API server reaches the webhook through its Service (kube-proxy), so the serving certificate's
 // names and the CA bundle the webhook writes are what a real cluster checks; the watcher runs with
-// leader election and the chart's RBAC; the signal mechanism's ephemeral container runs the same
-// image. The fence is on, as by default: every write of the add-on on these real containers passes
+// leader election and the chart's RBAC; the signal mechanism's ephemeral container runs the
+// stop-sidecar image beside it. The fence is on, as by default: every write of the add-on on these real containers passes
 // its ValidatingAdmissionPolicies. Then the examples, a denial, a real Prometheus scraping the add-on
 // as the chart's ServiceMonitors describe and firing the chart's stuck-Job alert, an upgrade while
 // pods are created at a steady rate (every admission counted), and an uninstall under the same load.
@@ -12,7 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { AdmissionregistrationV1Api, AppsV1Api, BatchV1Api, CoordinationV1Api } from '@kubernetes/client-node';
-import { alertGroups, chartDir, helm, render, repoRoot } from '../chart/helm.ts';
+import { alertGroups, chartDir, helm, render } from '../chart/helm.ts';
+import { repoRoot } from '../support/repo.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { startPrometheus } from '../support/prometheus.ts';
 import { waitFor } from '../support/wait.ts';
@@ -33,7 +34,7 @@ if (!chartInstalls) t.plan(0, `Kubernetes ${version.gitVersion} is older than th
 else if (canRunRealNode(t)) {
   const cluster = await startRealCluster(t, {
     reachableFromPods: true,
-    node: { images: ['sidecar-terminator', 'busybox', 'quick-exit'] },
+    node: { images: ['sidecar-terminator', 'stop-sidecar', 'busybox', 'quick-exit'] },
   });
   const { cp, core } = cluster;
   const apps = cp.kubeConfig.makeApiClient(AppsV1Api);
@@ -92,7 +93,7 @@ else if (canRunRealNode(t)) {
     t.equal(shipperStatus.state?.terminated?.exitCode, 0, 'the log shipper exited 0 on SIGTERM');
     t.match(await containerLog(cp, namespace, shipper.metadata!.name!, 'log-shipper'), /row 5\n(.|\n)*shipped/, 'it shipped every row, then stopped');
     const signal = shipper.spec?.ephemeralContainers?.[0];
-    t.equal(signal?.image, 'ghcr.io/sidecar-terminator/sidecar-terminator:0.1.0', "the signal container ran the chart's own image");
+    t.equal(signal?.image, 'ghcr.io/sidecar-terminator/stop-sidecar:0.1.0', 'the signal container ran the stop-sidecar image beside the chart\'s own');
     const proxy = await podOfJob(cluster, namespace, 'ignore-exit-code');
     t.equal(proxy.status?.phase, 'Succeeded', 'the pod whose sidecar exits 143 is Succeeded');
     const logs = await kubectl(['logs', '--selector', 'app.kubernetes.io/component=watcher', '--tail', '-1', '--prefix'], NS);
@@ -142,25 +143,36 @@ else if (canRunRealNode(t)) {
     t.same(up.map((target) => target.metric.job).sort(), [RELEASE, RELEASE, `${RELEASE}-watcher-metrics`], 'the two webhook replicas and the watcher are up');
     t.same((await prometheus.query(`sidecar_terminator_leader{namespace="${NS}"} == 1`)).length, 1, 'one replica leads');
 
-    // A Job whose sidecar ignores SIGTERM: the signal container's SIGTERM changes nothing.
+    // A Job whose sidecar handles SIGTERM and keeps running, given ten minutes to exit: it waits on
+    // its sidecar. And one whose quick-exit image cannot be pulled (the node may pull nothing for
+    // that container), with OnFailure, under which the kubelet keeps trying: a stop that failed.
     const namespace = await cp.createNamespace();
-    const applied = await kubectl(['apply', '-f', '-'], namespace, JSON.stringify({
+    const job = (name: string, annotations: Record<string, string>, env: Array<{ name: string; value: string }>, command: string[], pull = 'IfNotPresent', restartPolicy = 'Never') => ({
       apiVersion: 'batch/v1',
       kind: 'Job',
-      metadata: { name: 'stuck' },
+      metadata: { name },
       spec: {
         backoffLimit: 0,
         template: {
+          metadata: { annotations },
           spec: {
-            restartPolicy: 'Never',
+            restartPolicy,
             terminationGracePeriodSeconds: 5,
             containers: [
               { name: 'main', image: 'busybox:1.35', command: ['sh', '-c', 'sleep 1'] },
-              { name: 'proxy', image: 'busybox:1.35', command: ['sh', '-c', "trap '' TERM; while true; do sleep 1; done"], env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }] },
+              { name: 'proxy', image: 'busybox:1.35', imagePullPolicy: pull, command, env },
             ],
           },
         },
       },
+    });
+    const applied = await kubectl(['apply', '-f', '-'], namespace, JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [
+        job('stuck', { 'grace-period-seconds.sidecar-terminator.io/proxy': '600' }, [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }], ['sh', '-c', "trap 'echo ignored' TERM; while true; do sleep 1; done"]),
+        job('unpullable', {}, [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE', value: 'registry.example.com/quick-exit:1' }], ['sleep', '3600'], 'Never', 'OnFailure'),
+      ],
     }));
     t.equal(applied.code, 0, `kubectl apply: ${applied.stderr}`);
     const firing = (name: string) => async () => (await prometheus.alerts()).find((alert) => alert.labels.alertname === name && alert.state === 'firing');
@@ -170,12 +182,16 @@ else if (canRunRealNode(t)) {
     });
     t.match(stuck.labels, { namespace: NS, severity: 'warning' }, 'the stuck-Job alert fires, for this release');
     t.ok(Number(stuck.value) > 20, `the pod has waited ${stuck.value} s on its sidecar`);
-    const cannot = await waitFor('SidecarTerminatorCannotStopSidecars to fire', firing('SidecarTerminatorCannotStopSidecars'), { timeoutMs: 60_000, intervalMs: 1000 });
-    t.ok(Number(cannot.value) >= 1, 'and the sidecar that ignores SIGTERM is counted from its first time: its series was at 0 before');
+    const cannot = await waitFor('SidecarTerminatorCannotStopSidecars to fire', firing('SidecarTerminatorCannotStopSidecars'), { timeoutMs: 60_000, intervalMs: 1000 }).catch(async (error: unknown) => {
+      t.comment((await kubectl(['get', 'pods,events', '-o', 'wide'], namespace)).stdout);
+      throw error;
+    });
+    t.ok(Number(cannot.value) >= 1, 'and the quick-exit image that cannot be pulled is counted from its first time: its series was at 0 before');
     const others = (await prometheus.alerts()).filter((alert) => !['SidecarTerminatorPodsWaitingOnSidecars', 'SidecarTerminatorCannotStopSidecars'].includes(alert.labels.alertname ?? ''));
     t.same(others.map((alert) => `${alert.labels.alertname} ${alert.state}`), [], 'no other alert: both components up, a leader, a valid certificate');
-    const [pod] = (await core.listNamespacedPod({ namespace })).items;
-    await kubectl(['delete', 'pod', pod!.metadata!.name!, '--grace-period=0', '--force', '--wait=false'], namespace);
+    for (const pod of (await core.listNamespacedPod({ namespace })).items) {
+      await kubectl(['delete', 'pod', pod.metadata!.name!, '--grace-period=0', '--force', '--wait=false'], namespace);
+    }
   });
 
   t.test('helm upgrade with changed values rolls both Deployments without a denied pod', async (t) => {

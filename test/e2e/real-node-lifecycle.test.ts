@@ -32,7 +32,7 @@ if (canRunRealNode(t)) {
 
   t.test('normal node, signal mechanism', async (t) => {
     const stack = await startRealStack(t, {
-      node: { images: ['test-container', 'sidecar-terminator'] },
+      node: { images: ['test-container', 'stop-sidecar', 'quick-exit'] },
       serveArgs: ['--kill-mechanism', 'signal'],
     });
     const { cp } = stack;

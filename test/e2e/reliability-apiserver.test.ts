@@ -3,12 +3,11 @@
 // watcher-crr.test.ts): every Job completes, every kill sidecar gets exactly one ephemeral
 // container, every pod exactly one SidecarTerminator event.
 import t, { type Test } from 'tap';
-import type { V1Pod } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { apply, startStack, waitForJobsComplete, type Stack } from '../support/stack.ts';
-import { jobYaml } from '../support/pods.ts';
+import { jobYaml, signalled } from '../support/pods.ts';
 
 const stack = await startStack(t, { sim: { restartDelayMs: 200 }, serveArgs: ['--kill-mechanism', 'signal'] });
 const { cp, core } = stack;
@@ -24,7 +23,6 @@ ${KILL_SIDECARS.map(
               value: "true"`,
 ).join('\n')}`;
 
-const signalled = (pod: V1Pod) => (pod.spec?.ephemeralContainers?.length ?? 0) > 0;
 
 /**
  * Applies `count` Jobs whose main containers finish `firstExitS` to `firstExitS`+`spreadS`-1 s

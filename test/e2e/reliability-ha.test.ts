@@ -11,7 +11,7 @@ import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { httpStatus } from '../support/net.ts';
 import { registeringWebhooks, servedCertificate, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
-import { startCluster, waitForWebhooksInEffect } from '../support/stack.ts';
+import { startCluster, tryApply, waitForWebhooksInEffect } from '../support/stack.ts';
 import { jobYaml, killSidecar, main, sidecarMarked } from '../support/pods.ts';
 import { startTcpBalancer } from '../support/tcp-balancer.ts';
 
@@ -21,7 +21,7 @@ const addonNamespace = await cp.createNamespace('st-system');
 
 const goodJob = (name: string, exitAfter = '1s') => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: exitAfter }, containers: [main(), killSidecar()] });
 const badJob = (name: string) => jobYaml(name, { containers: [main(), sidecarMarked('yes')] });
-const apply = (namespace: string, yaml: string) => cp.kubectl(['apply', '-f', '-'], { namespace, input: yaml });
+const apply = (namespace: string, yaml: string) => tryApply(cp, namespace, yaml);
 
 // One webhook (failurePolicy Fail) labels the pods for the watcher tests.
 const watcherTestsWebhook = await startServe((port) => [

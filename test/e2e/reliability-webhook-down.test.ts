@@ -13,7 +13,7 @@ import { MANAGED_LABEL } from '../../src/policy/index.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, startServe, startWatcherProcess } from '../support/serve-process.ts';
-import { finishedByWatcher, startCluster, waitForWebhooksInEffect } from '../support/stack.ts';
+import { finishedByWatcher, startCluster, tryApply, waitForWebhooksInEffect } from '../support/stack.ts';
 import { imageSidecar, jobYaml, killSidecar, main, podYaml } from '../support/pods.ts';
 
 const CONFIG_NAME = 'st-webhook-down';
@@ -33,7 +33,7 @@ const startWebhook = (failurePolicy: 'Fail' | 'Ignore') =>
 const watcher = await startWatcherProcess(['--kubeconfig', cp.kubeconfigPath, '--sweep-interval', '2s', '--kill-mechanism', 'signal']);
 t.teardown(() => watcher.stop());
 
-const apply = (namespace: string, yaml: string) => cp.kubectl(['apply', '-f', '-'], { namespace, input: yaml });
+const apply = (namespace: string, yaml: string) => tryApply(cp, namespace, yaml);
 
 async function readPod(namespace: string, name: string): Promise<V1Pod | undefined> {
   try {

@@ -12,7 +12,8 @@ import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { runCommand, type CommandResult } from '../support/command.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
-import { commandBlocks, repoRoot } from '../support/markdown.ts';
+import { commandBlocks } from '../support/markdown.ts';
+import { repoRoot } from '../support/repo.ts';
 import { apply, eventsOf, finishedByWatcher, podOfJob, startStack, waitForJob } from '../support/stack.ts';
 import { jobYaml } from '../support/pods.ts';
 

@@ -12,9 +12,10 @@ import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { apply, eventsOf, finishedByWatcher, podOfJob, startStack, waitForJob } from '../support/stack.ts';
 import { jobYaml, killSidecar, main, onVirtualNode, podYaml, sidecarMarked } from '../support/pods.ts';
+import { serviceAccountKubeconfig } from '../support/service-account.ts';
 
-// Signals from inside a pod are never followed by SIGKILL, so a sidecar that ignores SIGTERM
-// keeps running for the whole grace period: the pod stays `stopping` for the test.
+// A sidecar that ignores SIGTERM is ended from outside only once its grace period is over (600 s
+// here): the pod stays `stopping` for the test.
 const stack = await startStack(t);
 const { cp, core } = stack;
 const namespace = await cp.createNamespace('status-demo');
@@ -97,9 +98,9 @@ t.test('stopping: the SIGTERM sent, the sidecar still running', async (t) => {
   const run = await status(['-n', namespace, `pod/${pods.deaf}`]);
   t.equal(run.code, 0, run.stderr);
   t.match(run.stdout, new RegExp(`^Pod:\\s+${namespace}/${pods.deaf}\\nJob:\\s+deaf\\nNode:\\s+sim-node \\(normal\\)\\nManaged:\\s+yes \\(label sidecar-terminator.io/managed=true\\)\\nState:\\s+stopping since \\S+ \\(\\w+ ago\\)\\n`));
-  t.match(run.stdout, /\n {2}proxy {2}sidecar {2}running since \S+\n {9}KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT="true"\n {9}stopped by: signal \(an ephemeral container sends it SIGTERM\)\n/);
+  t.match(run.stdout, /\n {2}proxy {2}sidecar {2}running since \S+\n {9}KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT="true"\n {9}stopped by: signal \(an ephemeral container sends it SIGTERM, or its HTTP shutdown request\)\n/);
   t.match(run.stdout, /What happened:\n.*event Normal SidecarTermina\w+: stopping sidecars: proxy \(SIGTERM\)\n.*ephemeral container \S+ targeting proxy/);
-  t.match(run.stdout, /\nWaiting for: proxy to exit after the SIGTERM its ephemeral container sent\n/);
+  t.match(run.stdout, /\nWaiting for: proxy to exit after the SIGTERM its ephemeral container sent \(or to be ended from outside once its grace period is over\)\n/);
   const explain = await runCli(['explain', '--kubeconfig', cp.kubeconfigPath, '-n', namespace, `pod/${pods.deaf}`]);
   t.same(explain.stdout.replace(/\(\w+ ago\)/, ''), run.stdout.replace(/\(\w+ ago\)/, ''), 'explain pod/NAME is the same story');
 });
@@ -108,7 +109,7 @@ t.test('stopped: the actions, in order, with their times', async (t) => {
   const story = await storyOf(pods.quick);
   t.match(story, { state: 'stopped', code: 'sidecars-stopped', managed: 'true', mechanism: 'signal' });
   const whats = story.actions.map((a) => a.what);
-  t.match(whats, [/event Normal SidecarTermina\w+: stopping sidecars: proxy \(SIGTERM\)/, /ephemeral container \S+ targeting proxy, exited 0/, /sidecar proxy exited 0/]);
+  t.match(whats, [/event Normal SidecarTermina\w+: stopping sidecars: proxy \(SIGTERM\)/, /ephemeral container \S+ targeting proxy started/, /ephemeral container \S+ exited 0/, /sidecar proxy exited 0/]);
   for (const action of story.actions) t.match(action.time, /^\d{4}-\d\d-\d\dT/, `${action.what}: a time`);
 });
 
@@ -181,7 +182,7 @@ t.test('a user who may read pods only: the rest is shown, and what is missing is
   await cp.kubectl(['create', 'serviceaccount', 'viewer'], { namespace });
   await cp.kubectl(['create', 'role', 'pods-only', '--verb=get,list', '--resource=pods'], { namespace });
   await cp.kubectl(['create', 'rolebinding', 'viewer-pods', '--role=pods-only', `--serviceaccount=${namespace}:viewer`], { namespace });
-  const limited = await kubeconfigOf(namespace, 'viewer');
+  const limited = await serviceAccountKubeconfig(cp, namespace, 'viewer', t);
 
   const list = await runCli(['status', '--kubeconfig', limited, '-n', namespace]);
   t.equal(list.code, 0, list.stderr);
@@ -207,17 +208,3 @@ function unreachableKubeconfig(): string {
   return path;
 }
 
-/** A kubeconfig with a token of the ServiceAccount: its permissions and nothing more. */
-async function kubeconfigOf(ns: string, serviceAccount: string): Promise<string> {
-  const token = await cp.kubectl(['create', 'token', serviceAccount, '--duration', '1h'], { namespace: ns });
-  if (token.code !== 0) throw new Error(token.stderr);
-  const cluster = cp.kubeConfig.getCurrentCluster()!;
-  const path = join(cp.dir, `${serviceAccount}.kubeconfig`);
-  writeFileSync(path, JSON.stringify({
-    apiVersion: 'v1', kind: 'Config', 'current-context': 'sa',
-    clusters: [{ name: 'local', cluster: { server: cluster.server, 'certificate-authority': cluster.caFile } }],
-    users: [{ name: serviceAccount, user: { token: token.stdout.trim() } }],
-    contexts: [{ name: 'sa', context: { cluster: 'local', user: serviceAccount, namespace: ns } }],
-  }));
-  return path;
-}

@@ -8,14 +8,14 @@
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AdmissionregistrationV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { EVENT_REASONS, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
 import { CRR, findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { apply, eventsOf, startStack, waitForJob, waitForJobsComplete, type Stack } from '../support/stack.ts';
-import { jobYaml, killSidecar, main } from '../support/pods.ts';
+import { jobYaml, killSidecar, main, signalled } from '../support/pods.ts';
 
 const OUTAGE_MS = 6 * 60_000;
 /** The longest the watcher waits between two attempts (src/watcher/queue.ts), plus room. */
@@ -100,7 +100,6 @@ async function apiServerStopped(t: Test): Promise<OutageResult> {
   };
 }
 
-const signalled = (pod: V1Pod) => (pod.spec?.ephemeralContainers?.length ?? 0) > 0;
 
 interface DenialResult {
   denied: number;

@@ -99,7 +99,7 @@ t.test('the executor, handed a plan for the pod that was replaced, acts on nothi
     mergePatch,
   );
   t.not(running.metadata?.resourceVersion, read.metadata?.resourceVersion);
-  const settings = { killMechanism: 'signal' as const, signal: { image: 'st:1', command: ['true'] }, quickExitImageAllowlist: [] };
+  const settings = { killMechanism: 'signal' as const, signal: { image: 'st:1', command: ['true'] }, quickExitImageAllowlist: [], quickExitImage: 'quick-exit:1' };
   const plan = planStop(running, normalNode, settings, Date.now());
   t.same(plan.steps.map((s) => s.type), ['add-signal-containers', 'replace-image'], 'a plan that writes twice');
   const successor = await replace(running);

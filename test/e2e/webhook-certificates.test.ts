@@ -5,10 +5,12 @@ import { X509Certificate } from 'node:crypto';
 import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { syncCaBundles } from '../../src/kube/webhook-configurations.ts';
+import { ENV_WITH_IMAGE } from '../../src/policy/index.ts';
 import { certificatesIn, issueWithNewCa, servingHosts, type CertificateBundle } from '../../src/tls/certificates.ts';
 import { secretStore } from '../../src/tls/secret-store.ts';
 import { startControlPlane } from '../support/control-plane.ts';
 import { waitFor } from '../support/wait.ts';
+import { jobYaml, main } from '../support/pods.ts';
 import { registeringWebhooks, servedCertificate, startServe, type ServeProcess } from '../support/serve-process.ts';
 
 const cp = await startControlPlane();
@@ -31,20 +33,10 @@ async function startReplicas(t: Test, ...argLists: (string[] | ((port: number) =
   return replicas;
 }
 
-const ownImageJob = `
-apiVersion: batch/v1
-kind: Job
-metadata: {name: own-image}
-spec:
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-        - {name: main, image: "busybox:1.36"}
-        - name: proxy
-          image: "nginx:1.27"
-          env: [{name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE, value: "nginx:1.27"}]
-`;
+/** A Job the validating webhook denies: the sidecar's quick-exit image is its own image. */
+const ownImageJob = jobYaml('own-image', {
+  containers: [main(), { name: 'proxy', image: 'nginx:1.27', env: [{ name: ENV_WITH_IMAGE, value: 'nginx:1.27' }] }],
+});
 
 async function secretCertificates(name: string) {
   const secret = await core.readNamespacedSecret({ name, namespace: addonNamespace });

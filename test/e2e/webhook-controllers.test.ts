@@ -3,16 +3,13 @@
 // Kruise accepts and finishes but the rules flag (the sidecar's KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE
 // is "yes", which counts as "false"); a sidecar injected by a mutating webhook ordered after
 // ours; a marker listed twice.
-import { once } from 'node:events';
-import { createServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AdmissionregistrationV1Api, type V1Job, type V1Pod } from '@kubernetes/client-node';
+import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
-import { issueWithNewCa } from '../../src/tls/certificates.ts';
+import { startInjector } from '../support/injector.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
@@ -145,7 +142,7 @@ t.test("the CronJob's next Job and its pods are created, the Job completes, and 
 
 t.test('a marked sidecar injected by a mutating webhook ordered after ours: the pod is labelled, the Job completes', async (t) => {
   const injected = await cp.createNamespace();
-  const injector = await startInjector(t, injected);
+  const injector = await startInjector(t, cp, injected, { name: 'log-agent', image: 'fluent/fluent-bit:3.1', env: [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }] });
   t.ok(injector.configurationName > 'sidecar-terminator', 'the API server calls mutating webhooks in the order of their configuration names');
 
   const applied = await cp.kubectl(['apply', '-f', '-'], { namespace: injected, input: job('injected') });
@@ -175,59 +172,3 @@ t.test('a marker listed twice, "true" then "false": a warning at admission, and 
   t.equal(pod?.status?.phase, 'Succeeded');
 });
 
-/**
- * A mutating admission webhook as service meshes and log agents run: it adds a log-agent sidecar,
- * marked to be stopped with the Job, to every pod created in `target`. Its configuration's name
- * sorts after ours, so the API server calls it after our mutating webhook.
- */
-async function startInjector(t: { teardown(fn: () => unknown): void }, target: string) {
-  const tls = await issueWithNewCa({ hosts: ['127.0.0.1'], validityMs: 3_600_000, now: new Date() });
-  let calls = 0;
-  const server = createServer({ key: tls.key, cert: tls.cert }, (request, response) => {
-    let body = '';
-    request.on('data', (chunk) => (body += chunk));
-    request.on('end', () => {
-      calls++;
-      const review = JSON.parse(body) as { request: { uid: string; object: V1Pod } };
-      const hasAgent = review.request.object.spec?.containers.some((c) => c.name === 'log-agent');
-      const patch = hasAgent
-        ? []
-        : [{ op: 'add', path: '/spec/containers/-', value: { name: 'log-agent', image: 'fluent/fluent-bit:3.1', env: [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }] } }];
-      const answer = { uid: review.request.uid, allowed: true, ...(patch.length ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') } : {}) };
-      response.writeHead(200, { 'content-type': 'application/json' });
-      response.end(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: answer }));
-    });
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.teardown(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  const configurationName = 'zz-log-agent-injector';
-  const admission = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
-  await admission.createMutatingWebhookConfiguration({
-    body: {
-      metadata: { name: configurationName },
-      webhooks: [
-        {
-          name: 'inject.log-agent.example.com',
-          clientConfig: { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/inject`, caBundle: Buffer.from(tls.caBundle).toString('base64') },
-          rules: [{ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'] }],
-          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': target } },
-          admissionReviewVersions: ['v1'],
-          sideEffects: 'None',
-          failurePolicy: 'Fail',
-          reinvocationPolicy: 'Never',
-        },
-      ],
-    },
-  });
-  t.teardown(() => admission.deleteMutatingWebhookConfiguration({ name: configurationName }).catch(() => undefined));
-  // The API server picks a new configuration up within a moment: a server-side dry run shows when.
-  await waitFor('the injector to be called', async () => {
-    const dryRun = await cp.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace: target, input: JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'probe' }, spec: { containers: [{ name: 'main', image: 'busybox:1.36' }] } }) });
-    return dryRun.code === 0 && (JSON.parse(dryRun.stdout) as V1Pod).spec?.containers.some((c) => c.name === 'log-agent');
-  });
-  return { configurationName, calls: () => calls };
-}

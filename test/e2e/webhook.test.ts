@@ -4,14 +4,15 @@ import { X509Certificate } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, CoreV1Api, type V1EnvVar } from '@kubernetes/client-node';
 import t from 'tap';
+import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE } from '../../src/policy/index.ts';
 import { startControlPlane } from '../support/control-plane.ts';
 import { waitFor } from '../support/wait.ts';
+import { tryApply } from '../support/stack.ts';
+import { jobYaml, main } from '../support/pods.ts';
 import { registeringWebhooks, runServe, servedCertificate, startServe, type ServeProcess } from '../support/serve-process.ts';
 
-const WITH_IMAGE = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE';
-const WHEN_JOB_EXIT = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT';
 const CONFIG_NAME = 'sidecar-terminator-e2e';
 
 const cp = await startControlPlane();
@@ -35,25 +36,11 @@ const startWebhook = (extra: string[] = []) =>
 let serve: ServeProcess = await startWebhook();
 t.teardown(() => serve.stop());
 
-const apply = (yaml: string) => cp.kubectl(['apply', '-f', '-'], { namespace, input: yaml });
+const apply = (yaml: string) => tryApply(cp, namespace, yaml);
 
-function job(name: string, sidecarEnv: string): string {
-  return `
-apiVersion: batch/v1
-kind: Job
-metadata: {name: ${name}}
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-        - {name: main, image: "busybox:1.36", command: [sh, -c, "echo done"]}
-        - name: proxy
-          image: "nginx:1.27"
-          env: [${sidecarEnv}]
-`;
-}
+/** A Job whose sidecar carries this env entry. */
+const job = (name: string, sidecarEnv: V1EnvVar) =>
+  jobYaml(name, { containers: [main('main', 'busybox:1.36', { command: ['sh', '-c', 'echo done'] }), { name: 'proxy', image: 'nginx:1.27', env: [sidecarEnv] }] });
 
 t.test('the registered configurations call this process with the CA of --cert-dir', async (t) => {
   const admission = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
@@ -86,24 +73,24 @@ t.test('the registered configurations call this process with the CA of --cert-di
 });
 
 t.test('a Job whose sidecar quick-exit image is its own image is rejected, with the field path and the reason', async (t) => {
-  const result = await apply(job('own-image', `{name: ${WITH_IMAGE}, value: "nginx:1.27"}`));
+  const result = await apply(job('own-image', { name: ENV_WITH_IMAGE, value: 'nginx:1.27' }));
   t.not(result.code, 0);
   t.match(result.stderr, 'admission webhook "validate.sidecar-terminator.io" denied the request');
-  t.match(result.stderr, `spec.template.spec.containers[1].env[${WITH_IMAGE}]: Invalid value: "nginx:1.27"`);
+  t.match(result.stderr, `spec.template.spec.containers[1].env[${ENV_WITH_IMAGE}]: Invalid value: "nginx:1.27"`);
   t.match(result.stderr, "the quick-exit image is the sidecar's own image");
   const jobs = await cp.kubectl(['get', 'jobs', '-o', 'name'], { namespace });
   t.notMatch(jobs.stdout, 'own-image', 'nothing was created');
 });
 
 t.test('a Job with a :latest quick-exit image is created, and kubectl prints the warning', async (t) => {
-  const result = await apply(job('latest-image', `{name: ${WITH_IMAGE}, value: "quick-exit:latest"}`));
+  const result = await apply(job('latest-image', { name: ENV_WITH_IMAGE, value: 'quick-exit:latest' }));
   t.equal(result.code, 0, 'applied', { stderr: result.stderr });
   t.match(result.stdout, 'job.batch/latest-image created');
   t.match(result.stderr, /^Warning: .*containers\[1\]\.env\[KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE\].*:latest/m);
 });
 
 t.test("a valid Job's pod, created by the Job controller, carries the managed label", async (t) => {
-  const result = await apply(job('valid', `{name: ${WHEN_JOB_EXIT}, value: "true"}`));
+  const result = await apply(job('valid', { name: ENV_WHEN_JOB_EXIT, value: 'true' }));
   t.equal(result.code, 0, 'applied', { stderr: result.stderr });
   t.equal(result.stderr.trim(), '', 'no warnings');
   const pod = await waitFor('the pod of Job valid', async () => {
@@ -123,7 +110,7 @@ spec:
     - {name: main, image: "busybox:1.36"}
     - name: proxy
       image: "nginx:1.27"
-      env: [{name: ${WHEN_JOB_EXIT}, value: "true"}]
+      env: [{name: ${ENV_WHEN_JOB_EXIT}, value: "true"}]
 `);
   t.equal(result.code, 0, 'applied', { stderr: result.stderr });
   t.match(result.stderr, /^Warning: spec\.restartPolicy: .*/m);
@@ -146,7 +133,7 @@ spec:
         - {name: main, image: "nginx:1.27"}
         - name: proxy
           image: "envoyproxy/envoy:v1.31.0"
-          env: [{name: ${WHEN_JOB_EXIT}, value: "true"}]
+          env: [{name: ${ENV_WHEN_JOB_EXIT}, value: "true"}]
 `);
   t.equal(result.code, 0, 'created, not denied', { stderr: result.stderr });
   t.match(result.stderr, /^Warning: spec\.template\.spec\.restartPolicy: Unsupported value: "Always": .*/m, 'kubectl prints the warning');
@@ -176,10 +163,10 @@ spec:
     - {name: main, image: "busybox:1.36"}
     - name: proxy
       image: "nginx:1.27"
-      env: [{name: ${WITH_IMAGE}, value: "nginx:1.27"}]
+      env: [{name: ${ENV_WITH_IMAGE}, value: "nginx:1.27"}]
 `);
   t.equal(result.code, 0, 'applied', { stderr: result.stderr });
-  t.match(result.stderr, `Warning: spec.containers[1].env[${WITH_IMAGE}]: Invalid value: "nginx:1.27": the quick-exit image is the sidecar's own image`);
+  t.match(result.stderr, `Warning: spec.containers[1].env[${ENV_WITH_IMAGE}]: Invalid value: "nginx:1.27": the quick-exit image is the sidecar's own image`);
   t.ok(await core.readNamespacedPod({ name: 'warned', namespace }), 'created');
 });
 

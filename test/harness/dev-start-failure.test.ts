@@ -8,7 +8,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, wr
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import t from 'tap';
-import { repoRoot } from '../support/demo.ts';
+import { repoRoot } from '../support/repo.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'st-dev-failure-'));
 t.teardown(() => rmSync(scratch, { recursive: true, force: true }));

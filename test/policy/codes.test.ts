@@ -27,11 +27,11 @@ t.test('the warnings the terminations metric counts, under its documented labels
   t.same(counted, {
     'virtual-node-without-image': { mechanism: 'none', result: 'refused' },
     'quick-exit-image-not-allowed': { mechanism: 'image', result: 'refused' },
-    'share-process-namespace': { mechanism: 'signal', result: 'refused' },
     'signal-user-unknown': { mechanism: 'signal', result: 'refused' },
     'signal-failed': { mechanism: 'signal', result: 'failed' },
     'signal-not-started': { mechanism: 'signal', result: 'failed' },
-    'signal-ignored': { mechanism: 'signal', result: 'ignored' },
+    'sigterm-unhandled': { mechanism: 'signal', result: 'escalated' },
+    'signal-ignored': { mechanism: 'signal', result: 'escalated' },
     'quick-exit-image-not-pulled': { mechanism: 'image', result: 'failed' },
     'node-missing': undefined,
     'stop-failed': undefined,

@@ -1,11 +1,11 @@
 import t from 'tap';
-import { decide, mainsFinishedAt, sidecarsPendingSince, stopMechanism, type Action, type Decision } from '../../src/policy/index.ts';
+import { SIGNAL, decide, mainsFinishedAt, sidecarsPendingSince, stopMechanism, type Action, type Decision } from '../../src/policy/index.ts';
 import { ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main, normalNode, virtualNode, virtualNodeByTaint } from '../support/pods.ts';
 
 const actionsOf = (decision: Decision): Action[] => (decision.outcome === 'act' ? decision.actions : []);
 
 t.test('stop mechanism table (Kruise priority: the kill mechanism wins on a normal node)', async (t) => {
-  const markers = (whenJobExit: boolean, quickExitImage?: string) => ({ whenJobExit, quickExitImage, ignoreExitCode: false });
+  const markers = (whenJobExit: boolean, quickExitImage?: string) => ({ whenJobExit, quickExitImage, ignoreExitCode: false, stop: SIGNAL, gracePeriodSeconds: undefined });
   t.equal(stopMechanism(markers(true), 'normal'), 'kill', 'normal node, WHEN_JOB_EXIT: kill');
   t.equal(stopMechanism(markers(true, 'q:1'), 'normal'), 'kill', 'normal node, both: kill wins (Kruise priority)');
   t.equal(stopMechanism(markers(false, 'q:1'), 'normal'), 'image', 'normal node, only WITH_IMAGE: image');

@@ -1,10 +1,20 @@
 import t from 'tap';
-import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, classifyContainers, readMarkers } from '../../src/policy/index.ts';
+import {
+  ENV_GRACE_PERIOD,
+  ENV_IGNORE_EXIT_CODE,
+  ENV_STOP,
+  ENV_WHEN_JOB_EXIT,
+  ENV_WITH_IMAGE,
+  POD_ANNOTATIONS,
+  SIGNAL,
+  classifyContainers,
+  readMarkers,
+} from '../../src/policy/index.ts';
 
 const env = (...pairs: Array<[string, string]>) => ({ name: 'c', image: 'app:1', env: pairs.map(([name, value]) => ({ name, value })) });
 
 t.test('env var table (README)', async (t) => {
-  t.same(readMarkers(env([ENV_WHEN_JOB_EXIT, 'true'])), { whenJobExit: true, quickExitImage: undefined, ignoreExitCode: false });
+  t.same(readMarkers(env([ENV_WHEN_JOB_EXIT, 'true'])), { whenJobExit: true, quickExitImage: undefined, ignoreExitCode: false, stop: SIGNAL, gracePeriodSeconds: undefined });
   t.same(readMarkers(env([ENV_WHEN_JOB_EXIT, 'TRUE'])).whenJobExit, true, 'case-insensitive');
   t.same(readMarkers(env([ENV_WHEN_JOB_EXIT, 'false'])).whenJobExit, false);
   t.same(readMarkers(env([ENV_WHEN_JOB_EXIT, 'yes'])).whenJobExit, false, 'only "true" marks a sidecar');
@@ -12,7 +22,7 @@ t.test('env var table (README)', async (t) => {
   t.same(readMarkers(env([ENV_WITH_IMAGE, ''])).quickExitImage, undefined, 'an empty image is no marker');
   t.same(readMarkers(env([ENV_WHEN_JOB_EXIT, 'true'], [ENV_IGNORE_EXIT_CODE, 'True'])).ignoreExitCode, true);
   t.same(readMarkers({ env: [{ name: ENV_WHEN_JOB_EXIT, valueFrom: { fieldRef: { fieldPath: 'x' } } }] }).whenJobExit, false, 'valueFrom cannot be read');
-  t.same(readMarkers({ env: 'garbage' }), { whenJobExit: false, quickExitImage: undefined, ignoreExitCode: false }, 'malformed env');
+  t.same(readMarkers({ env: 'garbage' }), { whenJobExit: false, quickExitImage: undefined, ignoreExitCode: false, stop: SIGNAL, gracePeriodSeconds: undefined }, 'malformed env');
 });
 
 t.test('a name defined twice is read as OpenKruise reads it', async (t) => {
@@ -52,4 +62,26 @@ t.test('classification: main or sidecar', async (t) => {
   t.same(roles.map((r) => r.role), ['main', 'sidecar', 'sidecar', 'main', 'main'], 'ignore-exit-code alone does not make a sidecar; init containers are not classified');
   t.same(roles.map((r) => r.index), [0, 1, 2, 3, 4]);
   t.same(classifyContainers({}), []);
+});
+
+t.test("the add-on's own env: how a sidecar is stopped and how long it is given", async (t) => {
+  t.same(readMarkers(env([ENV_WHEN_JOB_EXIT, 'true'], [ENV_STOP, 'istio-proxy'])).stop, { kind: 'http', method: 'POST', url: 'http://localhost:15020/quitquitquit', proxy: 'istio-proxy' });
+  t.same(readMarkers(env([ENV_STOP, 'POST http://127.0.0.1:8080/quit'])).stop, { kind: 'http', method: 'POST', url: 'http://127.0.0.1:8080/quit' }, 'any loopback request');
+  t.same(readMarkers(env([ENV_STOP, 'POST http://10.0.0.1:8080/quit'])).stop, SIGNAL, 'a request elsewhere than the loopback counts as unset');
+  t.equal(readMarkers(env([ENV_GRACE_PERIOD, '12'])).gracePeriodSeconds, 12);
+  t.equal(readMarkers(env([ENV_GRACE_PERIOD, '12s'])).gracePeriodSeconds, undefined, 'whole seconds only, as terminationGracePeriodSeconds');
+});
+
+t.test('the pod annotations name sidecars, and win over the env', async (t) => {
+  const annotations = {
+    [POD_ANNOTATIONS.sidecars]: ' istio-proxy , log-agent',
+    [POD_ANNOTATIONS.ignoreExitCode]: 'istio-proxy',
+    [`${POD_ANNOTATIONS.stopPrefix}istio-proxy`]: 'istio-proxy:15021',
+    [`${POD_ANNOTATIONS.gracePeriodPrefix}log-agent`]: '5',
+  };
+  const roles = classifyContainers({ containers: [{ name: 'main' }, { name: 'istio-proxy', env: [{ name: ENV_STOP, value: 'signal' }] }, { name: 'log-agent' }] }, annotations);
+  t.same(roles.map((role) => [role.name, role.role]), [['main', 'main'], ['istio-proxy', 'sidecar'], ['log-agent', 'sidecar']]);
+  t.match(roles[1]!.markers, { whenJobExit: true, ignoreExitCode: true, stop: { kind: 'http', url: 'http://localhost:15021/quitquitquit' } }, 'the annotation wins over the env');
+  t.match(roles[2]!.markers, { whenJobExit: true, ignoreExitCode: false, stop: SIGNAL, gracePeriodSeconds: 5 });
+  t.same(classifyContainers({ containers: [{ name: 'main' }, { name: 'log-agent' }] }).map((role) => role.role), ['main', 'main'], 'without the annotations, no sidecar');
 });

@@ -182,3 +182,10 @@ t.test('server versions: what runs native sidecars', async (t) => {
   t.match(support(37), { supported: true });
   t.match(support(0, 2), { supported: true }, 'a later major version');
 });
+
+t.test("sidecars named by the pod's annotation, and sidecars stopped by HTTP, stay where they are", async (t) => {
+  const named = plan(podSpec([main(), { name: 'istio-proxy', image: 'istio/proxyv2:1.24' }]), { annotations: { 'sidecar-terminator.io/sidecars': 'istio-proxy' } });
+  t.match(obstacles(named), [/^metadata\.annotations\[sidecar-terminator\.io\/sidecars\]: sidecar istio-proxy is named by the pod's annotation, not marked/]);
+  const http = plan(podSpec([main(), killSidecar('proxy', { env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }, { name: 'SIDECAR_TERMINATOR_STOP', value: 'envoy' }] })]));
+  t.match(obstacles(http), [/^spec\.containers\[1\]: sidecar proxy is stopped by its HTTP shutdown request/]);
+});

@@ -5,7 +5,7 @@ import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT, mainsFinishedAt, planStop, retainedPod, sidecarsPendingSince, type NodeState, type StopSettings } from '../../src/policy/index.ts';
 import { QUICK_EXIT, containerStatus, ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main, normalNode, virtualNode } from '../support/pods.ts';
 
-const signal: StopSettings = { killMechanism: 'signal', signal: { image: 'st:1', command: ['node', '-e', "process.kill(1, 'SIGTERM')"] }, quickExitImageAllowlist: [] };
+const signal: StopSettings = { killMechanism: 'signal', signal: { image: 'st:1', command: ['/stop-sidecar'] }, quickExitImageAllowlist: [], quickExitImage: 'quick-exit:1' };
 const crr: StopSettings = { ...signal, killMechanism: 'crr' };
 const allowlisted: StopSettings = { ...signal, quickExitImageAllowlist: ['registry.example.com/other:*'] };
 const NOW = Date.parse('2026-01-01T00:02:00Z');
@@ -115,4 +115,27 @@ t.test('a pod without metadata, spec or status keeps nothing; a spec without con
   t.same(retainedPod({ spec: {} as V1Pod['spec'] }), { spec: { containers: [] } });
   t.same(retainedPod({ status: {} }), { status: {} });
   t.same(retainedPod({ spec: { containers: [{ name: 'main', image: 'busybox:1.36' }] } }), { spec: { containers: [{ name: 'main', image: 'busybox:1.36' }] } }, 'a container without env');
+});
+
+t.test("the pod's sidecar annotations, a container's command and ID are kept; other annotations are not", async (t) => {
+  const pod: V1Pod = {
+    metadata: {
+      name: 'p',
+      annotations: {
+        'sidecar-terminator.io/sidecars': 'istio-proxy',
+        'sidecar-terminator.io/ignore-exit-code': 'istio-proxy',
+        'stop.sidecar-terminator.io/istio-proxy': 'istio-proxy',
+        'grace-period-seconds.sidecar-terminator.io/istio-proxy': '5',
+        'kubectl.kubernetes.io/last-applied-configuration': '{"a": "large document"}',
+      },
+    },
+    spec: { containers: [{ name: 'main', image: 'app:1', command: ['sh', '-c', 'a long script'] }, { name: 'istio-proxy', image: 'istio/proxyv2:1.24' }] },
+    status: { containerStatuses: [{ name: 'istio-proxy', containerID: 'containerd://abc', image: '', imageID: '', ready: true, restartCount: 0 }] },
+  };
+  const retained = retainedPod(pod);
+  t.same(Object.keys(retained.metadata?.annotations ?? {}), ['sidecar-terminator.io/sidecars', 'sidecar-terminator.io/ignore-exit-code', 'stop.sidecar-terminator.io/istio-proxy', 'grace-period-seconds.sidecar-terminator.io/istio-proxy']);
+  t.same(retained.spec?.containers.map((c) => c.command), [[], undefined], 'whether it sets a command, not the command');
+  t.equal(retained.status?.containerStatuses?.[0]?.containerID, 'containerd://abc');
+  t.notOk(retainedPod({ metadata: { name: 'q', annotations: { other: 'x' } } }).metadata?.annotations, 'no annotation of its own: none kept');
+  t.same(retainedPod({ metadata: { name: 'r' } }).metadata, { name: 'r' }, 'no annotations at all');
 });

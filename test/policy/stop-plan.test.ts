@@ -1,10 +1,10 @@
 // The stop plan: the decision made concrete for one pod, from its spec and status alone.
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
-import { CONDITION_REASONS, EVENT_REASONS, MISSING_NODE_RECHECK_MS, TERMINATED_CONDITION, planStop, type Plan, type Step, type StopSettings } from '../../src/policy/index.ts';
+import { CONDITION_REASONS, EVENT_REASONS, MISSING_NODE_RECHECK_MS, STOP_EXIT_CODES, TERMINATED_CONDITION, planStop, type Plan, type Step, type StopSettings } from '../../src/policy/index.ts';
 import { QUICK_EXIT, containerStatus, ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main, normalNode, virtualNode } from '../support/pods.ts';
 
-const signal: StopSettings = { killMechanism: 'signal', signal: { image: 'st:1', command: ['node', '-e', "process.kill(1, 'SIGTERM')"] }, quickExitImageAllowlist: [] };
+const signal: StopSettings = { killMechanism: 'signal', signal: { image: 'st:1', command: ['/stop-sidecar'] }, quickExitImageAllowlist: [], quickExitImage: 'quick-exit:1' };
 const crr: StopSettings = { ...signal, killMechanism: 'crr' };
 const NOW = Date.parse('2026-01-01T00:02:00Z');
 
@@ -59,7 +59,7 @@ t.test('a signal container already there is never sent again, whatever its field
   t.same(plan.stopping, ['proxy (SIGTERM)']);
 });
 
-t.test('after the signal: wait out the grace period, then say the sidecar ignores SIGTERM', async (t) => {
+t.test('after the signal: wait out the grace period, then end the sidecar from outside', async (t) => {
   const signalled = (state: Parameters<typeof containerStatus>[1], grace = 30) => {
     const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { terminationGracePeriodSeconds: grace, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
     pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', state)];
@@ -70,26 +70,66 @@ t.test('after the signal: wait out the grace period, then say the sidecar ignore
   t.same(warnings(within), []);
   t.equal(within.requeueAfterMs, 31_000, 'looked at again when the grace period ends');
   const after = planStop(signalled(0, 30), normalNode, signal, NOW);
-  t.match(warnings(after), [{ message: /sidecar proxy still runs 30s after SIGTERM: its PID 1 ignores SIGTERM/, code: 'signal-ignored' }]);
+  t.match(warnings(after), [{ message: /sidecar proxy still runs 30s after SIGTERM, which its signal container reported done; ending it from outside: its image is replaced by the quick-exit image quick-exit:1/, code: 'signal-ignored' }]);
+  t.same(stepOf(after, 'escalate-image'), { type: 'escalate-image', container: 'proxy', image: 'quick-exit:1' }, 'the quick-exit image in its place: the kubelet kills it');
   t.equal(after.confirmOnCurrentPod, true, 'said of the absence of a change: confirmed on the pod as it is now');
   t.equal(within.confirmOnCurrentPod, undefined);
-  // Started at 00:00:00, still running at 00:02:00: the signal may not have been sent yet (a slow node).
-  const stillRunning = planStop(signalled('running', 30), normalNode, signal, NOW);
-  t.same(warnings(stillRunning), [], 'nothing is said while the signal container runs');
-  t.equal(stillRunning.requeueAfterMs, 30_000, 'looked at again a grace period later');
+  // Started at 00:00:00: a signal container runs its grace period and 5 seconds at most.
+  const running = planStop(signalled('running', 300), normalNode, signal, NOW);
+  t.same(warnings(running), [], 'nothing is said while the signal container runs its grace period');
+  t.equal(running.requeueAfterMs, 196_000, 'looked at again once it should have finished');
+  const stuck = planStop(signalled('running', 30), normalNode, signal, NOW);
+  t.match(warnings(stuck), [{ code: 'signal-ignored', message: /and its signal container has not finished/ }], 'long past it: ended from outside');
 });
 
-t.test('a signal container that failed is reported with its exit code and output, never as a sidecar ignoring SIGTERM', async (t) => {
+t.test('what the signal container reports decides: no SIGTERM handler, still running, or failed', async (t) => {
+  const reported = (exitCode: number, message = '', sidecar = killSidecar('proxy'), settings = signal) => {
+    const pod = jobPod([main(), sidecar], { main: 0, proxy: 'running' }, { spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
+    pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', exitCode)];
+    pod.status!.ephemeralContainerStatuses[0]!.state!.terminated!.message = message;
+    return planStop(pod, normalNode, settings, NOW);
+  };
+  const unhandled = reported(STOP_EXIT_CODES.noHandler);
+  t.match(warnings(unhandled), [{ code: 'sigterm-unhandled', message: /its PID 1 has no SIGTERM handler, so the kernel drops SIGTERM .* from inside its PID namespace; ending it from outside/ }]);
+  t.same(types(unhandled), ['warn', 'escalate-image'], 'at once, without a grace period of waiting');
+  const stillRunning = reported(STOP_EXIT_CODES.stillRunning, '2026-01-01T00:00:40Z the sidecar still runs: PID 1 (envoy) keeps running after SIGTERM\n');
+  t.match(warnings(stillRunning), [{ code: 'signal-ignored', message: /still runs 30s after SIGTERM \(the sidecar still runs: PID 1 \(envoy\) keeps running/ }], 'its last words, without their time');
+
+  const withCommand = reported(STOP_EXIT_CODES.noHandler, '', killSidecar('proxy', { command: ['sh', '-c', 'sleep 1d'] }));
+  t.same(types(withCommand), ['warn', 'escalate-phase', 'escalate-image'], 'no quick-exit image can run its command: the phase instead, and the image, which never runs, for the kubelet to act at once');
+  t.match(stepOf(withCommand, 'escalate-phase'), { phase: 'Succeeded', condition: { status: 'True', reason: CONDITION_REASONS.stopping, message: /sidecar proxy is ended by the kubelet \(no quick-exit image can run in its place \(it sets command\)\)/ } });
+  t.same(types(reported(STOP_EXIT_CODES.noHandler, '', killSidecar('proxy'), { ...signal, quickExitImage: '' })), ['warn', 'escalate-phase'], 'none configured: the phase');
+  const own = reported(STOP_EXIT_CODES.noHandler, '', killSidecar('proxy', { command: ['envoy'], env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }, { name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE', value: QUICK_EXIT }] }));
+  t.same(stepOf(own, 'escalate-image'), { type: 'escalate-image', container: 'proxy', image: QUICK_EXIT }, "its own quick-exit image first: its author vouches that it runs the command");
+});
+
+t.test('a sidecar being ended by its quick-exit image is left to the kubelet, unless that image does not run', async (t) => {
+  const escalated = (state: Parameters<typeof containerStatus>[1]) => {
+    const pod = jobPod([main(), killSidecar('proxy', { image: 'quick-exit:1' })], { main: 0, proxy: state }, { spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
+    pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', STOP_EXIT_CODES.noHandler)];
+    return planStop(pod, normalNode, signal, NOW);
+  };
+  const killing = escalated('running');
+  t.same(types(killing), [], 'nothing more to write: the warning was recorded with the image');
+  t.equal(killing.requeueAfterMs, 45_000, 'looked at again once the kubelet should have killed it');
+  const unpulled = escalated({ waiting: 'ErrImagePull', message: 'not found' });
+  t.same(types(unpulled), ['warn', 'escalate-phase'], 'the image cannot run: the phase instead');
+  t.match(stepOf(unpulled, 'escalate-phase')?.condition.message, /its quick-exit image quick-exit:1 cannot run \(ErrImagePull\)/);
+});
+
+t.test('a signal container that failed is reported with its exit code and output, and the sidecar is ended from outside', async (t) => {
   const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { terminationGracePeriodSeconds: 1, ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
   pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', 1)];
-  pod.status!.ephemeralContainerStatuses[0]!.state!.terminated!.message = "Error: kill EPERM\n    at process.kill (node:internal/process/per_thread:226:13)\n";
-  const [warning] = warnings(planStop(pod, normalNode, signal, NOW));
-  t.match(warning, { code: 'signal-failed', message: /the signal container stop-proxy did not signal sidecar proxy: it exited with code 1 \(Error: kill EPERM/ });
+  pod.status!.ephemeralContainerStatuses[0]!.state!.terminated!.message = '2026-01-01T00:01:00Z SIGTERM to PID 1 (envoy) failed: operation not permitted (EPERM: this container runs as another user than the sidecar)\n';
+  const failed = planStop(pod, normalNode, signal, NOW);
+  const [warning] = warnings(failed);
+  t.match(warning, { code: 'signal-failed', message: /the signal container stop-proxy did not stop sidecar proxy: it exited with code 1 \(.*EPERM/ });
   t.match(warning?.message, /set runAsUser on the sidecar to the uid it runs as/);
   t.notMatch(warning?.message, /ignores SIGTERM/);
+  t.ok(stepOf(failed, 'escalate-image'), 'ended from outside all the same');
 
   pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', { waiting: 'ImagePullBackOff', message: 'Back-off pulling image "st:1"' })];
-  t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /stop-proxy for sidecar proxy cannot start: ImagePullBackOff/, code: 'signal-not-started', key: 'signal-not-started/proxy' }]);
+  t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /stop-proxy for sidecar proxy cannot start: ImagePullBackOff/, code: 'signal-not-started', key: 'signal-not-started/proxy/image' }]);
 });
 
 t.test('a signal container killed (137) as its sidecar, PID 1 of their namespace, exited: the signal was delivered', async (t) => {
@@ -102,19 +142,42 @@ t.test('a signal container killed (137) as its sidecar, PID 1 of their namespace
   t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /exited with code 137/, code: 'signal-failed' }], 'killed for memory, it may not have signalled');
 });
 
-t.test('a user that cannot be known under runAsNonRoot: no signal container, a refusal with the field to set', async (t) => {
+t.test('a user that cannot be known under runAsNonRoot: no signal container, a refusal with the field to set, and the sidecar ended from outside', async (t) => {
   const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { securityContext: { runAsNonRoot: true } } });
   const plan = planStop(pod, normalNode, signal, NOW);
-  t.same(types(plan), ['warn']);
+  t.same(types(plan), ['warn', 'escalate-image']);
   t.match(warnings(plan)[0], { code: 'signal-user-unknown', message: /set spec\.containers\[1\]\.securityContext\.runAsUser/ });
 });
 
-t.test('refusals: shareProcessNamespace, a quick-exit image outside the allowlist, a virtual node without one', async (t) => {
-  const shared = planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { spec: { shareProcessNamespace: true } }), normalNode, signal, NOW);
-  t.match(warnings(shared), [{ message: /cannot signal proxy: the pod sets shareProcessNamespace/, code: 'share-process-namespace' }]);
-  t.same(shared.stopping, []);
-  t.ok(planStop(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { spec: { shareProcessNamespace: true } }), normalNode, crr, NOW).steps.some((s) => s.type === 'create-crr'), 'crr does not care');
+t.test('shareProcessNamespace: the signal container finds the sidecar by its container ID', async (t) => {
+  const pod = jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { spec: { shareProcessNamespace: true } });
+  const unknown = planStop(pod, normalNode, signal, NOW);
+  t.same(unknown.steps, [], 'no container ID reported yet: nothing sent');
+  t.equal(unknown.requeueAfterMs, 2000, 'looked at again soon');
+  pod.status!.containerStatuses!.find((s) => s.name === 'proxy')!.containerID = 'containerd://0123abcd';
+  t.match(stepOf(planStop(pod, normalNode, signal, NOW), 'add-signal-containers')?.containers[0]?.args, ['--grace-period=30', '--container-id=0123abcd']);
+  t.ok(planStop(pod, normalNode, crr, NOW).steps.some((s) => s.type === 'create-crr'), 'crr does not care');
+});
 
+t.test('HTTP stop methods: the signal container sends the request, whatever the kill mechanism; the grace period is the sidecar\'s own', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy'), killSidecar('sql')], { main: 0, proxy: 'running', sql: 'running' });
+  pod.metadata!.annotations = { 'stop.sidecar-terminator.io/proxy': 'istio-proxy', 'grace-period-seconds.sidecar-terminator.io/proxy': '7' };
+  for (const settings of [signal, crr]) {
+    const plan = planStop(pod, normalNode, settings, NOW);
+    t.match(stepOf(plan, 'add-signal-containers')?.containers.map((c) => [c.targetContainerName, c.args]), [['proxy', ['--grace-period=7', '--method=POST', '--url=http://localhost:15020/quitquitquit']]], settings.killMechanism);
+    t.ok(plan.stopping.includes('proxy (POST http://localhost:15020/quitquitquit)'));
+  }
+  t.same(stepOf(planStop(pod, normalNode, crr, NOW), 'create-crr'), { type: 'create-crr', containers: ['sql'] }, 'crr: SIGTERM through Kruise for the other');
+});
+
+t.test('a sidecar named by the annotation alone is stopped as a marked one', async (t) => {
+  const pod = jobPod([main(), { name: 'istio-proxy', image: 'istio/proxyv2:1.24' }], { main: 0, 'istio-proxy': 'running' });
+  t.same(planStop(pod, normalNode, signal, NOW).steps, [], 'unnamed: a main container, still running');
+  pod.metadata!.annotations = { 'sidecar-terminator.io/sidecars': 'istio-proxy' };
+  t.same(stepOf(planStop(pod, normalNode, signal, NOW), 'add-signal-containers')?.containers.map((c) => c.targetContainerName), ['istio-proxy']);
+});
+
+t.test('refusals: a quick-exit image outside the allowlist, a virtual node without one', async (t) => {
   const allowlisted = planStop(jobPod([main(), imageSidecar()], { main: 0, logs: 'running' }), normalNode, { ...signal, quickExitImageAllowlist: ['registry.example.com/other:*'] }, NOW);
   t.match(warnings(allowlisted), [{ message: /not in --quick-exit-image-allowlist/, code: 'quick-exit-image-not-allowed' }]);
   t.notOk(stepOf(allowlisted, 'replace-image'));
@@ -186,7 +249,7 @@ t.test('done: every sidecar stopped, the pod leaves the watch; a condition alrea
 t.test('the words of a failure the kubelet gives without a message', async (t) => {
   const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
   pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', { waiting: 'CreateContainerError' })];
-  t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /stop-proxy for sidecar proxy cannot start: CreateContainerError$/ }], 'the reason alone');
+  t.match(warnings(planStop(pod, normalNode, signal, NOW)), [{ message: /stop-proxy for sidecar proxy cannot start: CreateContainerError; ending it/ }], 'the reason alone');
 
   const notPulled = jobPod([main(), { ...imageSidecar(), image: QUICK_EXIT }], { main: 0, logs: { waiting: 'ErrImagePull' } });
   t.match(warnings(planStop(notPulled, virtualNode, signal, NOW)), [{ message: /which the node cannot pull \(ErrImagePull\)/ }], 'the reason alone');
@@ -199,4 +262,19 @@ t.test('a signal container that exited without a finish time is looked at again 
   const plan = planStop(pod, normalNode, signal, NOW);
   t.same(warnings(plan), [], 'nothing said of a sidecar ignoring SIGTERM');
   t.equal(plan.requeueAfterMs, undefined, 'no timer: the status changing brings the pod back');
+});
+
+t.test('two sidecars ended by the phase: one phase step; a pod already in a terminal phase: none', async (t) => {
+  const shell = (name: string) => killSidecar(name, { command: ['sh', '-c', 'sleep 1d'] });
+  const pod = jobPod([main(), shell('a'), shell('b')], { main: 0, a: 'running', b: 'running' }, {
+    spec: { ephemeralContainers: ['a', 'b'].map((name) => ({ name: `stop-${name}`, image: 'st:1', targetContainerName: name })) },
+  });
+  pod.status!.ephemeralContainerStatuses = ['a', 'b'].map((name) => containerStatus(`stop-${name}`, STOP_EXIT_CODES.noHandler));
+  t.same(types(planStop(pod, normalNode, signal, NOW)), ['warn', 'escalate-phase', 'escalate-image', 'warn'], 'the phase once (with the image that has the kubelet act at once), a warning for each');
+  pod.status!.phase = 'Succeeded';
+  t.same(types(planStop(pod, normalNode, signal, NOW)), [], 'the kubelet kills what still runs of a terminal pod');
+});
+
+t.test('a pod without a spec has nothing to stop', async (t) => {
+  t.same(planStop({ metadata: { name: 'p', namespace: 'n' }, status: { phase: 'Running' } }, normalNode, signal, NOW).steps, []);
 });

@@ -123,6 +123,40 @@ const cases: Record<AdmissionRuleId, RuleCase> = {
     field: `spec.template.spec.containers[1].env[${ENV_WHEN_JOB_EXIT}]`,
     says: /Duplicate value: "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT": defined 2 times/,
   },
+  'stop-method-invalid': {
+    severity: 'error',
+    spec: podSpec([main(), killSidecar('proxy', { env: [{ name: 'SIDECAR_TERMINATOR_STOP', value: 'haproxy' }] })]),
+    field: 'spec.template.spec.containers[1].env[SIDECAR_TERMINATOR_STOP]',
+    says: /Invalid value: "haproxy": not a stop method: expected signal, one of istio-proxy, envoy, linkerd-proxy, cloud-sql-proxy/,
+  },
+  'grace-period-invalid': {
+    severity: 'error',
+    spec: podSpec([main(), killSidecar('proxy')]),
+    options: { annotations: { 'grace-period-seconds.sidecar-terminator.io/proxy': '-1' } },
+    field: 'spec.template.metadata.annotations[grace-period-seconds.sidecar-terminator.io/proxy]',
+    says: /Invalid value: "-1": must be a whole number of seconds from 0 to 86400/,
+  },
+  'stop-without-sidecar': {
+    severity: 'error',
+    spec: podSpec([main(), container('proxy', 'envoy:1', [])]),
+    options: { annotations: { 'stop.sidecar-terminator.io/proxy': 'envoy' } },
+    field: 'spec.template.metadata.annotations[stop.sidecar-terminator.io/proxy]',
+    says: /Forbidden: a stop method takes effect only on a sidecar stopped by the kill mechanism, and proxy is none/,
+  },
+  'sidecar-name-invalid': {
+    severity: 'error',
+    spec: podSpec([main()]),
+    options: { annotations: { 'sidecar-terminator.io/sidecars': 'istio-proxy, Istio_Proxy' } },
+    field: 'spec.template.metadata.annotations[sidecar-terminator.io/sidecars]',
+    says: /Invalid value: "Istio_Proxy": not a container name/,
+  },
+  'sidecar-not-found': {
+    severity: 'warning',
+    spec: podSpec([main(), killSidecar('proxy')]),
+    options: { fieldPrefix: 'spec', annotations: { 'sidecar-terminator.io/ignore-exit-code': 'istio-proxy' }, containersFinal: true },
+    field: 'metadata.annotations[sidecar-terminator.io/ignore-exit-code]',
+    says: /Not found: "istio-proxy": the pod has no container istio-proxy/,
+  },
 };
 
 for (const [rule, c] of Object.entries(cases) as Array<[AdmissionRuleId, RuleCase]>) {
@@ -232,4 +266,26 @@ t.test('a marker defined twice: the finding says what the definitions mean at ru
   t.match(twice(ENV_WHEN_JOB_EXIT, ['false', 'false']), /none of them is "true", so this variable has no effect/);
   t.match(twice(ENV_IGNORE_EXIT_CODE, ['true', 'false'], [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }]), /one of them is "true", so its exit code is ignored: any "true" counts/);
   t.match(twice(ENV_WITH_IMAGE, ['q:1', 'q:2']), /the first definition is the quick-exit image/);
+});
+
+t.test("the add-on's own settings: each mistake once, at its field", async (t) => {
+  const findings = (spec: Record<string, unknown>, options: Partial<ValidationOptions> = {}) => validatePodSpec(spec, { ...job, ...options }).map(formatFinding);
+  t.match(findings(podSpec([main(), container('proxy', 'envoy:1', [{ name: 'SIDECAR_TERMINATOR_STOP', value: 'envoy' }])])), [/^spec\.template\.spec\.containers\[1\]\.env\[SIDECAR_TERMINATOR_STOP\]: Forbidden: takes effect only on a sidecar stopped by the kill mechanism/]);
+  t.same(findings(podSpec([main(), container('proxy', 'envoy:1', [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }, { name: 'SIDECAR_TERMINATOR_STOP', value: 'envoy' }, { name: 'SIDECAR_TERMINATOR_STOP', value: 'linkerd-proxy' }])])), [], 'a stop method defined twice is no mistake: the first counts');
+  const pod = { fieldPrefix: 'spec', containersFinal: true };
+  t.match(findings(podSpec([main(), killSidecar('proxy')]), { ...pod, annotations: { 'sidecar-terminator.io/sidecars': 'proxy,istio-proxy' } }), [/^metadata\.annotations\[sidecar-terminator\.io\/sidecars\]: Not found: "istio-proxy"/]);
+  t.match(findings(podSpec([main(), killSidecar('proxy')]), { ...pod, annotations: { 'stop.sidecar-terminator.io/istio-proxy': 'istio-proxy' } }), [/^metadata\.annotations\[stop\.sidecar-terminator\.io\/istio-proxy\]: Not found: "istio-proxy"/]);
+  t.match(findings(podSpec([main(), killSidecar('proxy')]), { annotations: { 'sidecar-terminator.io/ignore-exit-code': 'main' } }), [/annotations\[sidecar-terminator\.io\/ignore-exit-code\]: Forbidden: ignoring the exit code takes effect only on a sidecar stopped by the kill mechanism, and main is none/]);
+  t.same(findings(podSpec([main()]), { annotations: { 'sidecar-terminator.io/sidecars': 'istio-proxy', 'sidecar-terminator.io/ignore-exit-code': 'istio-proxy', 'stop.sidecar-terminator.io/istio-proxy': 'istio-proxy' } }), [], 'a template need not have an injected container');
+  t.match(findings(podSpec([main(), killSidecar('proxy')]), { annotations: { 'stop.sidecar-terminator.io/Proxy_1': 'envoy', 'grace-period-seconds.sidecar-terminator.io/proxy': 10 } }), [
+    /annotations\[stop\.sidecar-terminator\.io\/Proxy_1\]: Invalid value: "Proxy_1": the key must be stop\.sidecar-terminator\.io\/<container name>/,
+  ], 'a value that is no string is read as written (a YAML number: "10")');
+  t.match(findings(podSpec([main(), container('proxy', 'envoy:1', [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }, { name: 'SIDECAR_TERMINATOR_STOP' }])])), [/env\[SIDECAR_TERMINATOR_STOP\]: Invalid value: "": not a stop method/], 'no value at all');
+  t.same(findings(podSpec([main(), killSidecar('proxy')]), { ...pod, annotations: { 'stop.sidecar-terminator.io/proxy': 'envoy' } }), [], 'a pod with that sidecar: nothing to say');
+  t.match(findings(podSpec([main(), killSidecar('proxy')]), { annotations: { 'grace-period-seconds.sidecar-terminator.io/main': '5' } }), [/Forbidden: a grace period takes effect only on a sidecar stopped by the kill mechanism, and main is none/]);
+  t.match(findings(podSpec([main(), { name: 'istio-proxy', image: 'istio/proxyv2:1.24' }], 'OnFailure'), { annotations: { 'sidecar-terminator.io/sidecars': 'istio-proxy' } }), [/^spec\.template\.metadata\.annotations\[sidecar-terminator\.io\/sidecars\]: with restartPolicy OnFailure, kubelet restarts a sidecar that exits non-zero/], 'a sidecar named by the annotation: the warning points at it');
+  t.match(findings(podSpec([main()]), { annotations: { 'sidecar-terminator.io/sidecars': ['proxy'], 'stop.sidecar-terminator.io/proxy': ['envoy'] } }), [
+    /sidecars\]: Invalid value: "\[\\"proxy\\"\]": not a container name/,
+    /stop\.sidecar-terminator\.io\/proxy\]: Invalid value: "\[\\"envoy\\"\]": not a stop method/,
+  ]);
 });

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { runCommand } from '../support/command.ts';
-import { repoRoot } from '../support/demo.ts';
+import { repoRoot } from '../support/repo.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'st-install-scripts-'));
 t.teardown(() => rmSync(scratch, { recursive: true, force: true }));

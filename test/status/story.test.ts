@@ -90,10 +90,10 @@ t.test("a Warning as the last event: failed, with the fix its code calls for, wh
   const told = event('Normal', 'SidecarTerminator', 'stopping sidecars: proxy (SIGTERM)', T1, { action: 'stop-requested' });
   const failedWith = (code: string | undefined, message: string) =>
     podStory(facts(p, { events: { value: [told, event('Warning', 'SidecarTerminationFailed', message, '2026-01-01T00:02:00Z', code ? { action: code } : {})] } }));
-  const ignored = failedWith('signal-ignored', 'sidecar proxy still runs 30s after SIGTERM');
-  t.match(ignored, { state: 'failed', since: T1, code: 'signal-ignored' });
+  const ignored = failedWith('signal-ignored', 'sidecar proxy still runs 30s after SIGTERM; ending it from outside: its image is replaced by the quick-exit image q:1');
+  t.match(ignored, { state: 'stopping', since: T1, code: 'signal-ignored', waitingFor: /^the kubelet to end the sidecar from outside: sidecar proxy still runs 30s/ }, 'ended from outside: stopping, not failed');
   t.match(ignored.advice, [/run it under an init that forwards signals/]);
-  t.match(failedWith('share-process-namespace', 'reworded').advice, [/Drop shareProcessNamespace from the pod/]);
+  t.match(failedWith('sigterm-unhandled', 'reworded').advice, [/give it a SIGTERM handler/]);
   t.match(failedWith('stop-failed', 'reworded').advice, [/The watcher retries; its logs say more/]);
 
   const uncoded = failedWith(undefined, 'sidecar proxy still runs 30s after SIGTERM: its PID 1 ignores SIGTERM');

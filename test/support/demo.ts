@@ -14,8 +14,8 @@ import { ComponentStartError } from './managed-process.ts';
 import { waitFor } from './wait.ts';
 import { realNodeUnavailable, startRealNode } from './real-node.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
+import { repoRoot } from './repo.ts';
 
-export const repoRoot = resolve(import.meta.dirname, '../..');
 
 /** Simulated main containers (those without a sidecar marker) exit 0 this long after they start. */
 export const DEMO_MAIN_EXIT_AFTER_MS = 5000;

@@ -4,11 +4,11 @@
 // dies, even on SIGKILL.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { repoRoot } from './repo.ts';
 
-const repoRoot = resolve(import.meta.dirname, '../..');
 
 export interface ManagedProcessOptions {
   env?: NodeJS.ProcessEnv;

@@ -2,9 +2,9 @@
 // its sections, its fenced blocks (a ```sh block with the ```text block that shows its output),
 // its tables as rows keyed by header, its links and the anchors GitHub gives its headings.
 import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { join, relative } from 'node:path';
+import { repoRoot } from './repo.ts';
 
-export const repoRoot = resolve(import.meta.dirname, '../..');
 
 /** A Markdown file of the repository, by its path from the root (README.md, docs/installation.md). */
 export function readDoc(path: string): string {

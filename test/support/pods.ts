@@ -77,6 +77,9 @@ export function jobPod(containers: V1Container[], states: Record<string, State>,
   };
 }
 
+/** Whether the signal mechanism has acted on a pod: it has an ephemeral container. */
+export const signalled = (pod: V1Pod): boolean => (pod.spec?.ephemeralContainers?.length ?? 0) > 0;
+
 export const normalNode: V1Node = { metadata: { name: 'node-a', labels: { 'kubernetes.io/hostname': 'node-a' } }, spec: {} };
 /** A virtual-kubelet node by its label, as OpenKruise recognises one. */
 export const virtualNode: V1Node = { metadata: { name: 'vk', labels: { type: 'virtual-kubelet' } }, spec: {} };

@@ -13,18 +13,29 @@
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
 import { hostAddress, kubernetesVersion, type ControlPlane } from './control-plane.ts';
 import { ManagedProcess, buildScriptOutput, keepOnlyLogs, killOnExit, logTails, retryOnPortTaken, startFailure, waitWhileRunning } from './managed-process.ts';
 import { httpStatus, PortLease } from './net.ts';
+import { repoRoot } from './repo.ts';
 
 const run = promisify(execFile);
-const repoRoot = resolve(import.meta.dirname, '../..');
 
 /** The images scripts/build-images.ts builds, by the name it knows them by. */
-export type ImageName = 'pause' | 'quick-exit' | 'test-container' | 'test-container-nonroot' | 'busybox' | 'sidecar-terminator';
+export type ImageName =
+  | 'pause'
+  | 'quick-exit'
+  | 'stop-sidecar'
+  | 'test-container'
+  | 'test-container-nonroot'
+  | 'busybox'
+  | 'tini'
+  | 'nginx'
+  | 'otelcol'
+  | 'cloud-sql-proxy'
+  | 'sidecar-terminator';
 
 export interface RealNodeOptions {
   /** Node name; default `real-<random>`. */

@@ -9,6 +9,7 @@ import { ApiextensionsV1Api, BatchV1Api, CoreV1Api, type CoreV1Event, type V1Pod
 import { EVENT_REASONS, MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from './control-plane.ts';
 import { CRR, KubeletSimulator, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
+import type { CommandResult } from './command.ts';
 import { waitFor } from './wait.ts';
 import { jobYaml, killSidecar, main, podYaml, sidecarMarked } from './pods.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
@@ -92,9 +93,14 @@ export async function installCrrCrd(cp: ControlPlane): Promise<void> {
   });
 }
 
+/** `kubectl apply -f -` as a user would, its exit code and output returned: for applies that may be denied. */
+export function tryApply(cp: ControlPlane, namespace: string, yaml: string): Promise<CommandResult> {
+  return cp.kubectl(['apply', '-f', '-'], { namespace, input: yaml });
+}
+
 /** `kubectl apply -f -` as a user would; fails loudly with kubectl's stderr. */
 export async function apply(cp: ControlPlane, namespace: string, yaml: string): Promise<string> {
-  const result = await cp.kubectl(['apply', '-f', '-'], { namespace, input: yaml });
+  const result = await tryApply(cp, namespace, yaml);
   if (result.code !== 0) throw new Error(`kubectl apply failed: ${result.stderr}`);
   return result.stderr;
 }

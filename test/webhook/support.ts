@@ -52,12 +52,15 @@ export async function post(
 /** The pod spec of a Job fixture, moved into a Pod, Job or CronJob review of the same request. */
 export function asKind(review: FixtureReview, kind: 'Pod' | 'Job' | 'CronJob'): FixtureReview {
   const spec = review.request.object.spec.template.spec;
+  // The template's annotations (sidecars named by annotation) go where each kind keeps them.
+  const annotations: Record<string, string> = review.request.object.spec.template.metadata?.annotations ?? {};
+  const template = Object.keys(annotations).length > 0 ? { metadata: { annotations }, spec } : { spec };
   const metadata = { name: review.request.name, namespace: review.request.namespace };
   const objects = {
     // Strict, so that restartPolicy Always is an error for the three kinds alike.
-    Pod: { apiVersion: 'v1', kind: 'Pod', metadata: { ...metadata, annotations: { 'sidecar-terminator.io/validation': 'strict' } }, spec },
-    Job: { apiVersion: 'batch/v1', kind: 'Job', metadata, spec: { template: { spec } } },
-    CronJob: { apiVersion: 'batch/v1', kind: 'CronJob', metadata, spec: { schedule: '@daily', jobTemplate: { spec: { template: { spec } } } } },
+    Pod: { apiVersion: 'v1', kind: 'Pod', metadata: { ...metadata, annotations: { ...annotations, 'sidecar-terminator.io/validation': 'strict' } }, spec },
+    Job: { apiVersion: 'batch/v1', kind: 'Job', metadata, spec: { template } },
+    CronJob: { apiVersion: 'batch/v1', kind: 'CronJob', metadata, spec: { schedule: '@daily', jobTemplate: { spec: { template } } } },
   };
   const group = kind === 'Pod' ? '' : 'batch';
   return { ...review, request: { ...review.request, kind: { group, version: 'v1', kind }, object: objects[kind] } };

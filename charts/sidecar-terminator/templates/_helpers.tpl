@@ -57,8 +57,17 @@
 {{- end }}
 
 {{/* The image of the signal mechanism's ephemeral container (--signal-image). */}}
+{{- /* The stop-sidecar and quick-exit images are published beside the add-on's own, with its tag. */}}
 {{- define "sidecar-terminator.signalImage" -}}
-{{- .Values.watcher.signalImage | default (include "sidecar-terminator.image" .) }}
+{{- .Values.watcher.signalImage | default (printf "%s/stop-sidecar:%s" (dir .Values.image.repository) (.Values.image.tag | default .Chart.AppVersion)) }}
+{{- end }}
+
+{{- define "sidecar-terminator.quickExitImage" -}}
+{{- if kindIs "invalid" .Values.watcher.quickExitImage }}
+{{- printf "%s/quick-exit:%s" (dir .Values.image.repository) (.Values.image.tag | default .Chart.AppVersion) }}
+{{- else }}
+{{- .Values.watcher.quickExitImage }}
+{{- end }}
 {{- end }}
 
 {{- define "sidecar-terminator.image" -}}
@@ -99,10 +108,6 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{/* Whether the watcher needs a permission for a kill mechanism: "true" or "". */}}
 {{- define "sidecar-terminator.usesCrr" -}}
 {{- if ne .Values.watcher.killMechanism "signal" }}true{{ end }}
-{{- end }}
-
-{{- define "sidecar-terminator.usesSignal" -}}
-{{- if ne .Values.watcher.killMechanism "crr" }}true{{ end }}
 {{- end }}
 
 {{/* The pod-level settings both Deployments share. Call with (list $ .Values.webhook). */}}
@@ -146,12 +151,11 @@ terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
-{{- if include "sidecar-terminator.usesSignal" . }}
-# PodWriter.addEphemeralContainers: the signal containers that send SIGTERM (patchNamespacedPodEphemeralcontainers).
+# PodWriter.addEphemeralContainers: the signal containers that send SIGTERM or a sidecar's HTTP
+# shutdown request, whatever the kill mechanism (patchNamespacedPodEphemeralcontainers).
 - apiGroups: [""]
   resources: [pods/ephemeralcontainers]
   verbs: [patch]
-{{- end }}
 # SidecarTerminator and SidecarTerminationFailed events on the pods (createNamespacedEvent).
 - apiGroups: [""]
   resources: [events]

@@ -298,13 +298,15 @@ export class PodRuntime {
 
   /**
    * An ephemeral container with a target signals the target's PID 1, unless the pod shares one PID
-   * namespace (PID 1 is the pause process then, and the signal goes there). Linux lets it only as
-   * the same user, or with CAP_KILL; false when refused (EPERM).
+   * namespace (PID 1 is the pause process then, and the signal goes there) and it is not told the
+   * target's container ID (stop-sidecar's --container-id). Linux lets it only as the same user, or
+   * with CAP_KILL; false when refused (EPERM).
    */
   private signalTarget(ephemeral: SimContainer): boolean {
     const spec = this.pod.spec?.ephemeralContainers?.find((s) => s.name === ephemeral.name);
     const target = spec?.targetContainerName ? this.containers.get(spec.targetContainerName) : undefined;
-    if (!spec || !target?.running || this.pod.spec?.shareProcessNamespace) return true;
+    const findsTarget = !this.pod.spec?.shareProcessNamespace || (spec?.args ?? []).some((arg) => arg.startsWith('--container-id='));
+    if (!spec || !target?.running || !findsTarget) return true;
     const sender = this.behaviour.userOf(this.pod, spec);
     if (sender.uid !== this.userOf(target).uid && !(sender.uid === 0 && hasCapKill(spec))) return false;
     this.deliverSigterm(target);
@@ -479,8 +481,8 @@ export class PodRuntime {
   }
 }
 
-/** What `node -e "process.kill(1, 'SIGTERM')"` prints when Linux refuses the signal. */
-const SIGNAL_REFUSED = 'node:internal/process/per_thread:226\n    throw errnoException(err, \'kill\');\n    ^\n\nError: kill EPERM\n';
+/** What images/stop-sidecar writes to its termination message when Linux refuses the signal. */
+const SIGNAL_REFUSED = '2026-01-01T00:00:00Z SIGTERM to PID 1 (sidecar) failed: operation not permitted (EPERM: this container runs as another user than the sidecar)\n';
 
 /** The capabilities a container's process has: Docker's defaults (KILL among them) unless dropped, plus those added. */
 function hasCapKill(container: V1EphemeralContainer): boolean {

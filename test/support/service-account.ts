@@ -3,7 +3,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ControlPlane } from '../support/control-plane.ts';
+import type { ControlPlane } from './control-plane.ts';
 
 export async function serviceAccountKubeconfig(cp: ControlPlane, namespace: string, serviceAccount: string, t: { teardown(fn: () => void): void }): Promise<string> {
   const created = await cp.kubectl(['create', 'token', serviceAccount, '--namespace', namespace, '--duration', '1h']);
