@@ -62,3 +62,12 @@ bench: node_modules
 # `make test-matrix VERSIONS=v1.29.15` runs one version; the others keep their last result.
 test-matrix: node_modules
 	node scripts/test-matrix.ts $(VERSIONS)
+
+.PHONY: release
+
+# A release without Docker (docs/development.md, "Releasing"): multi-architecture images, their
+# SBOMs, the chart, the kubectl plugin per platform and its krew manifest, checksums, into
+# release/VERSION (OUT=DIR elsewhere); PUSH=registry/prefix pushes the images and the chart there.
+release: node_modules
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=x.y.z [PUSH=registry/prefix] [OUT=dir]" >&2; exit 2; }
+	node scripts/release.ts --version $(VERSION) $(if $(OUT),--out $(OUT)) $(if $(PUSH),--push $(PUSH))

@@ -16,7 +16,7 @@
 // package whose code is in the bundles. --sourcemap writes .map files beside them, for
 // `node --enable-source-maps`; --metafile writes esbuild's account of which input went where.
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { build, type Metafile } from 'esbuild';
 
@@ -57,6 +57,33 @@ export async function bundle(entryPoints: string[], out: string, options: { sour
   return result.metafile;
 }
 
+/**
+ * The command line as one CommonJS file, for a Node.js single executable application (the kubectl
+ * plugin of a release, scripts/release.ts): Node 24 runs only a CommonJS script as its entry, from
+ * memory, so nothing is split; dynamic imports are inlined. It carries no package.json: the
+ * version it prints is written in (SIDECAR_TERMINATOR_VERSION, read by src/cli.ts), and
+ * `import.meta.main` is true (the file is the program).
+ */
+export async function bundleExecutable(outfile: string, version: string): Promise<Metafile> {
+  const result = await build({
+    absWorkingDir: repoRoot,
+    entryPoints: ['src/cli.ts'],
+    outfile,
+    bundle: true,
+    format: 'cjs',
+    platform: 'node',
+    target: 'node24',
+    minify: true,
+    keepNames: true,
+    legalComments: 'none',
+    metafile: true,
+    logLevel: 'warning',
+    define: { 'import.meta.main': 'true', SIDECAR_TERMINATOR_VERSION: JSON.stringify(version) },
+  });
+  writeFileSync(join(dirname(outfile), 'THIRD-PARTY-LICENSES.txt'), thirdPartyLicenses(result.metafile));
+  return result.metafile;
+}
+
 if (import.meta.main) {
   const { values: options } = parseArgs({ options: { out: { type: 'string' }, sourcemap: { type: 'boolean' }, metafile: { type: 'string' } } });
   const out = resolve(options.out ?? join(repoRoot, 'dist'));
@@ -66,16 +93,22 @@ if (import.meta.main) {
   process.stderr.write(`[bundle] ${relative(repoRoot, out) || out}: ${Object.keys(metafile.outputs).length} files, ${(bytes / 1048576).toFixed(1)} MiB\n`);
 }
 
-/** Each package whose code went into the bundles: its name, version, license and license text. */
-function thirdPartyLicenses(meta: Metafile): string {
-  const packages = new Map<string, string>();
+/** The directory (relative to the repository, e.g. node_modules/fastify) of each package whose code went into the bundles. */
+export function bundledPackages(meta: Metafile): string[] {
+  const packages = new Set<string>();
   for (const output of Object.values(meta.outputs)) {
     for (const [input, { bytesInOutput }] of Object.entries(output.inputs)) {
       const match = /^(.*node_modules\/(?:@[^/]+\/)?[^/]+)\//.exec(input);
-      if (match && bytesInOutput > 0) packages.set(match[1]!, join(repoRoot, match[1]!));
+      if (match && bytesInOutput > 0) packages.add(match[1]!);
     }
   }
-  const sections = [...packages.values()]
+  return [...packages].sort();
+}
+
+/** Each package whose code went into the bundles: its name, version, license and license text. */
+function thirdPartyLicenses(meta: Metafile): string {
+  const sections = bundledPackages(meta)
+    .map((dir) => join(repoRoot, dir))
     .map((dir) => {
       const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; version: string; license?: string };
       const file = readdirSync(dir).find((name) => /^(licen[cs]e|copying)(\.|$)/i.test(name));

@@ -44,6 +44,9 @@ if [ "$mode" = all ] || { [ "$mode" = files ] && printf '%s\n' "$@" | grep -qE '
   bash scripts/build-node.sh
   bash scripts/build-kruise.sh
   node scripts/build-images.ts
+  echo "== the release's tools: crane, krew, actionlint, shellcheck, a registry"
+  for tool in crane krew actionlint; do bash scripts/build-go-tool.sh "$tool" >/dev/null; done
+  for package in docker-registry shellcheck; do bash scripts/install-debian-tool.sh "$package" >/dev/null; done
 fi
 
 echo "== tests (node $(node --version))"

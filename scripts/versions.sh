@@ -20,5 +20,10 @@
 # The npm that installs the packages where the machine's is older than 11.16, which is the first to
 # enforce package.json's allowScripts (scripts/install-packages.sh): the one Node.js 24.21 ships.
 : "${NPM_VERSION:=11.19.0}"
+# The release (make release, scripts/release.ts) and its test: the OCI client that pushes it, the
+# kubectl plugin manager that installs the plugin, the workflow linter (scripts/build-go-tool.sh).
+: "${CRANE_VERSION:=v0.22.1}"
+: "${KREW_VERSION:=v0.4.3}"
+: "${ACTIONLINT_VERSION:=v1.7.12}"
 : "${SIDECAR_TERMINATOR_CACHE:=$HOME/.cache/sidecar-terminator}"
-export K8S_VERSION ETCD_VERSION HELM_VERSION CONTAINERD_VERSION RUNC_VERSION CNI_PLUGINS_VERSION CRI_TOOLS_VERSION KRUISE_VERSION KRUISE_MODULE_SUM OTELCOL_VERSION CLOUD_SQL_PROXY_VERSION NPM_VERSION SIDECAR_TERMINATOR_CACHE
+export K8S_VERSION ETCD_VERSION HELM_VERSION CONTAINERD_VERSION RUNC_VERSION CNI_PLUGINS_VERSION CRI_TOOLS_VERSION KRUISE_VERSION KRUISE_MODULE_SUM OTELCOL_VERSION CLOUD_SQL_PROXY_VERSION NPM_VERSION CRANE_VERSION KREW_VERSION ACTIONLINT_VERSION SIDECAR_TERMINATOR_CACHE

@@ -295,8 +295,12 @@ function wrap(text: string, indent: string, width = 100): string {
   return [...lines, line].map((each) => indent + each).join('\n');
 }
 
+/** Written in by builds that carry no package.json: the kubectl plugin's single executable (scripts/bundle.ts). */
+declare const SIDECAR_TERMINATOR_VERSION: string | undefined;
+
 /** src/cli.ts runs from the repository, dist/src/cli.js from the built package. */
 function packageVersion(): string {
+  if (typeof SIDECAR_TERMINATOR_VERSION === 'string') return SIDECAR_TERMINATOR_VERSION;
   for (const path of ['../package.json', '../../package.json']) {
     try {
       const manifest = JSON.parse(readFileSync(new URL(path, import.meta.url), 'utf8')) as { name?: unknown; version?: unknown };

@@ -239,16 +239,16 @@ export async function retryOnPortTaken<T>(what: string, start: () => Promise<T>,
  * Runs scripts/`script`, which builds (or finds cached) what a cluster runs and prints where it
  * is on its last line. A failed build is a ComponentStartError naming the script.
  */
-export async function buildScriptOutput(script: string): Promise<string> {
+export async function buildScriptOutput(script: string, args: string[] = []): Promise<string> {
   let stdout: string;
   try {
-    ({ stdout } = await promisify(execFile)('bash', [join(repoRoot, 'scripts', script)], { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024 }));
+    ({ stdout } = await promisify(execFile)('bash', [join(repoRoot, 'scripts', script), ...args], { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024 }));
   } catch (err) {
     const stderr = String((err as { stderr?: string }).stderr ?? '').trim();
     throw new ComponentStartError({
       component: `scripts/${script}`,
       reason: `the build failed: ${stderr.split('\n').pop() || (err as Error).message}`,
-      remedy: `run \`bash scripts/${script}\` to see its whole output`,
+      remedy: `run \`bash scripts/${[script, ...args].join(' ')}\` to see its whole output`,
       error: err,
     });
   }

@@ -2,7 +2,8 @@
 // and a kubelet of the control plane's version registered with a test control plane; optionally
 // kube-proxy (so pods reach Services and the API server) and OpenKruise's kruise-daemon. Built from
 // the Go module proxy by scripts/build-control-plane.sh and scripts/build-node.sh; the images come
-// from scripts/build-images.ts and are imported into containerd, so nothing is pulled.
+// from scripts/build-images.ts and are imported into containerd, so nothing is pulled, except from
+// the registries given (test/support/registry.ts), as a cluster's nodes pull a release.
 //
 // Each node is self-contained, so test files can run several at once: its own directory (containerd
 // root and state, kubelet root, pod logs), containerd socket, kubelet port (leased host-wide, see
@@ -52,6 +53,8 @@ export interface RealNodeOptions {
   readyTimeoutMs?: number;
   /** Where a second try on new ports is reported. Default: a line on stderr. */
   log?: (line: string) => void;
+  /** Registries containerd pulls from over HTTPS with a private CA (a hosts.toml each, as a cluster's nodes are configured). */
+  registries?: { host: string; caFile: string }[];
 }
 
 export interface RealNode {
@@ -269,6 +272,8 @@ class LocalNode implements RealNode {
 
   private async writeContainerdConfig(): Promise<void> {
     const dir = this.dir;
+    // A hosts.toml per registry given, under config_path (containerd reads none without it).
+    const registries = this.options.registries?.length ? `    [plugins.'io.containerd.cri.v1.images'.registry]\n      config_path = "${join(dir, 'certs.d')}"\n` : '';
     // Every path the node writes lies in its own directory; NRI (a fixed socket path) is off.
     const config = `version = 3
 root = "${join(dir, 'containerd/root')}"
@@ -286,7 +291,7 @@ state = "${join(dir, 'containerd/state')}"
     snapshotter = "overlayfs"
     [plugins.'io.containerd.cri.v1.images'.pinned_images]
       sandbox = "PAUSE_IMAGE"
-  [plugins.'io.containerd.cri.v1.runtime']
+${registries}  [plugins.'io.containerd.cri.v1.runtime']
     # This machine's root cannot lower oom_score_adj (no CAP_SYS_RESOURCE); without this every
     # sandbox fails in runc ("can't get final child's PID from pipe").
     restrict_oom_score_adj = true
@@ -307,6 +312,10 @@ state = "${join(dir, 'containerd/state')}"
     stream_server_port = "0"
 `;
     writeFileSync(join(dir, 'containerd.toml'), config);
+    for (const { host, caFile } of this.options.registries ?? []) {
+      mkdirSync(join(dir, 'certs.d', host), { recursive: true });
+      writeFileSync(join(dir, 'certs.d', host, 'hosts.toml'), `server = "https://${host}"\n\n[host."https://${host}"]\n  capabilities = ["pull", "resolve"]\n  ca = "${caFile}"\n`);
+    }
   }
 
   private async rewritePauseImage(reference: string): Promise<void> {

@@ -57,24 +57,48 @@
 {{- end }}
 
 {{/* The image of the signal mechanism's ephemeral container (--signal-image). */}}
-{{- /* The stop-sidecar and quick-exit images are published beside the add-on's own, with its tag. */}}
 {{- define "sidecar-terminator.signalImage" -}}
-{{- .Values.watcher.signalImage | default (printf "%s/stop-sidecar:%s" (dir .Values.image.repository) (.Values.image.tag | default .Chart.AppVersion)) }}
+{{- .Values.watcher.signalImage | default (include "sidecar-terminator.besideImage" (list . "stop-sidecar")) }}
 {{- end }}
 
 {{- define "sidecar-terminator.quickExitImage" -}}
 {{- if kindIs "invalid" .Values.watcher.quickExitImage }}
-{{- printf "%s/quick-exit:%s" (dir .Values.image.repository) (.Values.image.tag | default .Chart.AppVersion) }}
+{{- include "sidecar-terminator.besideImage" (list . "quick-exit") }}
 {{- else }}
 {{- .Values.watcher.quickExitImage }}
 {{- end }}
 {{- end }}
 
+{{/*
+An image published beside the add-on's own (stop-sidecar, quick-exit), with its tag: in the
+same registry and path (image.registry), or beside a repository that names its own registry.
+Call with (list $ "stop-sidecar").
+*/}}
+{{- define "sidecar-terminator.besideImage" -}}
+{{- $root := index . 0 }}
+{{- $path := dir (include "sidecar-terminator.repository" $root) }}
+{{- printf "%s%s:%s" (ternary "" (printf "%s/" $path) (eq $path ".")) (index . 1) ($root.Values.image.tag | default $root.Chart.AppVersion) }}
+{{- end }}
+
 {{- define "sidecar-terminator.image" -}}
 {{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- printf "%s@%s" (include "sidecar-terminator.repository" .) .Values.image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- printf "%s:%s" (include "sidecar-terminator.repository" .) (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The add-on's repository: image.registry, then image.repository; a repository that names its own
+registry (its first part has a dot or a port, or is localhost, as image references read) stands alone.
+*/}}
+{{- define "sidecar-terminator.repository" -}}
+{{- $repository := .Values.image.repository }}
+{{- $first := splitList "/" $repository | first }}
+{{- if or (not .Values.image.registry) (and (contains "/" $repository) (or (contains "." $first) (contains ":" $first) (eq $first "localhost"))) }}
+{{- $repository }}
+{{- else }}
+{{- printf "%s/%s" (trimSuffix "/" .Values.image.registry) $repository }}
 {{- end }}
 {{- end }}
 

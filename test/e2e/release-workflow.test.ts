@@ -1,0 +1,45 @@
+// The release workflow cannot run here (it runs on GitHub, from a tag): actionlint, built from the
+// Go module proxy, checks it as GitHub would read it (syntax, expressions, contexts, permissions,
+// the actions' inputs) and its shell steps with shellcheck (Debian's), and it runs the project's
+// own release target.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { parse } from 'yaml';
+import { runCommand } from '../support/command.ts';
+import { buildScriptOutput } from '../support/managed-process.ts';
+import { repoRoot } from '../support/repo.ts';
+
+const WORKFLOW = '.github/workflows/release.yml';
+const [actionlint, shellcheck] = await Promise.all([buildScriptOutput('build-go-tool.sh', ['actionlint']), buildScriptOutput('install-debian-tool.sh', ['shellcheck'])]);
+/** actionlint with shellcheck on the `run:` steps. */
+const lint = (file: string) => runCommand(actionlint, ['-no-color', `-shellcheck=${shellcheck}`, file], { cwd: repoRoot });
+const text = readFileSync(join(repoRoot, WORKFLOW), 'utf8');
+
+t.test('actionlint finds nothing to say about it', async (t) => {
+  const linted = await lint(WORKFLOW);
+  t.equal(linted.code, 0, `actionlint ${WORKFLOW}:\n${linted.stdout}${linted.stderr}`);
+});
+
+t.test('and would: a mistyped expression, or an unquoted variable in a step, fails the lint', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'st-actionlint-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const broken = join(dir, 'release.yml');
+  writeFileSync(broken, text.replace('${{ github.actor }}', '${{ github.actr }}').replace('make release VERSION="$VERSION"', 'make release VERSION=$VERSION'));
+  const linted = await lint(broken);
+  t.not(linted.code, 0, 'actionlint fails');
+  t.match(linted.stdout, /property "actr" is not defined/, 'the expression');
+  t.match(linted.stdout, /shellcheck reported issue in this script: SC2086/, 'the shell step, through shellcheck');
+});
+
+t.test('it runs from a version tag, with the rights to push, sign and publish, and runs make release', async (t) => {
+  const workflow = parse(text) as { on: { push: { tags: string[] } }; jobs: Record<string, { permissions: Record<string, string>; steps: { run?: string }[] }> };
+  t.same(Object.keys(workflow.on), ['push'], 'only a push triggers it');
+  t.match(workflow.on.push.tags, [/^v\[0-9\]/], 'of a version tag');
+  const job = workflow.jobs.release!;
+  t.same(job.permissions, { contents: 'write', packages: 'write', 'id-token': 'write' }, 'the release, the registry, keyless signing');
+  const script = job.steps.map((step) => step.run ?? '').join('\n');
+  t.match(script, /make release VERSION="\$VERSION" PUSH="\$PREFIX"/, 'the same target as a release made by hand');
+  t.match(script, /cosign sign --yes/, 'each pushed digest is signed');
+});
