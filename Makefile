@@ -47,7 +47,8 @@ chart-test: node_modules
 
 # Benchmarks (bench/README.md): admission latency and throughput next to the framework's limit,
 # where admission time goes, and the watcher's burst latency and memory next to a watcher that
-# caches every pod, and a rolling restart of the webhook under load. Reproduces every figure of
+# caches every pod, a rolling restart of the webhook under load, and the webhook under hostile
+# reviews and half-open connections (`make bench ONLY=hostile`). Reproduces every figure of
 # bench/README.md (about 35 minutes on two cores);
 # `make bench QUICK=1` is a short run that checks the harness (and that OpenKruise's controller
 # still builds and runs); `make bench ONLY=watcher,parity` runs some parts. Never part of `make test`.

@@ -1,7 +1,7 @@
 // Reproduces every figure of bench/README.md (`make bench` runs this).
 //
-//   node bench/run.ts [--quick] [--only footprint,webhook,profile,watcher,client,rolling,parity,reach]
-//                     [--before REV] [--watcher-before REV] [--no-before]
+//   node bench/run.ts [--quick] [--only footprint,webhook,profile,watcher,client,rolling,parity,hostile,reach]
+//                     [--before REV] [--watcher-before REV] [--hostile-before REV] [--no-before]
 //
 // footprint: the image's size, start to ready per role, the webhook's memory idle and under load (bench/footprint/run.ts)
 // webhook: admission latency/throughput next to the empty fastify route (bench/webhook/run.ts)
@@ -11,6 +11,9 @@
 // client:  cost of one API request through src/kube/client.ts (bench/watcher/client-requests.ts)
 // rolling: requests lost by a rolling restart of the webhook under load (bench/rolling-restart/run.ts)
 // parity:  the same Jobs under OpenKruise's controller and the add-on (bench/parity/run.ts, bench/parity.md)
+// hostile: hostile reviews alone, ordinary reviews with one in flight, 10,000 half-open TLS
+//          connections (bench/webhook/hostile.ts), next to the webhook before it judged large
+//          bodies off the event loop (--hostile-before)
 // reach:   which pod creations reach the webhook, and their latency with and without it (bench/reach/run.ts)
 //
 // The before/after figures: unless --no-before, src/ as it was at --before (by default the
@@ -30,7 +33,7 @@ import { parseArgs } from './lib/stats.ts';
 const repoRoot = resolve(import.meta.dirname, '..');
 const args = parseArgs(process.argv.slice(2));
 const quick = args.has('quick') ? ['--quick'] : [];
-const only = (args.get('only') ?? 'footprint,webhook,profile,watcher,client,rolling,parity,reach').split(',');
+const only = (args.get('only') ?? 'footprint,webhook,profile,watcher,client,rolling,parity,hostile,reach').split(',');
 
 function node(script: string, scriptArgs: string[]): void {
   const started = Date.now();
@@ -46,6 +49,8 @@ const DEFAULT_BEFORE = 'd90bacfb7f3a4e4a0ca56f97092ac77b285f6ce8';
 const DEFAULT_FOOTPRINT_BEFORE = '0e8300d8f4c572b2cbbdff2965c06b6944ac0b33';
 /** The watcher before it left finished pods to a field selector and wrote the condition only when it says more than the event. */
 const DEFAULT_WATCHER_BEFORE = '9895f5dbd196a2b1de9df2edf096b6ce6d4ced20';
+/** The webhook before hostile bodies were judged in linear time, off the event loop, and its connections bounded. */
+const DEFAULT_HOSTILE_BEFORE = 'e754425a3fa58273568cc2d24771ce0fb628cbaa';
 
 /** src/ (and what it needs to run) as it was at `revision`, in a new directory under /tmp. */
 function checkoutOf(revision: string): string {
@@ -59,6 +64,7 @@ function checkoutOf(revision: string): string {
 const before = args.has('no-before') ? undefined : checkoutOf(args.get('before') ?? DEFAULT_BEFORE);
 const footprintBefore = args.has('no-before') || !only.includes('footprint') ? undefined : checkoutOf(args.get('footprint-before') ?? DEFAULT_FOOTPRINT_BEFORE);
 const watcherBefore = args.has('no-before') || !only.includes('watcher') ? undefined : checkoutOf(args.get('watcher-before') ?? DEFAULT_WATCHER_BEFORE);
+const hostileBefore = args.has('no-before') || !only.includes('hostile') ? undefined : checkoutOf(args.get('hostile-before') ?? DEFAULT_HOSTILE_BEFORE);
 try {
   if (only.includes('footprint')) node('bench/footprint/run.ts', [...quick, ...(footprintBefore ? ['--compare-root', `before=${footprintBefore}`] : [])]);
   if (only.includes('webhook')) node('bench/webhook/run.ts', [...quick, ...(before ? ['--before-root', before] : [])]);
@@ -84,8 +90,9 @@ try {
     }
   }
   if (only.includes('parity')) node('bench/parity/run.ts', []);
+  if (only.includes('hostile')) node('bench/webhook/hostile.ts', [...quick, ...(hostileBefore ? ['--before-root', hostileBefore] : [])]);
   if (only.includes('reach')) node('bench/reach/run.ts', quick);
   process.stderr.write(`\nResults: ${readdirSync(join(repoRoot, 'bench/results')).filter((f) => f.endsWith('.md')).map((f) => `bench/results/${f}`).join(', ')}\n`);
 } finally {
-  for (const dir of [before, footprintBefore, watcherBefore]) if (dir) rmSync(dir, { recursive: true, force: true });
+  for (const dir of [before, footprintBefore, watcherBefore, hostileBefore]) if (dir) rmSync(dir, { recursive: true, force: true });
 }

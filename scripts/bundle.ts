@@ -4,9 +4,11 @@
 //
 //   node scripts/bundle.ts [--out DIR] [--sourcemap] [--metafile FILE]
 //
-// One entry point, split at every dynamic import: the CLI loads each command's modules on demand,
-// and `serve` each component's (src/serve/composition.ts), so a watcher-only process never reads
-// the webhook's, TLS or lint code, nor a webhook-only one the watcher's. Tree shaking keeps, of
+// Split at every dynamic import: the CLI loads each command's modules on demand, and `serve` each
+// component's (src/serve/composition.ts), so a watcher-only process never reads the webhook's,
+// TLS or lint code, nor a webhook-only one the watcher's. The webhook's worker thread
+// (src/webhook/judge-worker.ts) is an entry point of its own, and the chunks lie beside the entry
+// points, so that the code starting the worker finds it as ./judge-worker.js wherever it lands. Tree shaking keeps, of
 // @kubernetes/client-node's generated API, the API groups the code uses (CoreV1, CustomObjects,
 // Coordination, Admissionregistration, Apis, Version), not the other sixty. Minified, names kept:
 // logs and stack traces name the classes and functions as in the sources (pino logs an error's
@@ -20,18 +22,22 @@ import { build, type Metafile } from 'esbuild';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 
+/** The scripts of the worker threads, started by file name: an entry point of every bundle. */
+export const WORKER_ENTRY_POINTS = ['src/webhook/judge-worker.ts'];
+
 /**
- * Bundles `entryPoints` (paths relative to the repository) into `out` as the image's bundles are
- * made; the benchmarks bundle their own harness around the add-on's code the same way.
+ * Bundles `entryPoints` (paths relative to the repository) and the worker threads into `out` as
+ * the image's bundles are made; the benchmarks bundle their own harness around the add-on's code
+ * the same way.
  */
 export async function bundle(entryPoints: string[], out: string, options: { sourcemap?: boolean } = {}): Promise<Metafile> {
   rmSync(out, { recursive: true, force: true });
   const result = await build({
     absWorkingDir: repoRoot,
-    entryPoints,
+    entryPoints: [...entryPoints, ...WORKER_ENTRY_POINTS],
     outdir: out,
     entryNames: '[name]',
-    chunkNames: 'chunks/[name]-[hash]',
+    chunkNames: '[name]-[hash]',
     bundle: true,
     splitting: true,
     format: 'esm',

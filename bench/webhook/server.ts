@@ -1,7 +1,7 @@
 // The server side of the webhook benchmark, run in its own process (the load generator gets
 // the other core). Prints one JSON line `{"port":N,"pid":N}` once it listens on 127.0.0.1.
 //
-//   node bench/webhook/server.ts --mode app   --cert-dir DIR [--log devnull|stdout|off] [--root DIR]
+//   node bench/webhook/server.ts --mode app   --cert-dir DIR [--log devnull|stdout|off] [--root DIR] [--native-sidecars]
 //   node bench/webhook/server.ts --mode empty --cert-dir DIR
 //   ... --profile-out FILE: SIGUSR2 starts the V8 CPU profiler (node:inspector, 250 us samples),
 //       SIGTERM stops it and writes FILE (a .cpuprofile) before exiting: only the load is profiled,
@@ -47,6 +47,8 @@ if (mode === 'app') {
     logger,
     https: tls,
     readiness: () => ({ ready: true }),
+    // /native-sidecars migrates, as serve's --native-sidecars on a cluster that runs native sidecars.
+    nativeSidecars: args.has('native-sidecars'),
   });
 } else if (mode === 'empty') {
   app = Fastify({ https: { ...tls, minVersion: 'TLSv1.2' }, bodyLimit: BODY_LIMIT, logger: false });

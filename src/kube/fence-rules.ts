@@ -264,14 +264,16 @@ const webhook: FenceRules = {
     { name: 'eventCreate', expression: request('', 'events', '', ['CREATE']) },
   ],
   validations: [
-    // The certificate Secret, as secretStore writes it.
+    // The certificate Secret, as secretStore writes it: every field, so that a stolen token
+    // cannot, say, make it immutable (then no replica could renew it).
     {
       expression:
         '!variables.secretWrite || (request.namespace == variables.ownNamespace && object.metadata.name == variables.tlsSecret && object.type == "kubernetes.io/tls" && ' +
+        `${onlyKeys('object', ['apiVersion', 'kind', 'metadata', 'type', 'data', 'immutable'])} && object.?immutable.orValue(false) == false && ` +
         `${onlyKeys('object.?data.orValue({})', Object.values(TLS_SECRET_KEYS))} && object.metadata.?labels == optional.of(${celMap(MANAGED_BY_LABELS)}) && ` +
-        '!has(object.metadata.annotations) && !has(object.metadata.ownerReferences) && !has(object.metadata.finalizers))',
+        `${onlyKeys('object.metadata', [...SERVER_METADATA, 'name', 'namespace', 'labels', 'uid', 'creationTimestamp'])})`,
       messageExpression:
-        `"sidecar-terminator fence: the webhook may write only the Secret " + variables.ownNamespace + "/" + variables.tlsSecret + " of type kubernetes.io/tls, with the keys ${Object.values(TLS_SECRET_KEYS).join(', ')} and the label app.kubernetes.io/managed-by=${COMPONENT} alone"`,
+        `"sidecar-terminator fence: the webhook may write only the Secret " + variables.ownNamespace + "/" + variables.tlsSecret + " of type kubernetes.io/tls, not immutable, with the keys ${Object.values(TLS_SECRET_KEYS).join(', ')} and the label app.kubernetes.io/managed-by=${COMPONENT} alone, and no other field"`,
     },
     // syncCaBundles: the caBundle of each webhook of its two configurations, nothing else.
     {

@@ -177,28 +177,35 @@ export async function createOrReplace<T extends { metadata?: { name?: string; re
   }
 }
 
+/** What syncCaBundles reads of the shared certificates, fresh, before it takes a CA out of a caBundle. */
+export interface StoredCaBundle {
+  /** The CAs now in the store (the Secret every replica serves from): the one that signs its certificate, and the previous one while valid. */
+  read(): Promise<string | undefined>;
+}
+
 /**
  * Sets caBundle on every webhook of both configurations named `name`, patching only those that
  * differ; configurations that do not exist are skipped. Returns the kinds it patched.
+ *
+ * Replicas race here: one may still hold the bundle another has just replaced in the Secret,
+ * along with a new CA it already patched in. So each patch is a test-and-set against the
+ * configuration as read (its resourceVersion: a change in between fails the patch, and it is
+ * read and computed again), and a CA that the patch would take out is kept while the store
+ * still holds it, read after the configuration: no replica removes the CA of the certificate
+ * the others serve.
  */
-export async function syncCaBundles(api: AdmissionregistrationV1Api, name: string, caBundle: string): Promise<string[]> {
-  const encoded = Buffer.from(caBundle).toString('base64');
+export async function syncCaBundles(api: AdmissionregistrationV1Api, name: string, caBundle: string, stored?: StoredCaBundle): Promise<string[]> {
   const patched: string[] = [];
   for (const kind of Object.values(configurationApis(api))) {
-    const existing = await readIfExists(kind, name);
-    // Each change is guarded by a test of the webhook's name, so a concurrent reordering makes
-    // the patch fail (and the next check retry) instead of touching the wrong webhook.
-    const ops = (existing?.webhooks ?? []).flatMap((webhook, index) =>
-      webhook.clientConfig.caBundle === encoded
-        ? []
-        : [
-            { op: 'test', path: `/webhooks/${index}/name`, value: webhook.name },
-            { op: 'add', path: `/webhooks/${index}/clientConfig/caBundle`, value: encoded },
-          ],
-    );
-    if (ops.length === 0) continue;
-    await kind.patch(name, ops);
-    patched.push(kind.kind);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        if (await syncOne(kind, name, caBundle, stored)) patched.push(kind.kind);
+        break;
+      } catch (err) {
+        // 409: the resourceVersion moved; 422: a test of the patch failed (a webhook was renamed or reordered).
+        if (attempt >= 5 || !(isApiError(err, 409) || isApiError(err, 422))) throw err;
+      }
+    }
   }
   return patched;
 }
@@ -217,6 +224,32 @@ export async function webhooksWithoutMatchConditions(api: AdmissionregistrationV
     for (const webhook of existing?.webhooks ?? []) if (!webhook.matchConditions?.length) unmatched.push(webhook.name);
   }
   return unmatched;
+}
+
+async function syncOne(kind: ConfigurationApi, name: string, caBundle: string, stored: StoredCaBundle | undefined): Promise<boolean> {
+  const existing = await readIfExists(kind, name);
+  if (!existing?.webhooks?.length) return false;
+  // Loaded here: the watcher imports this module (excludedNamespaces) and loads no TLS code.
+  const { certificatesIn } = await import('../tls/certificates.ts');
+  const wanted = certificatesIn(caBundle);
+  let storedCas: Promise<string[]> | undefined;
+  const ops: object[] = [];
+  for (const [index, webhook] of existing.webhooks.entries()) {
+    const current = certificatesIn(Buffer.from(webhook.clientConfig.caBundle ?? '', 'base64').toString());
+    const removed = current.filter((ca) => !wanted.includes(ca));
+    const still = removed.length > 0 && stored ? await (storedCas ??= stored.read().then((bundle) => certificatesIn(bundle ?? ''))) : [];
+    const kept = removed.filter((ca) => still.includes(ca));
+    const encoded = Buffer.from(kept.length === 0 ? caBundle : [...wanted, ...kept].join('')).toString('base64');
+    if (webhook.clientConfig.caBundle === encoded) continue;
+    // Already these CAs, in another order: a replica with a stale bundle leaves them as they are.
+    if (kept.length > 0 && wanted.length + kept.length === current.length) continue;
+    // Each change is guarded by a test of the webhook's name, so a concurrent reordering makes
+    // the patch fail instead of touching the wrong webhook.
+    ops.push({ op: 'test', path: `/webhooks/${index}/name`, value: webhook.name }, { op: 'add', path: `/webhooks/${index}/clientConfig/caBundle`, value: encoded });
+  }
+  if (ops.length === 0) return false;
+  await kind.patch(name, [{ op: 'test', path: '/metadata/resourceVersion', value: existing.metadata?.resourceVersion }, ...ops]);
+  return true;
 }
 
 async function readIfExists<T>(kind: Pick<ClusterObjectApi<T & object>, 'read'>, name: string): Promise<T | undefined> {

@@ -49,9 +49,21 @@ export interface Finding {
 
 /** `field: Type: "value": detail`, as the API server words its own validation errors. */
 export function formatFinding(finding: Finding): string {
+  return formatParts(finding, true);
+}
+
+/**
+ * formatFinding without the value: the field path and the rule's words only, for text written
+ * where the object's author must not choose the words (an event on an object it does not own).
+ */
+export function formatFindingWithoutValue(finding: Finding): string {
+  return formatParts(finding, false);
+}
+
+function formatParts(finding: Finding, withValue: boolean): string {
   const parts = [finding.field];
   if (finding.type) parts.push(finding.type);
-  if (finding.value !== undefined) parts.push(quoteValue(finding.value));
+  if (finding.value !== undefined && withValue) parts.push(quoteValue(finding.value));
   parts.push(finding.detail);
   return parts.join(': ');
 }
@@ -60,8 +72,34 @@ export function formatFinding(finding: Finding): string {
 export const MAX_VALUE_CHARACTERS = 128;
 
 function quoteValue(value: string): string {
-  if (value.length <= MAX_VALUE_CHARACTERS) return JSON.stringify(value);
-  return `${JSON.stringify(value.slice(0, MAX_VALUE_CHARACTERS))}... (${value.length} characters)`;
+  return JSON.stringify(clipValue(value)) + (value.length > MAX_VALUE_CHARACTERS ? `... (${value.length} characters)` : '');
+}
+
+/** The first MAX_VALUE_CHARACTERS characters of a value from the object, for a message. */
+export function clipValue(value: string): string {
+  return value.length <= MAX_VALUE_CHARACTERS ? value : value.slice(0, MAX_VALUE_CHARACTERS);
+}
+
+/**
+ * At most this many findings are spelled out in one admission answer or event, and the rest
+ * counted: a pod with 60,000 bad containers gets a denial of a few KiB, not of 10 MiB (the API
+ * server keeps 4 KiB of warnings anyway). `lint` lists them all.
+ */
+export const MAX_LISTED_FINDINGS = 10;
+
+/** The first MAX_LISTED_FINDINGS messages, and a last one counting the others when there are more. */
+export function listedMessages(messages: readonly string[], what: string): string[] {
+  return withCount(messages.slice(0, MAX_LISTED_FINDINGS), messages.length, what);
+}
+
+/** listedMessages of the findings, formatted (by formatFinding unless told): only the listed ones are formatted at all. */
+export function listedFindings(findings: readonly Finding[], what: string, format: (finding: Finding) => string = formatFinding): string[] {
+  return withCount(findings.slice(0, MAX_LISTED_FINDINGS).map(format), findings.length, what);
+}
+
+function withCount(listed: string[], total: number, what: string): string[] {
+  const more = total - listed.length;
+  return more > 0 ? [...listed, `and ${more} more ${what}${more === 1 ? '' : 's'}`] : listed;
 }
 
 export type EnforcementMode = 'deny' | 'warn';

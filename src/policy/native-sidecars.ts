@@ -8,7 +8,7 @@
 // A pod moves only when the move cannot change what it does; otherwise it stays as it is (the
 // watcher stops its sidecars) and the plan says why. All of a pod's sidecars move, or none: a
 // migrated pod is never also managed by the watcher.
-import { formatFinding, type Finding } from './findings.ts';
+import { clipValue, listedFindings, type Finding } from './findings.ts';
 import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, classifyContainers, isTrueValue, markerEntries } from './markers.ts';
 import { MIGRATED_ANNOTATION, NATIVE_SIDECARS_OPT_OUT, POD_ANNOTATIONS } from './names.ts';
 import { virtualNodeField } from './nodes.ts';
@@ -113,7 +113,8 @@ export function planNativeSidecars({ spec: rawSpec, annotations, fieldPrefix, ha
  * after the regular init containers before them: those still run first, as they did.
  */
 export function migratePodSpec(spec: Record<string, unknown>, sidecars: readonly string[]): Record<string, unknown> {
-  const moves = (container: unknown) => isRecord(container) && sidecars.includes(String(container.name));
+  const moving = new Set(sidecars);
+  const moves = (container: unknown) => isRecord(container) && typeof container.name === 'string' && moving.has(container.name);
   const containers = arrayOf(spec.containers);
   const moved = containers.filter(moves).map((container) => ({ ...(container as Record<string, unknown>), restartPolicy: 'Always' }));
   return { ...spec, initContainers: [...arrayOf(spec.initContainers), ...moved], containers: containers.filter((container) => !moves(container)) };
@@ -130,9 +131,9 @@ export function migratedAnnotation(annotations: Record<string, unknown>, sidecar
   return [...new Set([...migratedSidecars(annotations), ...sidecars])].join(',');
 }
 
-/** SKIPPED_ANNOTATION's value: the reasons, as the findings word them. */
+/** SKIPPED_ANNOTATION's value: the reasons, as the findings word them (the first few, and how many more). */
 export function skippedAnnotation(findings: readonly Finding[]): string {
-  return findings.map(formatFinding).join('; ');
+  return listedFindings(findings, 'reason').join('; ');
 }
 
 /**
@@ -143,11 +144,11 @@ export function skippedAnnotation(findings: readonly Finding[]): string {
  */
 export function lostNativeSidecars(rawSpec: unknown, annotations: Record<string, unknown>): string[] {
   const spec: PodSpec = isRecord(rawSpec) ? rawSpec : {};
-  const migrated = migratedSidecars(annotations);
+  const migrated = new Set(migratedSidecars(annotations));
   return arrayOf(spec.initContainers).flatMap((container, index) => {
-    if (!isRecord(container) || !migrated.includes(String(container.name)) || container.restartPolicy === 'Always') return [];
+    if (!isRecord(container) || typeof container.name !== 'string' || !migrated.has(container.name) || container.restartPolicy === 'Always') return [];
     return [
-      `spec.initContainers[${index}].restartPolicy: Required value: ${String(container.name)} was moved here as a native sidecar (annotation ${MIGRATED_ANNOTATION}), but the API server dropped its restartPolicy: Always, as it does when the SidecarContainers feature gate is off; as a plain init container it would never finish and the main containers would never start; turn the feature gate on, or set --native-sidecars=none (chart value admission.nativeSidecars)`,
+      `spec.initContainers[${index}].restartPolicy: Required value: ${clipValue(container.name)} was moved here as a native sidecar (annotation ${MIGRATED_ANNOTATION}), but the API server dropped its restartPolicy: Always, as it does when the SidecarContainers feature gate is off; as a plain init container it would never finish and the main containers would never start; turn the feature gate on, or set --native-sidecars=none (chart value admission.nativeSidecars)`,
     ];
   });
 }

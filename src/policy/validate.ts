@@ -56,10 +56,11 @@ export function validatePodSpec(rawSpec: unknown, options: ValidationOptions): F
   const sidecars = roles.filter((role) => role.role === 'sidecar');
   if (sidecars.length > 0) validatePodLevel(spec, roles, sidecars, options, report);
 
+  const migrated = new Set(options.migratedSidecars);
   arrayOf(spec.initContainers).forEach((raw, index) => {
     if (!isRecord(raw)) return;
     const native = raw.restartPolicy === 'Always';
-    if (native && options.migratedSidecars?.includes(String(raw.name))) return;
+    if (native && typeof raw.name === 'string' && migrated.has(raw.name)) return;
     for (const entry of markerEntries(raw)) {
       report('warning', {
         rule: 'marker-on-init-container',
@@ -83,7 +84,11 @@ function validateContainerMarkers(
   const entries = markerEntries(container);
   if (entries.length === 0) return;
   const byName = new Map<MarkerName, MarkerEntry[]>();
-  for (const entry of entries) byName.set(entry.name, [...(byName.get(entry.name) ?? []), entry]);
+  for (const entry of entries) {
+    const definitions = byName.get(entry.name);
+    if (definitions) definitions.push(entry);
+    else byName.set(entry.name, [entry]);
+  }
   const envPath = (name: MarkerName) => `${path}.env[${name}]`;
 
   for (const [name, definitions] of byName) {

@@ -5,7 +5,7 @@
 // and a webhook-only process never loads the watcher (bench/README.md measures what that saves).
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { AdmissionregistrationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, BatchV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { pino, type Logger as PinoLogger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { ServeConfig } from '../config.ts';
@@ -131,7 +131,7 @@ async function startProbes({ config, metrics, readiness, logger }: Context): Pro
 /** The admission webhook: certificates, the HTTPS server, the webhook configurations. */
 async function startWebhook({ config, kubeConfig, namespace, logger, metrics, readiness, readinessChecks }: Context): Promise<Stop> {
   const [
-    { registerWebhookConfigurations, syncCaBundles, webhooksWithoutMatchConditions },
+    { excludedNamespaces, registerWebhookConfigurations, syncCaBundles, webhooksWithoutMatchConditions },
     { nativeSidecarsOn },
     { isServingCertificateValid, servingHosts },
     { createRotator, describeCertificate },
@@ -182,7 +182,13 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   if (config.shutdownDrain >= config.shutdownGrace) throw new UsageError(`--shutdown-drain (${config.shutdownDrain} ms) must be shorter than --shutdown-grace (${config.shutdownGrace} ms), which it is part of`);
   const drain = new Drain({ graceMs: config.shutdownGrace - config.shutdownDrain, drainMs: config.shutdownDrain, logger });
   readinessChecks.push(() => (drain.draining() ? { ready: false, reason: 'shutting down' } : { ready: true }));
-  const ownerEvents = new OwnerEventRecorder({ core: kubeConfig.makeApiClient(CoreV1Api), logger, metrics });
+  const ownerEvents = new OwnerEventRecorder({
+    core: kubeConfig.makeApiClient(CoreV1Api),
+    batch: kubeConfig.makeApiClient(BatchV1Api),
+    excludedNamespaces: excludedNamespaces(namespace, config.excludedNamespaces),
+    logger,
+    metrics,
+  });
   const nativeSidecars = await nativeSidecarsOn(config.nativeSidecars, kubeConfig, logger);
   const app = buildApp({
     nativeSidecars,
@@ -202,6 +208,8 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   logger.info({ address: config.listenAddress, timeoutSeconds: config.webhookTimeoutSeconds, drainMs: config.shutdownDrain }, 'admission webhook listening');
 
   const admissionApi = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+  // Read afresh before a CA leaves a caBundle: another replica may have renewed since this one's last check.
+  const storedCaBundle = { read: async () => (await store.load())?.bundle.caBundle };
   const target: WebhookTarget = {
     name: config.webhookConfigName,
     namespace,
@@ -220,7 +228,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
       logger.info({ name: target.name, via: target.url || `service ${namespace}/${target.serviceName}` }, 'webhook configurations registered');
       await registerFenceFor(admissionApi, config, namespace, logger);
     } else if (!mounted) {
-      const patched = await syncCaBundles(admissionApi, target.name, served.caBundle);
+      const patched = await syncCaBundles(admissionApi, target.name, served.caBundle, storedCaBundle);
       logger.info({ name: target.name, patched }, 'caBundle of existing webhook configurations checked');
     }
     // A mounted certificate's webhook reads no configuration (cert-manager's cainjector keeps their caBundle).
@@ -245,7 +253,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   mounted?.watch(serve);
   rotator?.watch(async (bundle) => {
     // The API server must trust a new CA before any replica serves a certificate it signed.
-    const patched = await syncCaBundles(admissionApi, target.name, bundle.caBundle);
+    const patched = await syncCaBundles(admissionApi, target.name, bundle.caBundle, storedCaBundle);
     if (patched.length > 0) logger.info({ name: target.name, patched }, 'caBundle of the webhook configurations updated');
     if (bundle.cert !== served.cert) serve(bundle);
   });

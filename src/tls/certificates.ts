@@ -84,6 +84,11 @@ export async function issueServing(ca: Pick<CertificateBundle, 'caBundle' | 'caK
   return { caBundle: ca.caBundle, caKey: ca.caKey, cert: served.cert, key: served.private };
 }
 
+/** The PEM certificates of a bundle, each as its own block ending in a newline. */
+export function certificatesIn(pem: string): string[] {
+  return (pem.replaceAll('\r\n', '\n').match(PEM_BLOCK) ?? []).map((block) => (block.endsWith('\n') ? block : `${block}\n`));
+}
+
 /** The CA that signs serving certificates: the first certificate of caBundle. */
 export function signingCa(bundle: Pick<CertificateBundle, 'caBundle'>): X509Certificate {
   const [first] = bundle.caBundle.match(PEM_BLOCK) ?? [];

@@ -9,13 +9,15 @@ import type { Logger as PinoLogger } from 'pino';
 import { Registry } from 'prom-client';
 import { healthRoutes, type Readiness } from '../health.ts';
 import { WEBHOOK_TIMEOUT_SECONDS } from '../config.ts';
-import { isRecord } from '../policy/index.ts';
-import { errored, review, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
-import { createAdmissionMetrics, ADMISSION_ENDPOINTS, type AdmissionEndpoint, type AdmissionMetrics, type AdmissionResult } from './metrics.ts';
-import { mutate, mutateNativeSidecars } from './mutate.ts';
+import { secureContextOptions } from '../tls/secure-context.ts';
+import { errored, review } from './admission.ts';
+import { createAdmissionMetrics, ADMISSION_ENDPOINTS, type AdmissionEndpoint, type AdmissionMetrics } from './metrics.ts';
+import { OFFLOAD_BODY_BYTES, Offload, WorkerFailure } from './offload.ts';
 import type { OwnerEventRecorder } from './owner-events.ts';
-import { AJV_OPTIONS, admissionReviewSchema, describeSchemaError, parseJsonBody } from './schema.ts';
-import { validate, type AdmissionSettings, type Verdict } from './validate.ts';
+import { HANDLERS, clip, judge, type AdmissionHandler, type Judgement } from './review.ts';
+import type { AdmissionSettings } from './validate.ts';
+
+export type { AdmissionHandler } from './review.ts';
 
 export interface AppOptions extends AdmissionSettings {
   /** Largest request body in bytes; larger ones get a 413. */
@@ -36,18 +38,22 @@ export interface AppOptions extends AdmissionSettings {
   handlers?: Partial<Record<AdmissionEndpoint, AdmissionHandler>>;
   /** Where the events for the owners of objects admitted despite errors go; none without it. */
   ownerEvents?: Pick<OwnerEventRecorder, 'record'>;
+  /** Connections open at once (MAX_CONNECTIONS by default); more are closed as they arrive. */
+  maxConnections?: number;
 }
 
 /** The app; its server is an https.Server when AppOptions.https is given. */
 export type WebhookApp = FastifyInstance<http.Server | https.Server>;
 
-export type AdmissionHandler = (request: AdmissionRequest, settings: AdmissionSettings) => Verdict;
+/**
+ * Connections open at once, each costing the server about 60 KiB before its TLS handshake is
+ * done: at this many, the webhook stays well within the chart's 384 MiB. The API servers open
+ * one per request in flight (HTTP/1.1), a few hundred at most.
+ */
+export const MAX_CONNECTIONS = 1000;
 
-const HANDLERS: Record<AdmissionEndpoint, AdmissionHandler> = {
-  validate,
-  mutate,
-  'native-sidecars': mutateNativeSidecars,
-};
+/** A denial's message in a log line: the answer lists at most a few findings, the log a few KiB of them. */
+const MAX_LOGGED_MESSAGE = 2048;
 
 export function buildApp(options: AppOptions & { https: { key: string; cert: string } }): FastifyInstance<https.Server>;
 export function buildApp(options: AppOptions): WebhookApp;
@@ -63,18 +69,22 @@ export function buildApp(options: AppOptions): WebhookApp {
     http: timeouts,
     // One log line per admission decision instead (below); probes and scrapes stay quiet.
     logController: new LogController({ disableRequestLogging: true }),
-    ajv: { customOptions: AJV_OPTIONS },
     // A request on a kept-alive connection while closing is answered, not refused with a 503
     // (which the API server would count as a failed webhook call).
     return503OnClosing: false,
   };
+  // The timeouts above start once a connection has done its TLS handshake; a client that never
+  // finishes one is dropped after the same time (Node's default is two minutes).
   const app: WebhookApp = options.https
-    ? Fastify({ ...serverOptions, https: { ...options.https, ...timeouts, minVersion: 'TLSv1.2' } })
+    ? Fastify({ ...serverOptions, https: { ...secureContextOptions(options.https), ...timeouts, handshakeTimeout: timeouts.requestTimeout } })
     : Fastify(serverOptions);
+  app.server.maxConnections = options.maxConnections ?? MAX_CONNECTIONS;
 
   const registry = options.metrics ?? new Registry();
   const metrics = createAdmissionMetrics(registry);
   const settings: AdmissionSettings = { enforcement: options.enforcement, quickExitImageAllowlist: options.quickExitImageAllowlist, nativeSidecars: options.nativeSidecars ?? false };
+  const offload = new Offload();
+  app.addHook('onClose', () => offload.close());
 
   void app.register(healthRoutes, { readiness: options.readiness, registry });
   app.addHook('onSend', async (_request, reply, payload) => {
@@ -82,37 +92,36 @@ export function buildApp(options: AppOptions): WebhookApp {
     return payload;
   });
 
-  // Only JSON is accepted; any other content type is an error the route answers itself.
+  // Only JSON is accepted; any other content type is an error the route answers itself. The
+  // body is parsed by the route, here or in the worker thread.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
-    try {
-      done(null, parseJsonBody(String(body)));
-    } catch (error) {
-      done(error as Error);
-    }
-  });
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
   for (const endpoint of ADMISSION_ENDPOINTS) {
     const answer = answerWith(endpoint, metrics);
+    const custom = options.handlers?.[endpoint];
     app.post(
       `/${endpoint}`,
       {
-        schema: { body: admissionReviewSchema },
         errorHandler: (error: FastifyError, request, reply) => {
-          const status = error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? 413 : (error.statusCode ?? 500) < 500 ? 400 : 500;
+          const tooLarge = error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || (error instanceof WorkerFailure && error.outOfMemory);
+          const status = tooLarge ? 413 : (error.statusCode ?? 500) < 500 ? 400 : 500;
           if (status === 500) request.log.error({ err: error }, 'admission handler failed');
           const message = protocolErrorMessage(error, status, options.bodyLimit, request.headers['content-type']);
-          void answer(request, reply, 'error', errored(status, message), status);
+          // The body was not read (or is in the worker, which failed): no uid to echo.
+          void answer(request, reply, { status, result: 'error', uid: '', decision: errored(status, message), context: { dryRun: false } });
         },
       },
       async (request, reply) => {
-        const handle = options.handlers?.[endpoint] ?? HANDLERS[endpoint];
-        const { ownerNotice, migration, ...decision } = handle((request.body as { request: AdmissionRequest }).request, settings);
+        // No body and no content type: fastify parses nothing, and the judgement says the body is empty.
+        const body = (request.body as Buffer | undefined) ?? Buffer.alloc(0);
+        // A test's own handler runs here; the default ones in the worker when the body is large.
+        const judgement = !custom && body.length > OFFLOAD_BODY_BYTES ? await offload.judge(endpoint, body, settings) : judge(body, custom ?? HANDLERS[endpoint], settings);
+        if (judgement.failure) request.log.error({ err: judgement.failure }, 'admission handler failed');
         // Started here, finished in the background: the answer never waits for it.
-        if (ownerNotice) options.ownerEvents?.record(ownerNotice);
-        if (migration) metrics.migration(migration);
-        const result: AdmissionResult = !decision.allowed ? 'denied' : decision.patch ? 'patched' : 'allowed';
-        return answer(request, reply, result, decision, 200);
+        if (judgement.ownerNotice) options.ownerEvents?.record(judgement.ownerNotice);
+        if (judgement.migration) metrics.migration(judgement.migration);
+        return answer(request, reply, judgement);
       },
     );
   }
@@ -142,46 +151,27 @@ export function serverTimeouts(timeoutSeconds: number) {
   };
 }
 
-type Answer = (request: FastifyRequest, reply: FastifyReply, result: AdmissionResult, decision: AdmissionDecision, status: number) => FastifyReply;
+type Answer = (request: FastifyRequest, reply: FastifyReply, judgement: Judgement) => FastifyReply;
 
 /** Sends the AdmissionReview, counts it, and logs one line bound to the request (never the object). */
 function answerWith(endpoint: AdmissionEndpoint, metrics: AdmissionMetrics): Answer {
-  return (request, reply, result, decision, status) => {
-    const { uid, ...context } = requestContext(request.body);
+  return (request, reply, { status, result, uid, decision, context, payload }) => {
     metrics.observe(endpoint, result, reply.elapsedTime / 1000);
     // Logged clipped: these come from the body, and a caller other than the API server can make them huge.
     // One object rather than a child logger: a child per request costs more than the line itself.
-    const line = { uid: clip(uid), ...context, endpoint, result, status, code: decision.status?.code, message: decision.status?.message, warnings: decision.warnings?.length ?? 0 };
+    const message = decision.status?.message;
+    const line = { uid: clip(uid), ...context, endpoint, result, status, code: decision.status?.code, message: message && clip(message, MAX_LOGGED_MESSAGE), warnings: decision.warnings?.length ?? 0 };
     if (result === 'error') request.log.warn(line, 'admission request rejected');
     else request.log.info(line, 'admission decision');
-    return reply.code(status).send(review(uid, decision));
+    reply.code(status);
+    return payload ? reply.type('application/json; charset=utf-8').send(payload) : reply.send(review(uid, decision));
   };
-}
-
-/** The identifying fields of a body that may be anything (it failed validation when an error is answered). */
-function requestContext(body: unknown) {
-  const request = isRecord(body) && isRecord(body.request) ? body.request : {};
-  const text = (value: unknown) => (typeof value === 'string' ? value : undefined);
-  const clipped = (value: unknown) => (typeof value === 'string' ? clip(value) : undefined);
-  return {
-    uid: text(request.uid) ?? '',
-    namespace: clipped(request.namespace),
-    name: clipped(request.name),
-    operation: clipped(request.operation),
-    kind: isRecord(request.kind) ? clipped(request.kind.kind) : undefined,
-    dryRun: request.dryRun === true,
-  };
-}
-
-/** Kubernetes names are at most 253 characters; anything longer is cut for the logs. */
-function clip(value: string, max = 253): string {
-  return value.length > max ? `${value.slice(0, max)}...` : value;
 }
 
 function protocolErrorMessage(error: FastifyError, status: number, bodyLimit: number, contentType: string | undefined): string {
+  if (error instanceof WorkerFailure && error.outOfMemory) return 'request body takes more memory to check than the webhook allows; no pod the API server accepts is this costly';
   if (status === 413) return `request body is larger than the limit of ${bodyLimit} bytes; raise --body-limit if pods this large are expected`;
   if (status === 500) return 'internal error while handling the admission request';
-  if (error.validation) return describeSchemaError(error.validation);
   if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return `Content-Type must be application/json, got ${contentType === undefined ? 'none' : JSON.stringify(contentType.slice(0, 100))}`;
   return error.message;
 }

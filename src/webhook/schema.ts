@@ -1,12 +1,13 @@
 // What the webhook accepts as a request body: JSON, not absurdly deep, shaped as an
-// admission.k8s.io/v1 AdmissionReview. Failures become 400 messages that name the field.
-import type { ErrorObject, Options as AjvOptions } from 'ajv';
+// admission.k8s.io/v1 AdmissionReview whose object has the types Kubernetes gives the fields
+// the policy reads. Failures become 400 messages that name the field.
+import { Ajv, type ErrorObject, type Options as AjvOptions } from 'ajv';
 import { ADMISSION_API_VERSION, OPERATIONS } from './admission.ts';
 
 /**
- * ajv options for the route schemas: validation only. Fastify's defaults coerce types, fill
- * in defaults and strip unknown properties, which would change the object being admitted.
- * `verbose` keeps the offending value in each error, for the message.
+ * ajv options: validation only, never coercing types, filling in defaults or stripping
+ * properties, which would change the object being admitted. `verbose` keeps the offending value
+ * in each error, for the message.
  */
 export const AJV_OPTIONS: AjvOptions = { coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false, verbose: true };
 
@@ -16,7 +17,53 @@ const gvk = {
   properties: { group: { type: 'string' }, version: { type: 'string' }, kind: { type: 'string' } },
 } as const;
 
-/** The envelope only: the object inside is judged by the policy, whose readers accept anything. */
+// The fields of an object the policy reads, with their Kubernetes types (null is read as absent).
+// The API server sends nothing else; another caller gets a 400 naming the field instead of an
+// answer built from, say, a number where a container name belongs.
+const aString = { type: ['string', 'null'] } as const;
+const stringMap = { type: ['object', 'null'], additionalProperties: aString } as const;
+const list = <T extends object>(items: T) => ({ type: ['array', 'null'], items }) as const;
+const container = {
+  type: 'object',
+  properties: {
+    name: aString,
+    image: aString,
+    command: list(aString),
+    env: list({ type: 'object', properties: { name: aString, value: aString, valueFrom: { type: ['object', 'null'] } } }),
+    restartPolicy: aString,
+  },
+} as const;
+const metadata = {
+  type: ['object', 'null'],
+  properties: {
+    name: aString,
+    generateName: aString,
+    namespace: aString,
+    labels: stringMap,
+    annotations: stringMap,
+    ownerReferences: list({ type: 'object', properties: { apiVersion: aString, kind: aString, name: aString, uid: aString, controller: { type: ['boolean', 'null'] } } }),
+  },
+} as const;
+const podSpecFields = {
+  containers: list(container),
+  initContainers: list(container),
+  restartPolicy: aString,
+  nodeName: aString,
+  nodeSelector: stringMap,
+  tolerations: list({ type: 'object', properties: { key: aString, operator: aString, value: aString } }),
+} as const;
+const podTemplate = { type: ['object', 'null'], properties: { metadata, spec: { type: ['object', 'null'], properties: podSpecFields } } } as const;
+/** A Pod (metadata, spec), a workload (spec.template), a CronJob (spec.jobTemplate.spec.template) or a PodTemplate (template). */
+const admittedObject = {
+  type: ['object', 'null'],
+  properties: {
+    metadata,
+    spec: { type: ['object', 'null'], properties: { ...podSpecFields, template: podTemplate, jobTemplate: { type: ['object', 'null'], properties: { metadata, spec: { type: ['object', 'null'], properties: { template: podTemplate } } } } } },
+    template: podTemplate,
+  },
+} as const;
+
+/** The envelope, and the types of the fields of the object the policy reads. */
 export const admissionReviewSchema = {
   type: 'object',
   required: ['apiVersion', 'kind', 'request'],
@@ -33,8 +80,8 @@ export const admissionReviewSchema = {
         name: { type: 'string' },
         namespace: { type: 'string' },
         operation: { enum: OPERATIONS },
-        object: { type: ['object', 'null'] },
-        oldObject: { type: ['object', 'null'] },
+        object: admittedObject,
+        oldObject: admittedObject,
         dryRun: { type: 'boolean' },
       },
       if: { properties: { operation: { enum: ['CREATE', 'UPDATE'] } } },
@@ -46,43 +93,90 @@ export const admissionReviewSchema = {
 /** Kubernetes objects nest a few dozen levels at most; deeper bodies would only exhaust the stack. */
 export const MAX_BODY_DEPTH = 100;
 
+/**
+ * Objects and arrays in one body. JSON.parse gives each about 64 bytes of heap, so a body of
+ * nothing but `{},` costs twenty times its size: this bounds what parsing an 8 MiB body can
+ * take. A pod at the API server's 3 MiB limit with nothing but one-entry env variables has
+ * about 250,000.
+ */
+export const MAX_BODY_COLLECTIONS = 500_000;
+
 export class BodyError extends Error {
-  readonly statusCode = 400;
+  readonly statusCode: 400 | 413;
+
+  constructor(message: string, statusCode: 400 | 413 = 400) {
+    super(message);
+    this.statusCode = statusCode;
+  }
 }
 
-/** JSON.parse, with messages that never quote the body (it may hold secrets). */
+/** JSON.parse, once a scan has bounded what it will build; messages never quote the body (it may hold secrets). */
 export function parseJsonBody(text: string): unknown {
-  let value: unknown;
+  const { depth, collections } = scanJson(text);
+  if (depth > MAX_BODY_DEPTH) throw new BodyError(`request body nests deeper than ${MAX_BODY_DEPTH} levels`);
+  if (collections > MAX_BODY_COLLECTIONS) {
+    throw new BodyError(`request body holds more than ${MAX_BODY_COLLECTIONS} objects and arrays (${collections}); no pod the API server accepts has that many`, 413);
+  }
   try {
-    value = JSON.parse(text);
+    return JSON.parse(text);
   } catch {
     throw new BodyError(text.trim() === '' ? 'request body is empty: expected an admission.k8s.io/v1 AdmissionReview' : 'request body is not valid JSON');
   }
-  if (depthExceeds(value, MAX_BODY_DEPTH)) throw new BodyError(`request body nests deeper than ${MAX_BODY_DEPTH} levels`);
-  return value;
 }
 
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const [OPEN_OBJECT, CLOSE_OBJECT, OPEN_ARRAY, CLOSE_ARRAY] = [0x7b, 0x7d, 0x5b, 0x5d];
+
 /**
- * Recursive, but never deeper than `limit` + 1 calls: it stops as soon as the limit is passed, so
- * a hostile depth cannot overflow the stack. No allocation per value (the old iterative walk
- * pushed a [node, depth] pair and an Object.values array for every value of the body).
+ * The deepest nesting and the number of objects and arrays of a JSON text, read character by
+ * character outside its strings: linear, and nothing allocated, whatever the text (valid JSON
+ * or not; JSON.parse judges that next).
  */
-function depthExceeds(node: unknown, limit: number, depth = 1): boolean {
-  if (typeof node !== 'object' || node === null) return false;
-  if (depth > limit) return true;
-  if (Array.isArray(node)) {
-    for (const child of node) if (depthExceeds(child, limit, depth + 1)) return true;
-  } else {
-    for (const key in node) if (depthExceeds((node as Record<string, unknown>)[key], limit, depth + 1)) return true;
+function scanJson(text: string): { depth: number; collections: number } {
+  let depth = 0;
+  let deepest = 0;
+  let collections = 0;
+  let inString = false;
+  for (let index = 0; index < text.length; index++) {
+    const code = text.charCodeAt(index);
+    if (inString) {
+      if (code === BACKSLASH) index++;
+      else if (code === QUOTE) inString = false;
+    } else if (code === QUOTE) {
+      inString = true;
+    } else if (code === OPEN_OBJECT || code === OPEN_ARRAY) {
+      collections++;
+      if (++depth > deepest) deepest = depth;
+    } else if (code === CLOSE_OBJECT || code === CLOSE_ARRAY) {
+      depth--;
+    }
   }
-  return false;
+  return { depth: deepest, collections };
+}
+
+const validateReview = new Ajv(AJV_OPTIONS).compile(admissionReviewSchema);
+
+/** What is wrong with a parsed body, in the words of describeSchemaError, or undefined when it is a well-formed AdmissionReview. */
+export function checkReview(body: unknown): string | undefined {
+  return validateReview(body) ? undefined : describeSchemaError(validateReview.errors);
+}
+
+/** A JSON Pointer as a Kubernetes field path: `/request/object/spec/containers/1/name` is `request.object.spec.containers[1].name`. */
+function fieldPath(pointer: string): string {
+  return pointer
+    .split('/')
+    .slice(1)
+    .map((raw) => raw.replaceAll('~1', '/').replaceAll('~0', '~'))
+    .map((segment, index) => (/^\d+$/.test(segment) || !/^[A-Za-z_][\w-]*$/.test(segment) ? `[${truncate(segment)}]` : index === 0 ? segment : `.${segment}`))
+    .join('');
 }
 
 /** The first schema violation in the words of a Kubernetes field error, e.g. `request.uid: Required value`. */
 export function describeSchemaError(errors: readonly ErrorObject[] | null | undefined): string {
   const error = errors?.[0];
   if (!error) return 'malformed AdmissionReview';
-  const path = error.instancePath.split('/').slice(1).join('.');
+  const path = fieldPath(error.instancePath);
   const field = (child?: string) => [path, child].filter(Boolean).join('.') || 'body';
   const quoted = (value: unknown) => truncate(JSON.stringify(value) ?? String(value));
   const params = error.params as Record<string, unknown>;

@@ -5,7 +5,10 @@ import {
   enforcedFindings,
   errorsOf,
   formatFinding,
+  formatFindingWithoutValue,
   inspectObject,
+  listedFindings,
+  listedMessages,
   lostNativeSidecars,
   warningsOf,
   isRecord,
@@ -65,7 +68,7 @@ export function validate(request: AdmissionRequest, settings: AdmissionSettings)
   if (!inspection) return allowed();
   // Refused whoever created the pod: it could never start its main containers.
   const lost = isPod(request) ? lostNativeSidecars(inspection.spec, inspection.annotations) : [];
-  if (lost.length > 0) return denied(`${lost.length === 1 ? '1 native sidecar' : `${lost.length} native sidecars`} lost: ${lost.join('; ')}`);
+  if (lost.length > 0) return denied(`${lost.length === 1 ? '1 native sidecar' : `${lost.length} native sidecars`} lost: ${listedMessages(lost, 'native sidecar').join('; ')}`);
 
   let findings = inspection.findings;
   if (request.operation === 'UPDATE') {
@@ -73,29 +76,32 @@ export function validate(request: AdmissionRequest, settings: AdmissionSettings)
   }
   findings = enforcedFindings({ ...inspection, findings }, settings.enforcement);
 
-  const warnings = warningsOf(findings).map(formatFinding);
+  // The first few of each, and how many more: the answer, its log line and kubectl's output stay small.
+  const warnings = listedFindings(warningsOf(findings), 'sidecar configuration warning');
   const errors = errorsOf(findings);
   if (errors.length === 0) {
-    const ownerNotice = ownerNoticeOf(request, object, inspection);
+    const ownerNotice = ownerNoticeOf(request, inspection);
     return ownerNotice ? { ...allowed({ warnings }), ownerNotice } : allowed({ warnings });
   }
-  const count = errors.length === 1 ? '1 sidecar configuration error' : `${errors.length} sidecar configuration errors`;
-  return denied(`${count}: ${errors.map(formatFinding).join('; ')}`, { warnings });
+  return denied(`${errorCount(errors.length)}: ${listedFindings(errors, 'error').join('; ')}`, { warnings });
+}
+
+function errorCount(count: number): string {
+  return count === 1 ? '1 sidecar configuration error' : `${count} sidecar configuration errors`;
 }
 
 /**
  * For an object a controller created with errors (admitted as warnings), what its owner's event
  * says. Only on a real CREATE: a dry run has no side effects (the webhook registers with
  * sideEffects NoneOnDryRun), and an update by a controller repeats what its creation said.
+ * Nothing in it is the object's own text: its kind is one the policy knows, the findings are
+ * given without their values (field paths and the rules' words), and the owner is only a claim
+ * until the recorder has read it from the API server.
  */
-function ownerNoticeOf(request: AdmissionRequest, object: unknown, inspection: Inspection): OwnerNotice | undefined {
+function ownerNoticeOf(request: AdmissionRequest, inspection: Inspection): OwnerNotice | undefined {
   const errors = errorsOf(inspection.findings);
-  if (!inspection.controller || errors.length === 0 || request.operation !== 'CREATE' || request.dryRun) return undefined;
-  const metadata = isRecord(object) && isRecord(object.metadata) ? object.metadata : {};
-  const namespace = request.namespace || (typeof metadata.namespace === 'string' ? metadata.namespace : '');
-  if (!namespace) return undefined;
-  const name = request.name || (typeof metadata.name === 'string' && metadata.name) || (typeof metadata.generateName === 'string' ? `${metadata.generateName}*` : '(unnamed)');
-  return { namespace, owner: inspection.controller, object: `${request.kind.kind} ${name}`, errors: errors.map(formatFinding) };
+  if (!inspection.controller || errors.length === 0 || request.operation !== 'CREATE' || request.dryRun || !request.namespace) return undefined;
+  return { namespace: request.namespace, owner: inspection.controller, kind: request.kind.kind, errors: listedFindings(errors, 'error', formatFindingWithoutValue), errorCount: errors.length };
 }
 
 /**

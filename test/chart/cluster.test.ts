@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { join } from 'node:path';
-import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, DiscoveryV1Api, type V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
 import { apiFeatures, kubernetesVersion, startControlPlane } from '../support/control-plane.ts';
 import { httpStatus, PortLease } from '../support/net.ts';
@@ -177,6 +177,12 @@ t.test('helm install: both Deployments run in a namespace enforcing the restrict
   t.match(notes.stdout, /kubectl -n sidecar-terminator delete lease sidecar-terminator-watcher/, 'and how to delete it');
   t.match(notes.stdout, /The webhooks never see namespaces kube-system, sidecar-terminator\./, 'the notes name the namespaces the webhooks skip');
   t.match(notes.stdout, /sends every pod creation to the webhook, as without them; the webhook's log then says so/, 'and what an API server without matchConditions does');
+  // The webhook port admits the API server alone: helm read its addresses from the cluster.
+  const slice = await cp.kubeConfig.makeApiClient(DiscoveryV1Api).readNamespacedEndpointSlice({ namespace: 'default', name: 'kubernetes' });
+  const advertised = (slice.endpoints ?? []).flatMap((endpoint) => endpoint.addresses).map((address) => ({ ipBlock: { cidr: `${address}/${address.includes(':') ? 128 : 32}` } }));
+  const policy = installed.find((m) => m.kind === 'NetworkPolicy' && m.metadata.name === `${RELEASE}-webhook`) as (Manifest & { spec: { ingress: Array<{ from?: unknown[] }> } }) | undefined;
+  t.ok(advertised.length > 0, `the API server advertises ${JSON.stringify(advertised)}`);
+  t.same(policy?.spec.ingress[0]?.from, advertised, 'the NetworkPolicy admits to the webhook port only the addresses the API server advertises');
 });
 
 t.test('the webhook with the chart permissions: creates its Secret, patches both caBundles; helm upgrade keeps them', { skip }, async (t) => {

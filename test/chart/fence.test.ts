@@ -1,6 +1,6 @@
 // The chart's hardening as `helm template` renders it: the fence's ValidatingAdmissionPolicies
 // against the ones `serve --register-webhooks` writes (src/kube/fence.ts), rendered whenever it is
-// on; the NetworkPolicies; which pods get a ServiceAccount token.
+// on; the NetworkPolicies (on by default); which pods get a ServiceAccount token.
 // test/e2e/fence.test.ts runs the installed fence against an attacker on a real API server.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -8,7 +8,7 @@ import t from 'tap';
 import { parse } from 'yaml';
 import { FENCE_RULES } from '../../src/kube/fence-rules.ts';
 import { desiredFence, type FenceTarget } from '../../src/kube/fence.ts';
-import { chartDir, find, get, podSpec, render, VAP_API_VERSION, type Manifest } from './helm.ts';
+import { chartDir, find, get, podSpec, render, template, VAP_API_VERSION, type Manifest } from './helm.ts';
 
 const served = { apiVersions: [VAP_API_VERSION] };
 const fenceKinds = (manifests: Manifest[]) => manifests.filter((m) => m.kind.startsWith('ValidatingAdmissionPolicy')).map((m) => `${m.kind}/${m.metadata.name}`).sort();
@@ -90,25 +90,30 @@ t.test('ServiceAccount tokens: mounted only into the two Deployments, which call
   }
 });
 
-t.test('NetworkPolicies: off by default; then the webhook port alone, and the watcher metrics only when asked', async (t) => {
-  t.notOk(find(await render(), 'NetworkPolicy'), 'off by default');
+t.test('NetworkPolicies: on by default, the webhook port from the API server alone, the watcher metrics only when asked', async (t) => {
   const spec = (manifests: Manifest[], component: string) => get(manifests, 'NetworkPolicy', `sidecar-terminator-${component}`).spec as Record<string, unknown>;
+  t.notOk(find(await render({ networkPolicy: { enabled: false } }), 'NetworkPolicy'), 'networkPolicy.enabled=false: none');
 
-  const on = await render({ networkPolicy: { enabled: true } });
-  t.same(spec(on, 'webhook'), {
+  // helm template reads nothing from a cluster: no API server address to admit, so every source (NOTES.txt warns on install).
+  const unknown = await render();
+  t.same(spec(unknown, 'webhook'), {
     podSelector: { matchLabels: { 'app.kubernetes.io/name': 'sidecar-terminator', 'app.kubernetes.io/instance': 'sidecar-terminator', 'app.kubernetes.io/component': 'webhook' } },
     policyTypes: ['Ingress'],
     ingress: [{ ports: [{ port: 9443, protocol: 'TCP' }] }],
-  }, 'the webhook: its HTTPS port (admission and metrics), from anywhere');
-  t.same(spec(on, 'watcher').ingress, [], 'the watcher: nothing');
+  }, 'the webhook: its HTTPS port (admission and metrics); from anywhere when the API server is unknown');
+  t.same(spec(unknown, 'watcher').ingress, [], 'the watcher: nothing');
 
-  const apiServers = [{ ipBlock: { cidr: '10.0.0.0/24' } }];
+  const apiServer = await render({ networkPolicy: { apiServerCIDRs: ['10.0.0.10/32', 'fd00::10/128'] } });
+  t.same(spec(apiServer, 'webhook').ingress, [{ ports: [{ port: 9443, protocol: 'TCP' }], from: [{ ipBlock: { cidr: '10.0.0.10/32' } }, { ipBlock: { cidr: 'fd00::10/128' } }] }], 'the webhook: from the API server');
   const monitoring = [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }];
-  const narrowed = await render({ networkPolicy: { enabled: true, webhookFrom: apiServers, metrics: { enabled: true, from: monitoring } } });
-  t.same(spec(narrowed, 'webhook').ingress, [{ ports: [{ port: 9443, protocol: 'TCP' }], from: apiServers }], 'the webhook: from the given peers');
-  t.same(spec(narrowed, 'watcher').ingress, [{ ports: [{ port: 8081, protocol: 'TCP' }], from: monitoring }], 'the watcher: its metrics port, from the given peers');
-  const noProbes = await render({ networkPolicy: { enabled: true, metrics: { enabled: true } }, watcher: { probePort: 0 } });
+  const scraped = await render({ networkPolicy: { apiServerCIDRs: ['10.0.0.10/32'], metrics: { enabled: true, from: monitoring } } });
+  t.same(spec(scraped, 'webhook').ingress, [{ ports: [{ port: 9443, protocol: 'TCP' }], from: [{ ipBlock: { cidr: '10.0.0.10/32' } }] }, { ports: [{ port: 9443, protocol: 'TCP' }], from: monitoring }], 'the webhook: and its scrapers');
+  t.same(spec(scraped, 'watcher').ingress, [{ ports: [{ port: 8081, protocol: 'TCP' }], from: monitoring }], 'the watcher: its metrics port, from the given peers');
+  const peers = [{ podSelector: { matchLabels: { app: 'konnectivity-agent' } }, namespaceSelector: {} }];
+  t.same(spec(await render({ networkPolicy: { webhookFrom: peers } }), 'webhook').ingress, [{ ports: [{ port: 9443, protocol: 'TCP' }], from: peers }], 'the webhook: from the given peers');
+  const noProbes = await render({ networkPolicy: { metrics: { enabled: true } }, watcher: { probePort: 0 } });
   t.same(spec(noProbes, 'watcher').ingress, [], 'no metrics port, no ingress');
+  t.equal((await template({ networkPolicy: { apiServerCIDRs: ['10.0.0.10'] } })).code, 1, 'an address without a prefix length is refused by the schema');
 });
 
 t.test('NetworkPolicies keep scraping open whenever a ServiceMonitor is on', async (t) => {

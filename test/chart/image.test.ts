@@ -3,14 +3,19 @@
 // src/ only), then the runtime layout (dist/ and package.json, no node_modules) started as the
 // ENTRYPOINT starts it, Node's flags included. And what each role of `serve` loads from the
 // bundles: a watcher-only process none of the webhook's, TLS or lint code, a webhook-only
-// process none of the watcher's.
+// process none of the watcher's; a large body judged by the webhook's worker thread, whose
+// script is a bundle of its own.
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import t from 'tap';
 import { addOnEntrypoint } from '../../scripts/build-images.ts';
+import { OFFLOAD_BODY_BYTES } from '../../src/webhook/offload.ts';
 import { runCommand } from '../support/command.ts';
 import { repoRoot } from '../support/repo.ts';
+import { postJson, startServe } from '../support/serve-process.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'st-image-'));
 t.teardown(() => rmSync(root, { recursive: true, force: true }));
@@ -62,6 +67,7 @@ t.test('build stage: npm run build bundles package.json and src/ alone into dist
     return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => (entry.isDirectory() ? walk(join(dir, entry.name)) : [relative(join(build, 'dist'), join(dir, entry.name))]));
   })(join(build, 'dist'));
   t.ok(files.includes('cli.js'), 'dist/cli.js');
+  t.ok(files.includes('judge-worker.js'), "dist/judge-worker.js, the webhook's worker thread, beside the code that starts it");
   t.same(files.filter((file) => !/\.js$/.test(file)), ['THIRD-PARTY-LICENSES.txt'], 'JavaScript and the third-party licenses only: no .d.ts, no source map');
   const licenses = readFileSync(join(build, 'dist/THIRD-PARTY-LICENSES.txt'), 'utf8');
   for (const name of ['@kubernetes/client-node', 'fastify', 'pino', 'prom-client', 'selfsigned', 'ajv', 'yaml']) t.match(licenses, new RegExp(`^${name}@\\d`, 'm'), `the license of ${name}, whose code is bundled`);
@@ -138,4 +144,34 @@ t.test('each role of serve loads only its own code from the bundles', async (t) 
   const lint = await sourcesLoadedBy(['lint', join(repoRoot, 'examples/misconfigured.yaml')]);
   t.ok(lint.sources.includes('src/lint.ts'), 'lint loads lint');
   t.same(lint.sources.filter((file) => component('watcher')(file) || component('webhook')(file) || component('tls')(file) || file.startsWith('src/serve')), [], 'and none of serve');
+});
+
+t.test('runtime: serve judges a large body in its worker thread, the bundle dist/judge-worker.js', async (t) => {
+  // An API server that has no webhook configurations, so that the webhook role gets ready.
+  const api = createServer((_request, response) => {
+    response.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 }));
+  });
+  await new Promise<void>((listening) => api.listen(0, '127.0.0.1', listening));
+  t.teardown(() => api.close());
+  const kubeconfig = join(root, 'kubeconfig-404');
+  writeFileSync(kubeconfig, JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'api', cluster: { server: `http://127.0.0.1:${(api.address() as AddressInfo).port}`, 'insecure-skip-tls-verify': true } }],
+    users: [{ name: 'api', user: { token: 'none' } }],
+    contexts: [{ name: 'api', context: { cluster: 'api', user: 'api', namespace: 'default' } }],
+    'current-context': 'api',
+  }));
+  const serve = await startServe(['--no-watcher', '--kubeconfig', kubeconfig, '--cert-dir', join(root, 'certs-worker')], { entry: [...nodeFlags, join(app, 'dist/cli.js')] });
+  t.teardown(() => serve.stop());
+
+  const env = Array.from({ length: 5000 }, (_, i) => ({ name: `SETTING_${i}`, value: 'x'.repeat(80) }));
+  const object = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' }, spec: { restartPolicy: 'Never', containers: [{ name: 'main', env }] } };
+  const review = { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', object } };
+  const bytes = JSON.stringify(review).length;
+  t.ok(bytes > OFFLOAD_BODY_BYTES, `a ${bytes}-byte body: over the ${OFFLOAD_BODY_BYTES} bytes judged on the event loop`);
+  const answer = (await postJson(`${serve.url}/validate`, review)) as { response?: { uid?: string; allowed?: boolean } };
+  // Without its script the worker cannot start, and the review gets a 500.
+  t.same(answer.response, { uid: 'u', allowed: true }, 'answered by the worker thread');
+  t.notMatch(serve.output(), /admission handler failed/, 'no failure logged');
 });

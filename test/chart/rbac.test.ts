@@ -123,6 +123,16 @@ const CALLS: Record<string, Call> = {
   readValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('get', 'validating')], why: 'compare the caBundle; are the matchConditions kept?', when: ownCertificate },
   patchMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('patch', 'mutating')], why: 'set the caBundle', when: ownCertificate },
   patchValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('patch', 'validating')], why: 'set the caBundle', when: ownCertificate },
+  readNamespacedJob: {
+    sites: ['src/webhook/owner-events.ts'],
+    needs: [{ group: 'batch', resource: 'jobs', verb: 'get', scope: 'watched' }],
+    why: 'the Job a review names as the owner of a pod admitted despite errors, read before its event is written',
+  },
+  readNamespacedCronJob: {
+    sites: ['src/webhook/owner-events.ts'],
+    needs: [{ group: 'batch', resource: 'cronjobs', verb: 'get', scope: 'watched' }],
+    why: 'the same for the CronJob of a Job',
+  },
   createMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
   createValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },
   replaceMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [], why: 'register', when: (config) => config.registerWebhooks, notGranted: REGISTER_ONLY },

@@ -43,6 +43,8 @@ t.test('the default release renders the two Deployments and what they need, and 
     'Deployment/sidecar-terminator-webhook',
     'Job/sidecar-terminator-webhooks-cleanup',
     'MutatingWebhookConfiguration/sidecar-terminator',
+    'NetworkPolicy/sidecar-terminator-watcher',
+    'NetworkPolicy/sidecar-terminator-webhook',
     'PodDisruptionBudget/sidecar-terminator-webhook',
     'Role/sidecar-terminator-watcher-leader',
     'Role/sidecar-terminator-webhook',

@@ -8,10 +8,9 @@
 // certificate, patches the caBundle and records an event on an owner.
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AdmissionregistrationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions, type V1EnvVar, type V1EphemeralContainer, type V1Pod } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions, type V1EnvVar, type V1EphemeralContainer, type V1Pod } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { SERVE_FLAGS } from '../../src/config.ts';
 import { desiredFence } from '../../src/kube/fence.ts';
@@ -21,7 +20,7 @@ import { serviceAccountKubeconfig } from '../support/service-account.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
-import { registeringWebhooks, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
+import { postJson, registeringWebhooks, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
 import { apply, finishedByWatcher, podOfJob, startCluster, waitForJob } from '../support/stack.ts';
 import { jobYaml } from '../support/pods.ts';
 
@@ -367,7 +366,11 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
     const configuration = await api.readValidatingWebhookConfiguration({ name: 'sidecar-terminator' });
     t.equal(configuration.webhooks?.[0]?.clientConfig.caBundle, secret.data!['ca.crt'], 'the caBundle was patched');
 
-    // A pod a Job created with a marker error: admitted, and an event on the Job.
+    // A pod a Job created with a marker error: admitted, and an event on the Job, once read back.
+    const job = await cp.kubeConfig.makeApiClient(BatchV1Api).createNamespacedJob({
+      namespace: jobs,
+      body: { metadata: { name: 'owner' }, spec: { suspend: true, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox:1.36' }] } } } },
+    });
     const review = {
       apiVersion: 'admission.k8s.io/v1',
       kind: 'AdmissionReview',
@@ -381,7 +384,7 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
         object: {
           apiVersion: 'v1',
           kind: 'Pod',
-          metadata: { generateName: 'owned-', namespace: jobs, ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'owner', uid: '00000000-0000-4000-8000-000000000001', controller: true }] },
+          metadata: { generateName: 'owned-', namespace: jobs, ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'owner', uid: job.metadata!.uid!, controller: true }] },
           spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox:1.36' }, { name: 'proxy', image: 'envoyproxy/envoy:v1.31.0', env: [{ name: ENV_WHEN_JOB_EXIT, value: 'yes' }] }] },
         },
       },
@@ -389,7 +392,7 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
     const answer = await postJson(`${webhook.url}/validate`, review);
     t.match(answer, { response: { allowed: true } }, 'admitted');
     const events = await waitFor('the event on the owner', async () => {
-      const list = await core.listNamespacedEvent({ namespace: jobs, fieldSelector: 'involvedObject.name=owner' });
+      const list = await core.listNamespacedEvent({ namespace: jobs, fieldSelector: 'involvedObject.name=owner,reason=InvalidSidecarConfiguration' });
       return list.items.length > 0 && list.items;
     });
     t.equal(events[0]!.reason, 'InvalidSidecarConfiguration');
@@ -397,13 +400,17 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
   });
 
   t.test("the webhook's token: any other Secret, configuration change or event is refused", async (t) => {
-    const secret = /may write only the Secret sidecar-terminator\/sidecar-terminator-tls of type kubernetes.io\/tls, with the keys ca.crt, ca.key, tls.crt, tls.key and the label app.kubernetes.io\/managed-by=sidecar-terminator alone/;
+    const secret = /may write only the Secret sidecar-terminator\/sidecar-terminator-tls of type kubernetes.io\/tls, not immutable, with the keys ca.crt, ca.key, tls.crt, tls.key and the label app.kubernetes.io\/managed-by=sidecar-terminator alone, and no other field/;
     await refused(t, webhookKubeconfig, 'another Secret', ['create', 'secret', 'generic', 'loot', '-n', NS, '--from-literal=a=b'], secret);
     const stored = await core.readNamespacedSecret({ namespace: NS, name: 'sidecar-terminator-tls' });
     const replaced = (changes: object) => JSON.stringify({ ...stored, ...changes });
     await refused(t, webhookKubeconfig, 'another key in its Secret', ['replace', '-f', '-'], secret, replaced({ data: { ...stored.data, extra: 'eA==' } }));
     await refused(t, webhookKubeconfig, 'an annotation on its Secret', ['replace', '-f', '-'], secret, replaced({ metadata: { ...stored.metadata, annotations: { a: 'b' } } }));
     await refused(t, webhookKubeconfig, 'an owner of its Secret', ['replace', '-f', '-'], secret, replaced({ metadata: { ...stored.metadata, ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name: 'managed', uid: managed.metadata!.uid }] } }));
+    // Frozen, no replica could renew it, and the webhook cannot delete it.
+    await refused(t, webhookKubeconfig, 'its Secret made immutable', ['replace', '-f', '-'], secret, replaced({ immutable: true }));
+    await refused(t, webhookKubeconfig, 'a finalizer on its Secret', ['replace', '-f', '-'], secret, replaced({ metadata: { ...stored.metadata, finalizers: ['example.com/keep'] } }));
+    t.notOk((await core.readNamespacedSecret({ namespace: NS, name: 'sidecar-terminator-tls' })).immutable, 'the Secret is not immutable');
     const caBundle = /may change only the caBundle of the webhook configurations sidecar-terminator/;
     const configurationPatch = (operations: object[]) => ['patch', 'validatingwebhookconfiguration', 'sidecar-terminator', '--type=json', '-p', JSON.stringify(operations)];
     await refused(t, webhookKubeconfig, 'the Service path', configurationPatch([{ op: 'replace', path: '/webhooks/0/clientConfig/service/path', value: '/allow-all' }]), caBundle);
@@ -473,17 +480,4 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
     t.notOk(pod.spec?.ephemeralContainers, 'no signal container');
     t.notMatch(watcher.output(), /denied request|forbidden/i, 'no write was refused');
   });
-
-  /** POSTs JSON over HTTPS to the webhook (its CA is not the cluster's: the test does not verify it). */
-  function postJson(url: string, body: object): Promise<unknown> {
-    return new Promise((resolveBody, reject) => {
-      const request = httpsRequest(url, { method: 'POST', rejectUnauthorized: false, headers: { 'content-type': 'application/json' } }, (response) => {
-        let text = '';
-        response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-        response.on('end', () => resolveBody(JSON.parse(text)));
-      });
-      request.on('error', reject);
-      request.end(JSON.stringify(body));
-    });
-  }
 }

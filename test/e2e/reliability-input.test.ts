@@ -1,5 +1,6 @@
 // Bad input over time and at the edges. A `serve --no-watcher` process fed thousands of hostile
-// AdmissionReviews over HTTPS keeps its memory and its log lines bounded; `lint` refuses
+// AdmissionReviews over HTTPS, and every shape of test/support/hostile-reviews.ts at the API
+// server's limit, keeps its memory and its log lines bounded; `lint` refuses
 // hostile YAML (deep nesting, dense documents, huge values) with exit 2 or a bounded report,
 // within a fixed heap. Alias bombs, oversized files and tags are covered by
 // test/lint/lint.test.ts (aliases across many documents expand cheaply: an alias is the same
@@ -12,6 +13,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { startControlPlane } from '../support/control-plane.ts';
 import { startServe } from '../support/serve-process.ts';
+import { HOSTILE_SHAPES, countWithin, hostileBody } from '../support/hostile-reviews.ts';
 import { runCli } from '../cli/run.ts';
 import { Random, fuzzCase } from '../webhook/random.ts';
 
@@ -119,6 +121,16 @@ t.test('serve: 5,000 hostile AdmissionReviews over HTTPS leave memory and log li
   // A body kept per request would show here: 500 MiB were posted.
   t.ok(Math.max(...samples.map((s) => s.heapUsed)) < 96, 'the JavaScript heap in use stays under 96 MiB');
   t.ok(after < before + 150, `RSS grew by less than 150 MiB over 5,000 bodies (${(after - before).toFixed(0)} MiB)`);
+
+  // Then every shape of hostile body of the adversarial suite, at the API server's 3 MiB limit:
+  // their log lines count below too.
+  const hostileStatuses: Array<number | string> = [];
+  for (const shape of HOSTILE_SHAPES) {
+    const body = hostileBody(shape, countWithin(shape));
+    for (const path of ['/validate', '/mutate']) hostileStatuses.push(await post(serve.port, agent, path, body, 'application/json'));
+  }
+  t.same(hostileStatuses.filter((status) => status !== 200 && status !== 400), [], `the ${hostileStatuses.length} hostile bodies are answered 200 or 400`);
+  t.ok(serve.running(), 'serve is still running after them');
 
   const lines = serve.output().split('\n');
   const longest = Math.max(...lines.map((line) => line.length));

@@ -1,10 +1,12 @@
 // Certificates kept in a Secret: replicas share them, and they are renewed while serve runs,
-// without a restart and without the API server losing trust in the webhook.
+// without a restart and without the API server losing trust in the webhook, even when replicas
+// renew the CA at the same time.
 import { X509Certificate } from 'node:crypto';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
+import { syncCaBundles } from '../../src/kube/webhook-configurations.ts';
 import { ENV_WITH_IMAGE } from '../../src/policy/index.ts';
-import { issueWithNewCa, servingHosts } from '../../src/tls/certificates.ts';
+import { certificatesIn, issueWithNewCa, servingHosts, type CertificateBundle } from '../../src/tls/certificates.ts';
 import { secretStore } from '../../src/tls/secret-store.ts';
 import { startControlPlane } from '../support/control-plane.ts';
 import { waitFor } from '../support/wait.ts';
@@ -142,4 +144,76 @@ t.test('the serving certificate is renewed while serve runs, and the API server 
   const denied = await cp.kubectl(['apply', '-f', '-'], { namespace: userNamespace, input: ownImageJob });
   t.not(denied.code, 0, 'still denied after the renewal: the API server called the webhook');
   t.match(denied.stderr, "the quick-exit image is the sidecar's own image");
+});
+
+t.test('replicas renewing the CA at once: the caBundle never loses the CA of the certificate in the Secret, and every patch is a test-and-set', async (t) => {
+  const admission = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+  const name = 'ca-race';
+  const applied = await cp.kubectl(['apply', '-f', '-'], {
+    input: JSON.stringify({
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingWebhookConfiguration',
+      metadata: { name },
+      webhooks: [{ name: 'validate.sidecar-terminator.io', admissionReviewVersions: ['v1'], sideEffects: 'None', failurePolicy: 'Ignore', clientConfig: { url: 'https://127.0.0.1:1/validate' }, namespaceSelector: { matchLabels: { none: 'none' } }, rules: [] }],
+    }),
+  });
+  t.equal(applied.code, 0, 'applied', { stderr: applied.stderr });
+  const store = secretStore(core, addonNamespace, 'ca-race-tls');
+  const fromStore = { read: async () => (await store.load())?.bundle.caBundle };
+  const trusted = async () => certificatesIn(Buffer.from((await admission.readValidatingWebhookConfiguration({ name })).webhooks![0]!.clientConfig.caBundle ?? '', 'base64').toString());
+  const trusts = async (bundle: CertificateBundle) => (await trusted()).some((ca) => new X509Certificate(bundle.cert).verify(new X509Certificate(ca).publicKey));
+  /** Another replica renews the CA: a new one in the Secret (the previous one kept beside it), then in the caBundle. */
+  const renewCa = async () => {
+    const stored = (await store.load())!;
+    const renewed = (await store.save(await issueWithNewCa({ hosts: servingHosts('svc', addonNamespace), validityMs: 3_600_000, now: new Date() }, stored.bundle), stored)).bundle;
+    t.same(await syncCaBundles(admission, name, renewed.caBundle, fromStore), ['ValidatingWebhookConfiguration'], 'the renewing replica patches its new CA in');
+    return renewed;
+  };
+
+  const first = (await store.save(await issueWithNewCa({ hosts: servingHosts('svc', addonNamespace), validityMs: 3_600_000, now: new Date() }), undefined)).bundle;
+  await syncCaBundles(admission, name, first.caBundle, fromStore);
+  // Replica B renews the CA; replica A still holds the first bundle and checks the caBundle with it.
+  const second = await renewCa();
+  await syncCaBundles(admission, name, first.caBundle, fromStore);
+  t.ok(await trusts(second), "the stale replica left in the CA of the Secret's certificate");
+  t.ok(await trusts(first), 'and the previous one, which the Secret keeps while it is valid');
+  // Without reading the Secret first, as before, it would have taken that CA out.
+  await syncCaBundles(admission, name, first.caBundle);
+  t.notOk(await trusts(second), 'without the Secret read back: the CA the other replica serves with is gone (what the read prevents)');
+  await syncCaBundles(admission, name, second.caBundle, fromStore);
+
+  // A renewal between a replica's read of the configuration and its patch: the patch fails on
+  // the resourceVersion and is computed again from what is there now. (The caBundle emptied
+  // first, as a chart upgrade does, so that the stale replica has something to patch.)
+  await admission.patchValidatingWebhookConfiguration({ name, body: [{ op: 'remove', path: '/webhooks/0/clientConfig/caBundle' }] });
+  let third: CertificateBundle | undefined;
+  const failures: number[] = [];
+  const racing = new Proxy(admission, {
+    get(target, property, receiver) {
+      if (property === 'readValidatingWebhookConfiguration') {
+        return async (request: { name: string }) => {
+          const read = await target.readValidatingWebhookConfiguration(request);
+          third ??= await renewCa();
+          return read;
+        };
+      }
+      if (property === 'patchValidatingWebhookConfiguration') {
+        return async (request: Parameters<AdmissionregistrationV1Api['patchValidatingWebhookConfiguration']>[0]) => {
+          try {
+            return await target.patchValidatingWebhookConfiguration(request);
+          } catch (error) {
+            failures.push((error as { code: number }).code);
+            throw error;
+          }
+        };
+      }
+      const value: unknown = Reflect.get(target, property, receiver);
+      return typeof value === 'function' ? ((value as (...args: unknown[]) => unknown).bind(target) as unknown) : value;
+    },
+  });
+  await syncCaBundles(racing, name, first.caBundle, fromStore);
+  t.equal(failures.length, 1, `the patch computed from the read before the renewal was refused (HTTP ${failures.join(', ')})`);
+  t.ok(third && (await trusts(third)), 'the CA of the renewal that came in between is still trusted');
+  t.ok(await trusts(second), 'and the one before it, which the Secret still holds');
+  t.ok(await trusts(first), "beside the stale replica's own");
 });

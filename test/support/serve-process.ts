@@ -8,6 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { request as httpsRequest } from 'node:https';
 import { connect } from 'node:tls';
 import { ComponentStartError, exitedBeforeReady, retryOnPortTaken } from './managed-process.ts';
 import { httpStatus, PortLease } from './net.ts';
@@ -180,5 +181,18 @@ export function servedCertificate(port: number): Promise<X509Certificate> {
       socket.destroy();
     });
     socket.on('error', reject);
+  });
+}
+
+/** POSTs `body` as JSON to serve's HTTPS `url` directly, as a caller other than the API server could, and resolves with the parsed answer. */
+export function postJson(url: string, body: object): Promise<unknown> {
+  return new Promise((resolveBody, reject) => {
+    const request = httpsRequest(url, { method: 'POST', rejectUnauthorized: false, headers: { 'content-type': 'application/json' } }, (response) => {
+      let text = '';
+      response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+      response.on('end', () => resolveBody(JSON.parse(text)));
+    });
+    request.on('error', reject);
+    request.end(JSON.stringify(body));
   });
 }

@@ -1,9 +1,10 @@
-// HTTPS: TLS 1.2 at least, and certificates swapped in place with setSecureContext.
+// HTTPS: TLS 1.2 at least with AEAD suites only, and certificates swapped in place with setSecureContext (the same settings again).
 import { X509Certificate } from 'node:crypto';
 import https from 'node:https';
 import tls from 'node:tls';
 import t from 'tap';
 import { generate } from 'selfsigned';
+import { secureContextOptions } from '../../src/tls/secure-context.ts';
 import { buildApp } from '../../src/webhook/app.ts';
 import { DEFAULT_OPTIONS } from './support.ts';
 
@@ -16,10 +17,10 @@ const certificate = async (name: string) => {
   return { key: pems.private, cert: pems.cert, fingerprint: new X509Certificate(pems.cert).fingerprint256 };
 };
 
-function handshake(port: number, options: tls.ConnectionOptions = {}): Promise<{ protocol: string | null; fingerprint: string } | { error: string }> {
+function handshake(port: number, options: tls.ConnectionOptions = {}): Promise<{ protocol: string | null; fingerprint: string; cipher: string | undefined } | { error: string }> {
   return new Promise((resolve) => {
     const socket = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false, ...options }, () => {
-      resolve({ protocol: socket.getProtocol(), fingerprint: socket.getPeerCertificate().fingerprint256 });
+      resolve({ protocol: socket.getProtocol(), fingerprint: socket.getPeerCertificate().fingerprint256, cipher: socket.getCipher().standardName });
       socket.end();
     });
     socket.on('error', (error) => resolve({ error: error.message }));
@@ -50,4 +51,27 @@ t.test('TLS 1.2 minimum, certificate swap without a restart', async (t) => {
     request.on('error', reject);
   });
   t.equal(status, 200, 'HTTP over the new certificate');
+});
+
+t.test('TLS 1.2 offers ECDHE with AEAD suites only (no CBC, no SHA-1 MAC, no RSA key exchange), before and after a certificate swap', async (t) => {
+  const first = await certificate('first');
+  const app = buildApp({ ...DEFAULT_OPTIONS, https: { key: first.key, cert: first.cert } });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => app.close());
+  const { port } = app.server.address() as { port: number };
+  const check = async (when: string) => {
+    for (const cipher of ['ECDHE-ECDSA-AES128-SHA', 'ECDHE-ECDSA-AES256-SHA', 'ECDHE-ECDSA-AES128-SHA256', 'AES128-SHA', 'AES128-GCM-SHA256']) {
+      t.match(await handshake(port, { maxVersion: 'TLSv1.2', ciphers: `${cipher}:@SECLEVEL=0` }), { error: /handshake failure|no shared cipher|alert/i }, `${when}: ${cipher} is refused`);
+    }
+    for (const cipher of ['ECDHE-ECDSA-AES128-GCM-SHA256', 'ECDHE-ECDSA-AES256-GCM-SHA384', 'ECDHE-ECDSA-CHACHA20-POLY1305']) {
+      t.match(await handshake(port, { maxVersion: 'TLSv1.2', ciphers: cipher }), { protocol: 'TLSv1.2' }, `${when}: ${cipher} is served`);
+    }
+    t.match(await handshake(port), { protocol: 'TLSv1.3' }, `${when}: TLS 1.3 is served`);
+  };
+  await check('initially');
+  const second = await certificate('second');
+  // As serve swaps a renewed certificate in (src/serve/composition.ts).
+  app.server.setSecureContext(secureContextOptions(second));
+  t.match(await handshake(port), { fingerprint: second.fingerprint }, 'the new certificate is served');
+  await check('after a certificate swap');
 });

@@ -284,3 +284,33 @@ annotations:
   cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "sidecar-terminator.certificateName" .) }}
 {{- end }}
 {{- end }}
+
+{{/*
+The addresses the API server calls the webhook from, as a YAML list of CIDRs:
+networkPolicy.apiServerCIDRs, else those the `kubernetes` EndpointSlice lists, read at install
+time (none with `helm template`).
+*/}}
+{{- define "sidecar-terminator.apiServerCIDRs" -}}
+{{- $cidrs := .Values.networkPolicy.apiServerCIDRs }}
+{{- if not $cidrs }}
+{{- $slice := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "kubernetes" }}
+{{- range (get ($slice | default dict) "endpoints" | default list) }}
+{{- range .addresses }}
+{{- $cidrs = append $cidrs (printf "%s/%s" . (ternary "128" "32" (contains ":" .))) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $cidrs }}
+{{- end }}
+
+{{/*
+The NetworkPolicy peers allowed to call the webhook, as a YAML list: the API server's addresses
+and networkPolicy.webhookFrom. An empty list admits every source.
+*/}}
+{{- define "sidecar-terminator.webhookPeers" -}}
+{{- $peers := list }}
+{{- range (include "sidecar-terminator.apiServerCIDRs" . | fromYamlArray) }}
+{{- $peers = append $peers (dict "ipBlock" (dict "cidr" .)) }}
+{{- end }}
+{{- toYaml (concat $peers .Values.networkPolicy.webhookFrom) }}
+{{- end }}

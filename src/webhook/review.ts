@@ -1,0 +1,96 @@
+// One admission request, from the body's bytes to the decision: parse, check the envelope and
+// the types of the fields the policy reads, run the handler. Pure and synchronous, so that it
+// runs alike on the event loop (small bodies) and in the worker thread (judge-worker.ts) that
+// takes large ones: its result is plain data, and carries the log fields, clipped.
+import { isRecord } from '../policy/index.ts';
+import { errored, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
+import type { AdmissionEndpoint, AdmissionResult, MigrationResult } from './metrics.ts';
+import { mutate, mutateNativeSidecars } from './mutate.ts';
+import type { OwnerNotice } from './owner-events.ts';
+import { BodyError, checkReview, parseJsonBody } from './schema.ts';
+import { validate, type AdmissionSettings, type Verdict } from './validate.ts';
+
+export type AdmissionHandler = (request: AdmissionRequest, settings: AdmissionSettings) => Verdict;
+
+export const HANDLERS: Record<AdmissionEndpoint, AdmissionHandler> = {
+  validate,
+  mutate,
+  'native-sidecars': mutateNativeSidecars,
+};
+
+/** The fields of the log line that come from the body, each clipped. */
+export interface RequestContext {
+  namespace?: string;
+  name?: string;
+  operation?: string;
+  kind?: string;
+  dryRun: boolean;
+}
+
+/** What to answer, count and log for one request. */
+export interface Judgement {
+  /** The HTTP status: 413 only for a body too large to read (app.ts). */
+  status: 200 | 400 | 413 | 500;
+  result: AdmissionResult;
+  /** The request's uid, whole: the answer must carry it as sent (the log clips it). */
+  uid: string;
+  decision: AdmissionDecision;
+  context: RequestContext;
+  ownerNotice?: OwnerNotice;
+  migration?: MigrationResult;
+  /** Why the handler failed (a 500), for the log; never part of the answer. */
+  failure?: { message: string; stack?: string };
+  /**
+   * The answer, already serialized, from the worker thread: a patch for a large pod is megabytes,
+   * which would take the event loop milliseconds to copy and serialize. The decision then comes
+   * without its patch, for the log.
+   */
+  payload?: Buffer;
+}
+
+/** Parses and checks the body, then decides. */
+export function judge(body: Uint8Array | string, handler: AdmissionHandler, settings: AdmissionSettings): Judgement {
+  let parsed: unknown;
+  try {
+    parsed = parseJsonBody(typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
+  } catch (error) {
+    if (!(error instanceof BodyError)) throw error;
+    return refused('', {}, error.message, error.statusCode);
+  }
+  const { uid, ...context } = requestContext(parsed);
+  const problem = checkReview(parsed);
+  if (problem) return refused(uid, context, problem);
+  let verdict: Verdict;
+  try {
+    verdict = handler((parsed as { request: AdmissionRequest }).request, settings);
+  } catch (error) {
+    const { message, stack } = error instanceof Error ? error : new Error(String(error));
+    return { status: 500, result: 'error', uid, decision: errored(500, 'internal error while handling the admission request'), context, failure: { message, stack } };
+  }
+  const { ownerNotice, migration, ...decision } = verdict;
+  const result: AdmissionResult = !decision.allowed ? 'denied' : decision.patch ? 'patched' : 'allowed';
+  return { status: 200, result, uid, decision, context, ...(ownerNotice && { ownerNotice }), ...(migration && { migration }) };
+}
+
+function refused(uid: string, context: RequestContext | Record<string, never>, message: string, status: 400 | 413 = 400): Judgement {
+  return { status, result: 'error', uid, decision: errored(status, message), context: { dryRun: false, ...context } };
+}
+
+/** The identifying fields of a body that may be anything (it failed validation when an error is answered). */
+export function requestContext(body: unknown): RequestContext & { uid: string } {
+  const request = isRecord(body) && isRecord(body.request) ? body.request : {};
+  const clipped = (value: unknown) => (typeof value === 'string' ? clip(value) : undefined);
+  return {
+    uid: typeof request.uid === 'string' ? request.uid : '',
+    namespace: clipped(request.namespace),
+    name: clipped(request.name),
+    operation: clipped(request.operation),
+    kind: isRecord(request.kind) ? clipped(request.kind.kind) : undefined,
+    dryRun: request.dryRun === true,
+  };
+}
+
+/** Kubernetes names are at most 253 characters; anything longer is cut for the logs. */
+export function clip(value: string, max = 253): string {
+  return value.length > max ? `${value.slice(0, max)}...` : value;
+}

@@ -1,0 +1,75 @@
+// The time an admission request takes grows with its body no faster than linearly, whatever
+// its shape (test/support/hostile-reviews.ts): each shape is judged at 1x, 10x and 100x a count,
+// 100x being the most that fits in the API server's 3 MiB request limit, for every endpoint. The
+// time per unit (container, env entry, character, ...) may not grow from one size to the next
+// by more than GROWTH_LIMIT: a quadratic step grows it about tenfold, a linear one not at all.
+//
+// What is timed is judge() (src/webhook/review.ts: parse, check, decide), which the app runs
+// for every body, on the event loop or in its worker thread; the HTTP layer around it only
+// collects the body. Not a timing assertion against a clock: a ratio of two times measured in
+// this thread seconds apart, each the best of several runs (more for the small bodies), and a
+// ratio over the limit is measured again before it fails, so that a loaded machine (two shared
+// cores) does not fail it. A run is timed by the wall clock, or when it lasts longer than
+// LONG_RUN_MS by the thread's CPU time: on a loaded machine a run of 1 ms fits between two
+// preemptions and a run of 100 ms never does, which would make the large bodies seem to cost
+// more per unit. (Linux counts a thread's CPU time in clock ticks of 4 ms, too coarse for the
+// short runs.)
+import t from 'tap';
+import { HOSTILE_SHAPES, countWithin, hostileBody } from '../support/hostile-reviews.ts';
+import { ADMISSION_ENDPOINTS, type AdmissionEndpoint } from '../../src/webhook/metrics.ts';
+import { HANDLERS, judge } from '../../src/webhook/review.ts';
+import type { AdmissionSettings } from '../../src/webhook/validate.ts';
+
+const GROWTH_LIMIT = 3;
+/** Runs at 1x, 10x and 100x: the best of them is the time. */
+const RUNS = [30, 10, 5];
+const ATTEMPTS = 5;
+const SETTINGS: AdmissionSettings = { enforcement: 'deny', quickExitImageAllowlist: [], nativeSidecars: true };
+
+t.setTimeout(600_000);
+
+/** Runs longer than this are timed by the thread's CPU time, whose ticks are then a small part of them. */
+const LONG_RUN_MS = 20;
+
+/** The best of `runs` judgements of `body` by `endpoint`'s handler, in ms; it must be an answer, not a failure. */
+function bestTime(endpoint: AdmissionEndpoint, body: Buffer, runs: number): number {
+  let best = Number.POSITIVE_INFINITY;
+  for (let run = 0; run < runs; run++) {
+    const started = performance.now();
+    const cpu = process.threadCpuUsage();
+    const { status } = judge(body, HANDLERS[endpoint], SETTINGS);
+    const wall = performance.now() - started;
+    const used = process.threadCpuUsage(cpu);
+    best = Math.min(best, wall <= LONG_RUN_MS ? wall : Math.min(wall, (used.user + used.system) / 1000));
+    if (status !== 200 && status !== 400) throw new Error(`${endpoint}: status ${status}`);
+  }
+  return best;
+}
+
+// Warm-up: the JIT.
+for (const endpoint of ADMISSION_ENDPOINTS) bestTime(endpoint, Buffer.from(hostileBody(HOSTILE_SHAPES[0]!, countWithin(HOSTILE_SHAPES[0]!))), 2);
+
+for (const shape of HOSTILE_SHAPES) {
+  t.test(`${shape.id}: time per unit does not grow with size`, async (t) => {
+    const largest = countWithin(shape);
+    const counts = [Math.max(1, Math.round(largest / 100)), Math.max(1, Math.round(largest / 10)), largest];
+    const bodies = counts.map((count) => Buffer.from(hostileBody(shape, count)));
+    t.ok(bodies[2]!.length <= 3 * 1024 * 1024, `the largest body fits the API server's limit (${(bodies[2]!.length / 1024 / 1024).toFixed(2)} MiB, ${largest} ${shape.unit})`);
+    for (const endpoint of ADMISSION_ENDPOINTS) {
+      let growth: number[] = [];
+      for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+        const times: number[] = [];
+        for (const [index, body] of bodies.entries()) times.push(bestTime(endpoint, body, RUNS[index]!));
+        const perUnit = times.map((time, index) => time / counts[index]!);
+        growth = [perUnit[1]! / perUnit[0]!, perUnit[2]! / perUnit[1]!];
+        t.comment(
+          `${shape.id} /${endpoint}: ${counts.map((count, index) => `${count} in ${(bodies[index]!.length / 1024).toFixed(0)} KiB: ${times[index]!.toFixed(1)} ms`).join(', ')}; ` +
+            `per unit ${perUnit.map((value) => `${(value * 1000).toFixed(2)} us`).join(' / ')}; growth ${growth.map((value) => `${value.toFixed(2)}x`).join(', ')}${attempt > 1 ? ` (attempt ${attempt})` : ''}`,
+        );
+        if (growth.every((value) => value <= GROWTH_LIMIT)) break;
+      }
+      t.ok(growth[0]! <= GROWTH_LIMIT, `/${endpoint}: 1x to 10x, the time per unit grows ${growth[0]!.toFixed(2)}x (limit ${GROWTH_LIMIT}x)`);
+      t.ok(growth[1]! <= GROWTH_LIMIT, `/${endpoint}: 10x to 100x, the time per unit grows ${growth[1]!.toFixed(2)}x (limit ${GROWTH_LIMIT}x)`);
+    }
+  });
+}
