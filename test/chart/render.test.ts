@@ -205,7 +205,7 @@ t.test('webhook.tls.certManager: a Certificate from the chosen issuer, cainjecto
   t.match(webhook.containers[0], { volumeMounts: [{ name: 'tmp' }, { name: 'tls', mountPath: '/tls', readOnly: true }] });
   t.match(webhook.volumes, [{ name: 'tmp' }, { name: 'tls', secret: { secretName: 'st-sidecar-terminator-tls' } }]);
   t.notOk(find(manifests, 'Role', 'st-sidecar-terminator-webhook'), 'no Secret permissions');
-  t.same((get(manifests, 'ClusterRole', 'st-sidecar-terminator-webhook') as Manifest & { rules: Array<{ resources: string[] }> }).rules.map((rule) => rule.resources), [['events']], 'and none on the webhook configurations: events only');
+  t.same((get(manifests, 'ClusterRole', 'st-sidecar-terminator-webhook') as Manifest & { rules: Array<{ resources: string[] }> }).rules.map((rule) => rule.resources), [['events'], ['jobs', 'cronjobs']], 'and none on the webhook configurations: events, and the owners they are about read back');
   t.notOk(find(defaults, 'Certificate'), 'off by default');
   t.notOk(get(defaults, 'MutatingWebhookConfiguration').metadata.annotations, 'and no annotation then');
 });
