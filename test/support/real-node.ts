@@ -11,7 +11,7 @@
 // on a new one), and a bridge with its own /24 of 10.244.0.0/16. Processes are started through `setpriv --pdeathsig KILL`; containers outlive
 // their containerd, so stop() (or the exit handler, or the next node started after a crash) removes
 // every pod sandbox through the CRI before containerd stops.
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -172,6 +172,8 @@ class LocalNode implements RealNode {
   private readonly ports = new PortLease();
   private subnet: number | undefined;
   private stopping: Promise<void> | undefined;
+  /** Held while this node's kube-proxy may run: its nftables table is the host's, one at a time. */
+  private kubeProxyLock: ChildProcess | undefined;
 
   constructor(cp: ControlPlane, kubeBin: string, nodeBin: string, options: RealNodeOptions) {
     this.cp = cp;
@@ -190,6 +192,8 @@ class LocalNode implements RealNode {
 
   async start(timeoutMs: number): Promise<void> {
     this.forget = killOnExit(this);
+    // Before the deadline starts: waiting for another test's kube-proxy is not this node's start.
+    if (this.options.kubeProxy) this.kubeProxyLock = await holdHostLock(KUBE_PROXY_LOCK);
     const deadline = Date.now() + timeoutMs;
     this.subnet = leaseSubnet(this.dir);
     writeFileSync(join(this.dir, 'subnet'), String(this.subnet));
@@ -239,6 +243,7 @@ class LocalNode implements RealNode {
     removeSandboxesSync(join(this.nodeBin, 'crictl'), this.criEndpoint);
     this.processes.get('containerd')?.killNow();
     if (this.processes.has('kube-proxy')) removeKubeProxyRules();
+    this.kubeProxyLock?.kill('SIGKILL');
     cleanUpNodeDirectory(this.dir);
     this.ports.release();
   }
@@ -253,6 +258,7 @@ class LocalNode implements RealNode {
     await stop('containerd');
     this.ports.release();
     if (this.processes.has('kube-proxy')) removeKubeProxyRules();
+    this.kubeProxyLock?.kill('SIGKILL');
     cleanUpNodeDirectory(this.dir, keepLogs);
     this.forget();
   }
@@ -472,6 +478,22 @@ function removeSandboxesSync(crictl: string, endpoint: string): void {
   } catch {
     // containerd already gone: the directory clean-up below unmounts what is left.
   }
+}
+
+/** One kube-proxy at a time on this host, whichever test process or checkout runs it. */
+const KUBE_PROXY_LOCK = '/run/lock/sidecar-terminator-kube-proxy.lock';
+
+/**
+ * An exclusive flock on `path`, held by a `flock` child process until it is killed or this
+ * process dies (its stdin closes and `cat` ends), so a test killed mid-run never keeps the lock.
+ */
+function holdHostLock(path: string): Promise<ChildProcess> {
+  const holder = spawn('flock', ['--exclusive', path, 'sh', '-c', 'echo locked; exec cat'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    holder.once('error', reject);
+    holder.once('exit', (code) => reject(new Error(`flock ${path} ended with ${String(code)} before it held the lock`)));
+    holder.stdout.once('data', () => resolve(holder));
+  });
 }
 
 /** kube-proxy leaves its nftables tables behind when it stops; the host is shared with later nodes. */
