@@ -54,9 +54,11 @@ t.test('after five Jobs stopped by signal and one refusal, the metrics say so', 
   const refusal = await waitFor('the refusal', async () => (await eventsOf(stack, refusedNamespace, refusedPod.metadata!.name!)).find((e) => e.type === 'Warning'));
   t.match(refusal.message, /cannot signal proxy: its user is unknown .* set spec\.containers\[1\]\.securityContext\.runAsUser to the uid the sidecar runs as/);
 
-  const text = await waitFor('the refusal to be counted', async () => {
+  // The refusal is counted as the watcher acts; the pod counts as waiting once the cache holds the
+  // status that says so: two updates, which a busy machine can deliver in either order.
+  const text = await waitFor('the refusal to be counted and the refused pod to wait', async () => {
     const current = await scrape();
-    return value(current, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'refused' }) === 1 && current;
+    return value(current, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'refused' }) === 1 && value(current, 'sidecar_terminator_pending_pods') === 1 && current;
   });
   t.equal(value(text, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'ok' }), jobs, 'one signal per Job');
   t.equal(value(text, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'error' }), 0, 'no failed request: the series is there, at 0');
