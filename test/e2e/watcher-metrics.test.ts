@@ -54,11 +54,9 @@ t.test('after five Jobs stopped by signal and one refusal, the metrics say so', 
   const refusal = await waitFor('the refusal', async () => (await eventsOf(stack, refusedNamespace, refusedPod.metadata!.name!)).find((e) => e.type === 'Warning'));
   t.match(refusal.message, /cannot signal proxy: its user is unknown .* set spec\.containers\[1\]\.securityContext\.runAsUser to the uid the sidecar runs as/);
 
-  // The refusal is counted as the watcher acts; the pod counts as waiting once the cache holds the
-  // status that says so: two updates, which a busy machine can deliver in either order.
-  const text = await waitFor('the refusal to be counted and the refused pod to wait', async () => {
+  const text = await waitFor('the refusal to be counted', async () => {
     const current = await scrape();
-    return value(current, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'refused' }) === 1 && value(current, 'sidecar_terminator_pending_pods') === 1 && current;
+    return value(current, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'refused' }) === 1 && current;
   });
   t.equal(value(text, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'ok' }), jobs, 'one signal per Job');
   t.equal(value(text, 'sidecar_terminator_terminations_total', { mechanism: 'signal', result: 'error' }), 0, 'no failed request: the series is there, at 0');
@@ -73,6 +71,6 @@ t.test('after five Jobs stopped by signal and one refusal, the metrics say so', 
   t.equal(value(text, 'sidecar_terminator_queue_retrying'), 0, 'nothing failing');
   t.equal(value(text, 'sidecar_terminator_reconcile_retries_total'), 0);
   t.ok(value(text, 'sidecar_terminator_reconcile_duration_seconds_count', { result: 'done' })! >= jobs, 'reconciles measured');
-  t.equal(value(text, 'sidecar_terminator_pending_pods'), 1, 'the refused pod still waits for its sidecar');
-  t.ok(value(text, 'sidecar_terminator_oldest_pending_pod_seconds')! > 0, 'for some seconds already');
+  // The refused pod is then ended from outside (docs/sidecars.md), soon or late on a busy machine:
+  // the pending-pods gauges are not read here.
 });
