@@ -71,21 +71,31 @@ export class Executor {
 
   async execute(pod: V1Pod, plan: Plan, log: Logger): Promise<Execution> {
     const state = this.stateOf(pod);
-    // Announced before the requests, once per pod: a watcher that dies between a request and its
-    // event cannot leave the pod without one (its successor may find nothing left to do).
-    if (plan.steps.some((step) => STOP_REQUESTS.has(step.type) && !made(state, step)) && plan.stopping.length > 0) {
-      const related = plan.steps.some((step) => step.type === 'create-crr') ? this.crrReference(pod) : undefined;
-      const message = `stopping sidecars: ${plan.stopping.join(', ')}`;
-      await this.events.record(pod, { type: 'Normal', reason: EVENT_REASONS.stopping, code: 'stop-requested', message, key: EVENT_REASONS.stopping, ...(related ? { related } : {}) }, state.events);
-      state.told = true;
-    }
+    // Announced with the requests, not before them: one round trip less between the main
+    // containers' end and the stop. A watcher that dies between a request and its event leaves
+    // its successor to announce it: every plan that tells sidecars to stop, by its requests or by
+    // earlier ones, announces it, and the event's name, derived from the pod and the key, makes
+    // the second announcement a conflict rather than a second event.
+    const announced = plan.stopping.length > 0 ? this.announce(pod, plan, state) : Promise.resolve();
+    if (plan.stopping.length > 0 && plan.steps.some((step) => STOP_REQUESTS.has(step.type) && !made(state, step))) state.told = true;
     let requestedNow = false;
     try {
-      return await this.run(pod, state, plan, log, (made) => (requestedNow ||= made));
+      const execution = await this.run(pod, state, plan, log, (made) => (requestedNow ||= made));
+      await announced;
+      return execution;
     } finally {
+      // Settled either way: a request that failed has its own error to throw.
+      await announced.catch(() => undefined);
       // Logged once, when the requests are made: a reconcile that finds them made says nothing new.
       if (requestedNow) log.info({ sidecars: plan.stopping }, 'stopping sidecars');
     }
+  }
+
+  /** The `stopping sidecars` event, once per pod. */
+  private async announce(pod: V1Pod, plan: Plan, state: PodState): Promise<void> {
+    const related = plan.steps.some((step) => step.type === 'create-crr') || state.crr ? this.crrReference(pod) : undefined;
+    const message = `stopping sidecars: ${plan.stopping.join(', ')}`;
+    await this.events.record(pod, { type: 'Normal', reason: EVENT_REASONS.stopping, code: 'stop-requested', message, key: EVENT_REASONS.stopping, ...(related ? { related } : {}) }, state.events);
   }
 
   /** The steps in order; `requested` hears whether each stop request was made just now. */

@@ -97,3 +97,40 @@ t.test('1,000 pods through the watch leave nothing behind', async (t) => {
   }
   t.equal(executor.size, 0);
 });
+
+t.test('the stop request does not wait for its event: both go at once', async (t) => {
+  let eventCreated: () => void = () => {};
+  let crrRequested = false;
+  const core = { createNamespacedEvent: () => new Promise<void>((resolve) => (eventCreated = resolve)) } as unknown as CoreV1Api;
+  const custom = { createNamespacedCustomObject: async () => ((crrRequested = true), {}) } as unknown as CustomObjectsApi;
+  const executor = new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
+  const running = executor.execute(podWithUid('d'), crrPlan, log);
+  await new Promise((resolve) => setImmediate(resolve));
+  t.ok(crrRequested, 'the ContainerRecreateRequest is requested while the event is still being created');
+  let settled = false;
+  void running.then(() => (settled = true));
+  await new Promise((resolve) => setImmediate(resolve));
+  t.notOk(settled, 'the reconcile waits for the event all the same');
+  eventCreated();
+  t.equal(await running, 'done');
+});
+
+t.test("a successor announces a stop its predecessor requested but did not announce; the event's name makes it one event", async (t) => {
+  const names: string[] = [];
+  const core = {
+    createNamespacedEvent: async ({ body }: { body: { metadata: { name: string } } }) => {
+      if (names.includes(body.metadata.name)) throw Object.assign(new Error('AlreadyExists'), { code: 409, body: '{"reason":"AlreadyExists"}' });
+      names.push(body.metadata.name);
+      return body;
+    },
+  } as unknown as CoreV1Api;
+  const custom = { createNamespacedCustomObject: async () => ({}) } as unknown as CustomObjectsApi;
+  const executorOf = () => new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
+  const pod = podWithUid('e');
+  // The requests are made already (a signal container runs): the plan only says which sidecars are stopping.
+  const inProgress: Plan = { code: 'mains-done', stopping: ['proxy (SIGTERM)'], steps: [] };
+  t.equal(await executorOf().execute(pod, inProgress, log), 'done');
+  t.equal(names.length, 1, 'the successor records the event');
+  t.equal(await executorOf().execute(pod, inProgress, log), 'done', 'a third watcher finds it recorded (409) and goes on');
+  t.equal(names.length, 1, 'still one event');
+});
