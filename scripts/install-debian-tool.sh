@@ -8,8 +8,11 @@
 #                    clouds come with it).
 #   shellcheck       what actionlint runs on the release workflow's shell steps (links libffi and
 #                    libgmp, which Debian systems have).
+#   prometheus       Prometheus and promtool (scripts/install-prometheus.sh): an install would start
+#                    Prometheus as a system service and pull its web UI's JavaScript libraries.
+#                    Prints promtool's path; prometheus is beside it.
 #
-#   bash scripts/install-debian-tool.sh docker-registry|shellcheck
+#   bash scripts/install-debian-tool.sh docker-registry|shellcheck|prometheus
 #
 # Needs apt-get; runs `apt-get update` first when the package lists are missing (as root on a
 # fresh machine).
@@ -20,7 +23,8 @@ package="${1:-}"
 case "$package" in
   docker-registry) binary=usr/bin/docker-registry ;;
   shellcheck) binary=usr/bin/shellcheck ;;
-  *) echo "usage: bash scripts/install-debian-tool.sh docker-registry|shellcheck" >&2; exit 2 ;;
+  prometheus) binary=usr/bin/promtool ;;
+  *) echo "usage: bash scripts/install-debian-tool.sh docker-registry|shellcheck|prometheus" >&2; exit 2 ;;
 esac
 command -v apt-get >/dev/null || { echo "the tests need Debian's $package package; this machine has no apt-get to fetch it" >&2; exit 1; }
 CACHE="$SIDECAR_TERMINATOR_CACHE"
