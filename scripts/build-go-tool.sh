@@ -11,6 +11,7 @@
 # versions of scripts/versions.sh; only the binary named is built.
 set -euo pipefail
 source "$(dirname "$0")/versions.sh"
+source "$(dirname "$0")/build-once.sh"
 
 name="${1:-}"
 case "$name" in
@@ -22,19 +23,9 @@ esac
 
 OUT="$SIDECAR_TERMINATOR_CACHE/$name-$version"
 BIN="$OUT/bin/$name"
-if [[ -x "$BIN" ]]; then
-  echo "$BIN"
-  exit 0
-fi
-command -v go >/dev/null || { echo "go is required to build $name (https://go.dev/dl/)" >&2; exit 1; }
+built() { [[ -x "$BIN" ]]; }
+build_once "$name" built "$BIN"
 mkdir -p "$OUT/bin"
-# Test files may ask at once: one builds, the others wait for it.
-exec 9>"$OUT.lock"
-flock 9
-if [[ -x "$BIN" ]]; then
-  echo "$BIN"
-  exit 0
-fi
 echo "[$name] compiling $package@$version" >&2
 # The version the tool reports, where its main package reads it from the linker.
 ldflags="-s -w"

@@ -3,25 +3,13 @@
 # the way scripts/build-control-plane.sh builds the control plane. Prints the path of the binary.
 set -euo pipefail
 source "$(dirname "$0")/versions.sh"
+source "$(dirname "$0")/build-once.sh"
 
 CACHE="$SIDECAR_TERMINATOR_CACHE"
 OUT="$CACHE/helm-$HELM_VERSION"
 BIN="$OUT/bin/helm"
-
-if [[ -x "$BIN" ]]; then
-  echo "$BIN"
-  exit 0
-fi
-
-command -v go >/dev/null || { echo "go is required to build helm" >&2; exit 1; }
-mkdir -p "$CACHE"
-# Test files run in parallel and may all ask at once: one builds, the others wait for it.
-exec 9>"$OUT.lock"
-flock 9
-if [[ -x "$BIN" ]]; then
-  echo "$BIN"
-  exit 0
-fi
+built() { [[ -x "$BIN" ]]; }
+build_once helm built "$BIN"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
 log() { echo "[helm] $*" >&2; }

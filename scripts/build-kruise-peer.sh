@@ -7,25 +7,15 @@
 set -euo pipefail
 source "$(dirname "$0")/versions.sh"
 source "$(dirname "$0")/kruise-module.sh"
+source "$(dirname "$0")/build-once.sh"
 
 main_go="$(cd "$(dirname "$0")/.." && pwd)/bench/kruise/main.go"
 digest=$(sha256sum "$main_go" | cut -c1-12)
 OUT="$SIDECAR_TERMINATOR_CACHE/kruise-peer-$KRUISE_VERSION"
 BIN="$OUT/bin/sidecarterminator-$digest"
-
-if [[ -x "$BIN" ]]; then
-  echo "$BIN"
-  exit 0
-fi
-
-command -v go >/dev/null || { echo "go is required to build the OpenKruise peer (https://go.dev/dl/)" >&2; exit 1; }
+built() { [[ -x "$BIN" ]]; }
+build_once "the OpenKruise peer" built "$BIN"
 mkdir -p "$OUT/bin"
-exec 9>"$OUT.lock"
-flock 9
-if [[ -x "$BIN" ]]; then
-  echo "$BIN"
-  exit 0
-fi
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 log() { echo "[kruise-peer] $*" >&2; }
 

@@ -8,23 +8,12 @@
 set -euo pipefail
 source "$(dirname "$0")/versions.sh"
 source "$(dirname "$0")/kruise-module.sh"
+source "$(dirname "$0")/build-once.sh"
 
 OUT="$SIDECAR_TERMINATOR_CACHE/kruise-$KRUISE_VERSION"
 done_building() { [[ -x "$OUT/bin/kruise-daemon" && -x "$OUT/bin/kruise-manager" && -d "$OUT/crd" && -f "$OUT/webhook/manifests.yaml" ]]; }
-
-if done_building; then
-  echo "$OUT"
-  exit 0
-fi
-
-command -v go >/dev/null || { echo "go is required to build OpenKruise (https://go.dev/dl/)" >&2; exit 1; }
+build_once OpenKruise done_building "$OUT"
 mkdir -p "$OUT/bin"
-exec 9>"$OUT.lock"
-flock 9
-if done_building; then
-  echo "$OUT"
-  exit 0
-fi
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 log() { echo "[kruise] $*" >&2; }
 

@@ -9,23 +9,13 @@
 # Only these two binaries are built (static, CGO_ENABLED=0).
 set -euo pipefail
 source "$(dirname "$0")/versions.sh"
+source "$(dirname "$0")/build-once.sh"
 
 OUT="$SIDECAR_TERMINATOR_CACHE/sidecar-programs-otelcol-$OTELCOL_VERSION-cloud-sql-proxy-$CLOUD_SQL_PROXY_VERSION"
 BIN="$OUT/bin"
 done_building() { [[ -x "$BIN/otelcol" && -x "$BIN/cloud-sql-proxy" ]]; }
-
-if done_building; then
-  echo "$BIN"
-  exit 0
-fi
-command -v go >/dev/null || { echo "go is required to build the sidecar programs (https://go.dev/dl/)" >&2; exit 1; }
+build_once "the sidecar programs" done_building "$BIN"
 mkdir -p "$BIN"
-exec 9>"$OUT.lock"
-flock 9
-if done_building; then
-  echo "$BIN"
-  exit 0
-fi
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 log() { echo "[sidecar-programs] $*" >&2; }
 

@@ -7,23 +7,11 @@
 # (docs/guarantees.md says which). Prints the directory holding the CRD files.
 set -euo pipefail
 source "$(dirname "$0")/versions.sh"
+source "$(dirname "$0")/build-once.sh"
 
 OUT="$SIDECAR_TERMINATOR_CACHE/cert-manager-$CERT_MANAGER_VERSION"
 done_fetching() { [[ -f "$OUT/crds/cert-manager.io_certificates.yaml" ]]; }
-
-if done_fetching; then
-  echo "$OUT/crds"
-  exit 0
-fi
-
-command -v go >/dev/null || { echo "go is required to fetch cert-manager's CRDs from the Go module proxy (https://go.dev/dl/)" >&2; exit 1; }
-mkdir -p "$SIDECAR_TERMINATOR_CACHE"
-exec 9>"$OUT.lock"
-flock 9
-if done_fetching; then
-  echo "$OUT/crds"
-  exit 0
-fi
+build_once "cert-manager's CRDs (fetched from the Go module proxy)" done_fetching "$OUT/crds"
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
 module=github.com/cert-manager/cert-manager
 echo "[cert-manager] downloading $module@$CERT_MANAGER_VERSION" >&2
