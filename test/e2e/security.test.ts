@@ -16,6 +16,7 @@ import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { render, type Manifest } from '../chart/helm.ts';
 import { findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
+import { handshake } from '../support/net.ts';
 import { waitFor } from '../support/wait.ts';
 import { apply, eventsOf, podOfJob, startStack, waitForJob } from '../support/stack.ts';
 import { imageSidecar, jobYaml, main, podYaml, sidecarMarked } from '../support/pods.ts';
@@ -42,16 +43,6 @@ const mainWithSecret = () => main('main', 'busybox:1.36', { env: [{ name: 'DB_PA
 const imageSidecarWithSecret = ([first, ...more]: string[]) =>
   imageSidecar('logs', first, { env: [{ name: 'AWS_SECRET_ACCESS_KEY', value: SECRETS.awsKey }, ...more.map((image) => ({ name: ENV_WITH_IMAGE, value: image }))] });
 const killSidecarWithSecret = (value = 'true') => sidecarMarked(value, 'proxy', { env: [{ name: 'GITHUB_TOKEN', value: SECRETS.token }] });
-
-function handshake(port: number, options: tls.ConnectionOptions): Promise<{ protocol: string | null } | { error: string }> {
-  return new Promise((resolveHandshake) => {
-    const socket = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false, ...options }, () => {
-      resolveHandshake({ protocol: socket.getProtocol() });
-      socket.end();
-    });
-    socket.on('error', (error: Error) => resolveHandshake({ error: error.message }));
-  });
-}
 
 t.test('the webhook port: TLS 1.2 or later, never plain HTTP', async (t) => {
   const { port } = stack.serve;

@@ -1,5 +1,5 @@
 // Network helpers shared by the tests, the benchmarks and `make dev`: TCP ports leased for the
-// processes they start, and the status of a GET.
+// processes they start, the status of a GET, and a TLS handshake.
 //
 // A child process binds its port itself, later than the port is chosen. A port that was merely
 // free (listen on 0, read it, close) can be taken in between: by the next such choice, or by any
@@ -23,6 +23,7 @@ import { readFileSync } from 'node:fs';
 import { get as httpGet } from 'node:http';
 import { get as httpsGet } from 'node:https';
 import { createServer, type Server } from 'node:net';
+import tls from 'node:tls';
 
 /** Lower bound of the leased numbers: below are the well-known ports of many services (etcd 2379, 6443, 8080, kubelet 10250...). */
 const LOWEST_PORT = 16384;
@@ -139,5 +140,16 @@ export function httpStatus(url: string): Promise<number | undefined> {
     });
     req.on('error', () => resolveStatus(undefined));
     req.on('timeout', () => req.destroy());
+  });
+}
+
+/** A TLS handshake with the server at 127.0.0.1:`port` (its certificate is not checked): what was agreed, or why it failed. */
+export function handshake(port: number, options: tls.ConnectionOptions = {}): Promise<{ protocol: string | null; fingerprint: string; cipher: string | undefined } | { error: string }> {
+  return new Promise((resolve) => {
+    const socket = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false, ...options }, () => {
+      resolve({ protocol: socket.getProtocol(), fingerprint: socket.getPeerCertificate().fingerprint256, cipher: socket.getCipher().standardName });
+      socket.end();
+    });
+    socket.on('error', (error: Error) => resolve({ error: error.message }));
   });
 }

@@ -6,6 +6,7 @@ import t from 'tap';
 import { generate } from 'selfsigned';
 import { secureContextOptions } from '../../src/tls/secure-context.ts';
 import { buildApp } from '../../src/webhook/app.ts';
+import { handshake } from '../support/net.ts';
 import { DEFAULT_OPTIONS } from './support.ts';
 
 // Let this process speak TLS 1.0 and 1.1 at all, so that refusing them is the app's own doing.
@@ -16,16 +17,6 @@ const certificate = async (name: string) => {
   const pems = await generate([{ name: 'commonName', value: name }], { keyType: 'ec', algorithm: 'sha256' });
   return { key: pems.private, cert: pems.cert, fingerprint: new X509Certificate(pems.cert).fingerprint256 };
 };
-
-function handshake(port: number, options: tls.ConnectionOptions = {}): Promise<{ protocol: string | null; fingerprint: string; cipher: string | undefined } | { error: string }> {
-  return new Promise((resolve) => {
-    const socket = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false, ...options }, () => {
-      resolve({ protocol: socket.getProtocol(), fingerprint: socket.getPeerCertificate().fingerprint256, cipher: socket.getCipher().standardName });
-      socket.end();
-    });
-    socket.on('error', (error) => resolve({ error: error.message }));
-  });
-}
 
 t.test('TLS 1.2 minimum, certificate swap without a restart', async (t) => {
   const first = await certificate('first');
