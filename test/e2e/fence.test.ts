@@ -23,6 +23,7 @@ import { waitFor } from '../support/wait.ts';
 import { postJson, registeringWebhooks, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
 import { apply, finishedByWatcher, podOfJob, startCluster, waitForJob } from '../support/stack.ts';
 import { jobYaml } from '../support/pods.ts';
+import { podReview } from '../support/reviews.ts';
 
 const NS = 'sidecar-terminator';
 const WATCHER = 'sidecar-terminator-watcher';
@@ -371,24 +372,11 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
       namespace: jobs,
       body: { metadata: { name: 'owner' }, spec: { suspend: true, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox:1.36' }] } } } },
     });
-    const review = {
-      apiVersion: 'admission.k8s.io/v1',
-      kind: 'AdmissionReview',
-      request: {
-        uid: 'fence-e2e',
-        kind: { group: '', version: 'v1', kind: 'Pod' },
-        resource: { group: '', version: 'v1', resource: 'pods' },
-        operation: 'CREATE',
-        namespace: jobs,
-        userInfo: { username: 'system:serviceaccount:kube-system:job-controller' },
-        object: {
-          apiVersion: 'v1',
-          kind: 'Pod',
-          metadata: { generateName: 'owned-', namespace: jobs, ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'owner', uid: job.metadata!.uid!, controller: true }] },
-          spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox:1.36' }, { name: 'proxy', image: 'envoyproxy/envoy:v1.31.0', env: [{ name: ENV_WHEN_JOB_EXIT, value: 'yes' }] }] },
-        },
-      },
-    };
+    const review = podReview(
+      { containers: [{ name: 'main', image: 'busybox:1.36' }, { name: 'proxy', image: 'envoyproxy/envoy:v1.31.0', env: [{ name: ENV_WHEN_JOB_EXIT, value: 'yes' }] }] },
+      { name: 'owned-1', ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'owner', uid: job.metadata!.uid!, controller: true }] },
+      { namespace: jobs, username: 'system:serviceaccount:kube-system:job-controller', uid: 'fence-e2e' },
+    );
     const answer = await postJson(`${webhook.url}/validate`, review);
     t.match(answer, { response: { allowed: true } }, 'admitted');
     const events = await waitFor('the event on the owner', async () => {

@@ -11,6 +11,7 @@ import { BatchV1Api, CoreV1Api, type CoreV1Event } from '@kubernetes/client-node
 import t from 'tap';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { startControlPlane } from '../support/control-plane.ts';
+import { podReview } from '../support/reviews.ts';
 import { waitFor } from '../support/wait.ts';
 import { postJson, startServe } from '../support/serve-process.ts';
 
@@ -37,31 +38,16 @@ const FORGED_TEXT = 'CLUSTER-COMPROMISED-visit-evil.example.com';
 
 /** A pod CREATE "from" `ownerReference`, with a marker error and the forger's words wherever a string goes. */
 function forgedReview(namespace: string, ownerReference: Record<string, unknown>, index: number) {
-  return {
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    request: {
-      uid: `forged-${index}`,
-      kind: { group: '', version: 'v1', kind: 'Pod' },
-      resource: { group: '', version: 'v1', resource: 'pods' },
-      operation: 'CREATE',
-      namespace,
-      name: `${FORGED_TEXT}-${index}`,
-      userInfo: { username: 'system:serviceaccount:kube-system:job-controller' },
-      object: {
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: { name: `${FORGED_TEXT}-${index}`, namespace, ownerReferences: [{ controller: true, ...ownerReference }], annotations: { note: FORGED_TEXT } },
-        spec: {
-          restartPolicy: 'Never',
-          containers: [
-            { name: 'main', image: 'busybox:1.36' },
-            { name: FORGED_TEXT.toLowerCase(), image: `registry.example.com/${FORGED_TEXT.toLowerCase()}:1`, env: [{ name: ENV_WHEN_JOB_EXIT, value: FORGED_TEXT }] },
-          ],
-        },
-      },
+  return podReview(
+    {
+      containers: [
+        { name: 'main', image: 'busybox:1.36' },
+        { name: FORGED_TEXT.toLowerCase(), image: `registry.example.com/${FORGED_TEXT.toLowerCase()}:1`, env: [{ name: ENV_WHEN_JOB_EXIT, value: FORGED_TEXT }] },
+      ],
     },
-  };
+    { name: `${FORGED_TEXT}-${index}`, ownerReferences: [{ controller: true, ...ownerReference }], annotations: { note: FORGED_TEXT } },
+    { namespace, username: 'system:serviceaccount:kube-system:job-controller', uid: `forged-${index}` },
+  );
 }
 
 async function addonEvents(): Promise<CoreV1Event[]> {

@@ -5,6 +5,7 @@
 // all build their bodies here.
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MIGRATED_ANNOTATION } from '../../src/policy/index.ts';
 import type { AdmissionEndpoint } from '../../src/webhook/metrics.ts';
+import { podReview } from './reviews.ts';
 
 /** kube-apiserver refuses request bodies larger than this (its --max-request-bytes default is for etcd; the HTTP body limit is 3 MiB). */
 export const API_SERVER_REQUEST_LIMIT = 3 * 1024 * 1024;
@@ -25,26 +26,6 @@ const main = { name: 'main', image: 'registry.example.com/batch/worker:1.0' };
 const kill = { name: ENV_WHEN_JOB_EXIT, value: 'true' };
 const sidecar = (name: string, env: unknown[], extra: Json = {}) => ({ name, image: 'docker.io/envoyproxy/envoy:v1.31.0', env, ...extra });
 const repeat = <T>(count: number, make: (index: number) => T): T[] => Array.from({ length: count }, (_, index) => make(index));
-
-/** A pod CREATE from a Job's controller (its errors are warnings and an event) or from a person (denied). */
-export function podReview(spec: Json, metadata: Json = {}, options: { operation?: 'CREATE' | 'UPDATE'; oldObject?: Json } = {}): Json {
-  const object = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'hostile', namespace: 'attack', ...metadata }, spec: { restartPolicy: 'Never', ...spec } };
-  return {
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    request: {
-      uid: '00000000-0000-4000-8000-0000000000aa',
-      kind: { group: '', version: 'v1', kind: 'Pod' },
-      resource: { group: '', version: 'v1', resource: 'pods' },
-      name: 'hostile',
-      namespace: 'attack',
-      operation: options.operation ?? 'CREATE',
-      userInfo: { username: 'mallory', groups: ['system:authenticated'] },
-      object,
-      ...(options.oldObject && { oldObject: options.oldObject }),
-    },
-  };
-}
 
 function jobReview(spec: Json, operation: 'CREATE' | 'UPDATE', oldSpec?: Json): Json {
   const job = (podSpec: Json) => ({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name: 'hostile', namespace: 'attack' }, spec: { template: { spec: { restartPolicy: 'Never', ...podSpec } } } });

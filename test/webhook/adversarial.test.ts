@@ -17,7 +17,8 @@ import { review, type AdmissionReview } from '../../src/webhook/admission.ts';
 import { buildApp, type AppOptions } from '../../src/webhook/app.ts';
 import { OFFLOAD_BODY_BYTES } from '../../src/webhook/offload.ts';
 import { HANDLERS, judge } from '../../src/webhook/review.ts';
-import { HOSTILE_SHAPES, countWithin, hostileBody, podReview } from '../support/hostile-reviews.ts';
+import { HOSTILE_SHAPES, countWithin, hostileBody } from '../support/hostile-reviews.ts';
+import { podReview } from '../support/reviews.ts';
 import { DEFAULT_OPTIONS, loadReview } from './support.ts';
 
 const LOG_LINE_LIMIT = 16 * 1024;
