@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { AdmissionregistrationV1Api, AppsV1Api, BatchV1Api, CoordinationV1Api } from '@kubernetes/client-node';
+import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, POD_ANNOTATIONS } from '../../src/policy/index.ts';
 import { alertGroups, chartDir, helm, render } from '../chart/helm.ts';
 import { repoRoot } from '../support/repo.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
@@ -19,6 +20,7 @@ import { startPrometheus } from '../support/prometheus.ts';
 import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { containerLog, containerStatus, startRealCluster } from '../support/real-stack.ts';
+import { jobYaml } from '../support/pods.ts';
 import { finishedByWatcher, podOfJob, waitForJob } from '../support/stack.ts';
 
 const RELEASE = 'sidecar-terminator';
@@ -147,33 +149,20 @@ else if (canRunRealNode(t)) {
     // its sidecar. And one whose quick-exit image cannot be pulled (the node may pull nothing for
     // that container), with OnFailure, under which the kubelet keeps trying: a stop that failed.
     const namespace = await cp.createNamespace();
-    const job = (name: string, annotations: Record<string, string>, env: Array<{ name: string; value: string }>, command: string[], pull = 'IfNotPresent', restartPolicy = 'Never') => ({
-      apiVersion: 'batch/v1',
-      kind: 'Job',
-      metadata: { name },
-      spec: {
-        backoffLimit: 0,
-        template: {
-          metadata: { annotations },
-          spec: {
-            restartPolicy,
-            terminationGracePeriodSeconds: 5,
-            containers: [
-              { name: 'main', image: 'busybox:1.35', command: ['sh', '-c', 'sleep 1'] },
-              { name: 'proxy', image: 'busybox:1.35', imagePullPolicy: pull, command, env },
-            ],
-          },
-        },
-      },
-    });
-    const applied = await kubectl(['apply', '-f', '-'], namespace, JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'List',
-      items: [
-        job('stuck', { 'grace-period-seconds.sidecar-terminator.io/proxy': '600' }, [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }], ['sh', '-c', "trap 'echo ignored' TERM; while true; do sleep 1; done"]),
-        job('unpullable', {}, [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE', value: 'registry.example.com/quick-exit:1' }], ['sleep', '3600'], 'Never', 'OnFailure'),
-      ],
-    }));
+    const job = (name: string, annotations: Record<string, string>, env: Array<{ name: string; value: string }>, command: string[], pull = 'IfNotPresent', restartPolicy: 'Never' | 'OnFailure' = 'Never') =>
+      jobYaml(name, {
+        restartPolicy,
+        annotations,
+        spec: { terminationGracePeriodSeconds: 5 },
+        containers: [
+          { name: 'main', image: 'busybox:1.35', command: ['sh', '-c', 'sleep 1'] },
+          { name: 'proxy', image: 'busybox:1.35', imagePullPolicy: pull, command, env },
+        ],
+      });
+    const applied = await kubectl(['apply', '-f', '-'], namespace, [
+      job('stuck', { [`${POD_ANNOTATIONS.gracePeriodPrefix}proxy`]: '600' }, [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }], ['sh', '-c', "trap 'echo ignored' TERM; while true; do sleep 1; done"]),
+      job('unpullable', {}, [{ name: ENV_WITH_IMAGE, value: 'registry.example.com/quick-exit:1' }], ['sleep', '3600'], 'Never', 'OnFailure'),
+    ].join('\n---\n'));
     t.equal(applied.code, 0, `kubectl apply: ${applied.stderr}`);
     const firing = (name: string) => async () => (await prometheus.alerts()).find((alert) => alert.labels.alertname === name && alert.state === 'firing');
     const stuck = await waitFor('SidecarTerminatorPodsWaitingOnSidecars to fire', firing('SidecarTerminatorPodsWaitingOnSidecars'), { timeoutMs: 180_000, intervalMs: 1000 }).catch((error: unknown) => {

@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
+import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { chartDir, helm, helmEnv } from '../chart/helm.ts';
 import { repoRoot } from '../support/repo.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
@@ -18,6 +19,7 @@ import { startKruise, type Kruise } from '../support/kruise.ts';
 import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { startRealCluster } from '../support/real-stack.ts';
+import { jobYaml } from '../support/pods.ts';
 import { podsOfJob, waitForJob } from '../support/stack.ts';
 
 const RELEASE = 'sidecar-terminator';
@@ -44,26 +46,15 @@ function migrationSteps(): { install: string[]; kruiseGates: string; enforce: st
 
 /** A Job: a main container that works `seconds`, and a sidecar marked for Kruise's terminator that exits 0 on SIGTERM; `extraEnv` on the sidecar. */
 function job(name: string, seconds: number, extraEnv: Array<{ name: string; value: string }> = []): string {
-  return JSON.stringify({
-    apiVersion: 'batch/v1',
-    kind: 'Job',
-    metadata: { name },
-    spec: {
-      backoffLimit: 0,
-      template: {
-        spec: {
-          restartPolicy: 'Never',
-          containers: [
-            { name: 'main', image: 'busybox:1.35', command: ['sh', '-c', `sleep ${seconds}`] },
-            { name: 'proxy', image: 'busybox:1.35', command: ['sh', '-c', "trap 'exit 0' TERM; sleep 2147483647 & wait"], env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }, ...extraEnv] },
-          ],
-        },
-      },
-    },
+  return jobYaml(name, {
+    containers: [
+      { name: 'main', image: 'busybox:1.35', command: ['sh', '-c', `sleep ${seconds}`] },
+      { name: 'proxy', image: 'busybox:1.35', command: ['sh', '-c', "trap 'exit 0' TERM; sleep 2147483647 & wait"], env: [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }, ...extraEnv] },
+    ],
   });
 }
 /** Accepted and finished by Kruise ("yes" counts as unset), an error under the add-on's rules. */
-const KRUISE_ACCEPTS = [{ name: 'KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE', value: 'yes' }];
+const KRUISE_ACCEPTS = [{ name: ENV_IGNORE_EXIT_CODE, value: 'yes' }];
 
 if (!apiFeatures(version).validatingAdmissionPolicy) t.plan(0, `Kubernetes ${version.gitVersion} is older than the chart's kubeVersion (>=1.30): helm refuses to install it`);
 else if (canRunRealNode(t)) {

@@ -5,6 +5,10 @@ import {
   ENV_WITH_IMAGE,
   applyEnforcement,
   formatFinding,
+  formatFindingWithoutValue,
+  listedFindings,
+  listedMessages,
+  MAX_LISTED_FINDINGS,
   MAX_VALUE_CHARACTERS,
   inspectObject,
   isManageable,
@@ -183,6 +187,26 @@ t.test('a long value is quoted cut, with its length', async (t) => {
   const message = formatFinding(finding!);
   t.ok(message.includes(`"${'x'.repeat(MAX_VALUE_CHARACTERS)}"... (10000 characters)`), message.slice(0, 300));
   t.ok(message.length < 512, 'the message stays short');
+});
+
+t.test("without the value: the field and the rule's words only, for text on an object the author does not own", async (t) => {
+  const [finding] = validatePodSpec(podSpec([main(), container('proxy', 'envoy:1', [{ name: ENV_WHEN_JOB_EXIT, value: 'visit-evil.example.com' }])]), job);
+  t.match(formatFinding(finding!), /visit-evil\.example\.com/, 'formatFinding quotes the value');
+  const without = formatFindingWithoutValue(finding!);
+  t.notMatch(without, /visit-evil/, 'formatFindingWithoutValue leaves it out');
+  t.ok(without.startsWith(`${finding!.field}: `), without);
+});
+
+t.test('at most MAX_LISTED_FINDINGS are listed, and the rest counted', async (t) => {
+  const messages = Array.from({ length: MAX_LISTED_FINDINGS + 5 }, (_, i) => `m${i}`);
+  const listed = listedMessages(messages, 'error');
+  t.equal(listed.length, MAX_LISTED_FINDINGS + 1);
+  t.same(listed.slice(0, MAX_LISTED_FINDINGS), messages.slice(0, MAX_LISTED_FINDINGS));
+  t.equal(listed.at(-1), 'and 5 more errors', 'the last counts the rest');
+  t.same(listedMessages(['one'], 'error'), ['one'], 'one message is listed as it is');
+  t.same(listedMessages(messages.slice(0, MAX_LISTED_FINDINGS + 1), 'error').at(-1), 'and 1 more error', 'one more, in the singular');
+  const findings = validatePodSpec(podSpec([main(), container('proxy', 'envoy:1', [{ name: ENV_WHEN_JOB_EXIT, value: 'yes' }])]), job);
+  t.same(listedFindings(findings, 'error', formatFindingWithoutValue), findings.map(formatFindingWithoutValue), 'listedFindings formats with the function given');
 });
 
 t.test('valid configurations have no findings', async (t) => {
