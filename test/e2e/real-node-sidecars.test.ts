@@ -218,7 +218,15 @@ if (canRunRealNode(t)) {
         const from = mainStatus.state?.terminated?.finishedAt;
         const to = sidecarEnd(sidecar);
         const seconds = from && to ? Math.round((to.getTime() - new Date(from).getTime()) / 1000) : NaN;
-        rows.push(`| ${c.program} | ${c.restartPolicy} | ${c.mechanism} | Job ${c.expect.job}, pod ${now.status?.phase} | ${sidecar.state?.terminated?.exitCode}${sidecar.restartCount ? ` (restarts: ${sidecar.restartCount})` : ''} | ${seconds} |`);
+        // Where the seconds went: the signal container's run, and when the sidecar was ended from outside (its Warning).
+        const after = (time: Date | string | undefined) => (from && time ? Math.round((new Date(time).getTime() - new Date(from).getTime()) / 100) / 10 : undefined);
+        const signalState = now.status?.ephemeralContainerStatuses?.find((s) => s.name === signal?.name)?.state?.terminated;
+        const ended = warnings.find((e) => e.action === c.expect.warning);
+        const steps = [
+          ...(signalState ? [`signal container ${after(signalState.startedAt)}-${after(signalState.finishedAt)} s`] : []),
+          ...(ended ? [`ended from outside at ${after(ended.eventTime ?? ended.firstTimestamp)} s`] : []),
+        ];
+        rows.push(`| ${c.program} | ${c.restartPolicy} | ${c.mechanism} | Job ${c.expect.job}, pod ${now.status?.phase} | ${sidecar.state?.terminated?.exitCode}${sidecar.restartCount ? ` (restarts: ${sidecar.restartCount})` : ''} | ${seconds} | ${steps.join('; ')} |`);
       });
     }
   });
@@ -229,6 +237,6 @@ if (canRunRealNode(t)) {
       const running = jobs.filter((job) => !job.status?.conditions?.some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True'));
       t.same(running.map((job) => job.metadata?.name), [], `namespace ${namespace}`);
     }
-    t.comment(['| program | restartPolicy | mechanism | outcome | sidecar exit code | s from main exit to sidecar exit |', '|---|---|---|---|---|---|', ...rows.sort()].join('\n'));
+    t.comment(['| program | restartPolicy | mechanism | outcome | sidecar exit code | s from main exit to sidecar exit | steps, s from main exit |', '|---|---|---|---|---|---|---|', ...rows.sort()].join('\n'));
   });
 }
