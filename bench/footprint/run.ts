@@ -141,6 +141,8 @@ interface Variant {
   name: string;
   /** `node` arguments up to the script's own: Node's flags and the CLI. */
   args: string[];
+  /** Environment of the process (`--variants 'arena2=MALLOC_ARENA_MAX=2'`). */
+  env?: Record<string, string>;
 }
 
 interface RoleFigures {
@@ -184,8 +186,10 @@ async function main(): Promise<void> {
   }
   for (const entry of (args.get('variants') ?? '').split(';').filter(Boolean)) {
     const name = entry.slice(0, entry.indexOf('='));
-    const flags = entry.slice(entry.indexOf('=') + 1);
-    variants.push({ name, args: [...flags.split(' ').filter(Boolean), imageArgs.at(-1)!] });
+    const words = entry.slice(entry.indexOf('=') + 1).split(' ').filter(Boolean);
+    // NAME=value words are the process's environment (glibc's MALLOC_ARENA_MAX), the rest Node's flags.
+    const env = Object.fromEntries(words.filter((w) => /^[A-Z_][A-Z0-9_]*=/.test(w)).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]));
+    variants.push({ name, args: [...words.filter((w) => !/^[A-Z_][A-Z0-9_]*=/.test(w)), imageArgs.at(-1)!], env });
   }
 
   const cp = await startControlPlane({ log });
@@ -215,15 +219,15 @@ async function main(): Promise<void> {
         const ready = async () => (await httpStatus(readyUrl)) === 200;
         const readyMs: number[] = [];
         // The first start of the webhook writes the certificates: not counted.
-        if (role === 'webhook') await (await startTimed([...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready)).stop();
+        if (role === 'webhook') await (await startTimed([...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready, variant.env)).stop();
         for (let i = 0; i < starts; i++) {
-          const started = await startTimed([...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready);
+          const started = await startTimed([...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready, variant.env);
           readyMs.push(started.readyMs);
           await started.stop();
           await sleep(500);
         }
         const probe = probed(dir, `${variant.name}-${role}`);
-        const measured = await startTimed([...probe.nodeArgs, ...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready, probe.env);
+        const measured = await startTimed([...probe.nodeArgs, ...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready, { ...variant.env, ...probe.env });
         try {
           await sleep(quick ? 3000 : 10_000);
           const idleRssMiB = memory(measured.pid).rssMiB;
@@ -327,6 +331,25 @@ function summarise(image: ImageSize, results: RoleFigures[], kruise: KruiseFigur
     ),
     '',
   ];
+  const spaceNames = ['new_space', 'old_space', 'code_space', 'large_object_space'];
+  const partsRows = results.flatMap((r) => [
+    ...(r.idle.parts ? [[`${r.variant}: ${r.role}, idle`, r.idle.rssAfterGcMiB, r.idle.parts] as const] : []),
+    ...(r.load?.afterGc.parts ? [[`${r.variant}: ${r.role}, after the load`, r.load.afterGc.rssAfterGcMiB, r.load.afterGc.parts] as const] : []),
+  ]);
+  if (partsRows.length > 0) {
+    lines.push(
+      'Where the RSS is, right after a full GC (MiB; /proc/PID/smaps_rollup and V8\'s heap statistics, bench/watcher/gc-probe.ts): file-backed pages (the node binary and the libraries it links, shared by the processes of one node), V8\'s heap as physical memory by space, and the rest of the anonymous memory (malloc of Node, OpenSSL and V8\'s own tables, thread stacks, buffers):',
+      '',
+      table(
+        ['process', 'RSS after GC', 'file-backed', 'V8 heap', ...spaceNames.map((n) => `of which ${n.replace(/_space$/, '').replace(/_/g, ' ')}`), 'V8, other spaces', 'other anonymous'],
+        partsRows.map(([name, rss, parts]) => {
+          const named = spaceNames.map((n) => parts.v8Spaces[n] ?? 0);
+          return [name, fmt(rss, 0), fmt(parts.fileBackedMiB, 1), fmt(parts.v8PhysicalMiB, 1), ...named.map((v) => fmt(v, 1)), fmt(parts.v8PhysicalMiB - named.reduce((a, b) => a + b, 0), 1), fmt(parts.otherAnonymousMiB, 1)];
+        }),
+      ),
+      '',
+    );
+  }
   const image0 = results.filter((r) => r.variant === 'image');
   const watcher = image0.find((r) => r.role === 'watcher');
   const webhook = image0.find((r) => r.role === 'webhook');

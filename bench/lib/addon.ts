@@ -65,6 +65,18 @@ function nodeFlagsOf(root: string): string[] {
 export interface AfterGc {
   heapMiB: number;
   rssAfterGcMiB: number;
+  /** Where that RSS is (Node processes only): file-backed pages, V8's heap (physical, by space), the rest of the anonymous memory. */
+  parts?: ResidentParts;
+}
+
+export interface ResidentParts {
+  fileBackedMiB: number;
+  anonymousMiB: number;
+  /** V8's heap, physical, by space (new, old, code, large objects, ...), and all of it. */
+  v8Spaces: Record<string, number>;
+  v8PhysicalMiB: number;
+  /** Anonymous memory outside V8's heap: malloc (Node, OpenSSL, V8's own tables), thread stacks, ArrayBuffers. */
+  otherAnonymousMiB: number;
 }
 
 const gcProbe = join(import.meta.dirname, '../watcher/gc-probe.ts');
@@ -84,8 +96,19 @@ export function probed(dir: string, name: string): { nodeArgs: string[]; env: Re
         try {
           const text = readFileSync(file, 'utf8');
           if (text.endsWith('}')) {
-            const usage = JSON.parse(text) as { heapUsed: number; rss: number };
-            return { heapMiB: usage.heapUsed / 1048576, rssAfterGcMiB: usage.rss / 1048576 };
+            const usage = JSON.parse(text) as { heapUsed: number; rss: number; anonymous?: number; fileBacked?: number; v8?: { physical: number; spaces: Record<string, { physical: number }> } };
+            const mib = (bytes: number) => bytes / 1048576;
+            const parts: ResidentParts | undefined =
+              usage.v8 && usage.anonymous !== undefined && usage.fileBacked !== undefined
+                ? {
+                    fileBackedMiB: mib(usage.fileBacked),
+                    anonymousMiB: mib(usage.anonymous),
+                    v8Spaces: Object.fromEntries(Object.entries(usage.v8.spaces).map(([name, space]) => [name, mib(space.physical)])),
+                    v8PhysicalMiB: mib(usage.v8.physical),
+                    otherAnonymousMiB: mib(usage.anonymous - usage.v8.physical),
+                  }
+                : undefined;
+            return { heapMiB: mib(usage.heapUsed), rssAfterGcMiB: mib(usage.rss), ...(parts ? { parts } : {}) };
           }
         } catch {
           // not written yet
