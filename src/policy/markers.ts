@@ -72,14 +72,21 @@ export function annotationNames(value: unknown): string[] {
   return typeof value === 'string' ? value.split(',').map((name) => name.trim()).filter((name) => name !== '') : [];
 }
 
-export function containerAnnotations(annotations: Record<string, unknown>, container: string): ContainerAnnotations {
+/**
+ * Reads the pod annotations that concern each container. The name lists are split once per pod,
+ * not once per container: a pod may have thousands of containers, and classifying it must stay
+ * linear in its size (a hostile pod could otherwise hold the webhook for minutes).
+ */
+export function annotationReader(annotations: Record<string, unknown>): (container: string) => ContainerAnnotations {
+  const sidecars = new Set(annotationNames(annotations[POD_ANNOTATIONS.sidecars]));
+  const ignoring = new Set(annotationNames(annotations[POD_ANNOTATIONS.ignoreExitCode]));
   const text = (key: string) => (typeof annotations[key] === 'string' ? annotations[key] : undefined);
-  return {
-    sidecar: annotationNames(annotations[POD_ANNOTATIONS.sidecars]).includes(container),
-    ignoreExitCode: annotationNames(annotations[POD_ANNOTATIONS.ignoreExitCode]).includes(container),
+  return (container) => ({
+    sidecar: sidecars.has(container),
+    ignoreExitCode: ignoring.has(container),
     stop: text(`${POD_ANNOTATIONS.stopPrefix}${container}`),
     gracePeriod: text(`${POD_ANNOTATIONS.gracePeriodPrefix}${container}`),
-  };
+  });
 }
 
 const NO_ANNOTATIONS: ContainerAnnotations = { sidecar: false, ignoreExitCode: false, stop: undefined, gracePeriod: undefined };
@@ -134,10 +141,11 @@ export interface ContainerRole {
  * annotations (`annotations`: the pod's, or its template's). Init containers are never either.
  */
 export function classifyContainers(spec: PodSpec, annotations: Record<string, unknown> = {}): ContainerRole[] {
+  const annotated = annotationReader(annotations);
   return arrayOf(spec.containers).map((raw, index) => {
     const container: Container = isRecord(raw) ? raw : {};
     const name = typeof container.name === 'string' ? container.name : `#${index}`;
-    const markers = readMarkers(container, containerAnnotations(annotations, name));
+    const markers = readMarkers(container, annotated(name));
     return {
       name,
       index,

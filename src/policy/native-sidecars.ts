@@ -9,7 +9,7 @@
 // watcher stops its sidecars) and the plan says why. All of a pod's sidecars move, or none: a
 // migrated pod is never also managed by the watcher.
 import { clipValue, listedFindings, type Finding } from './findings.ts';
-import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, classifyContainers, isTrueValue, markerEntries } from './markers.ts';
+import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, annotationNames, classifyContainers, isTrueValue, markerEntries } from './markers.ts';
 import { MIGRATED_ANNOTATION, NATIVE_SIDECARS_OPT_OUT, POD_ANNOTATIONS } from './names.ts';
 import { virtualNodeField } from './nodes.ts';
 import { podMetadataPrefix } from './templates.ts';
@@ -122,8 +122,7 @@ export function migratePodSpec(spec: Record<string, unknown>, sidecars: readonly
 
 /** The names MIGRATED_ANNOTATION lists. */
 export function migratedSidecars(annotations: Record<string, unknown>): string[] {
-  const value = annotations[MIGRATED_ANNOTATION];
-  return typeof value === 'string' ? value.split(',').map((name) => name.trim()).filter((name) => name !== '') : [];
+  return annotationNames(annotations[MIGRATED_ANNOTATION]);
 }
 
 /** MIGRATED_ANNOTATION's value after `sidecars` moved too (a reinvocation after a later webhook added one). */

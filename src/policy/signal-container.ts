@@ -73,9 +73,11 @@ function containerNames(pod: V1Pod): Set<string> {
  * candidate, so their containers are recognised too, and never sent twice.
  */
 export function existingSignalContainer(pod: V1Pod, sidecar: string): V1EphemeralContainer | undefined {
-  const ephemeral = pod.spec?.ephemeralContainers ?? [];
+  // Candidates are named only when something targets the sidecar: a pod with thousands of sidecars stays cheap.
+  const targeting = (pod.spec?.ephemeralContainers ?? []).filter((c) => c.targetContainerName === sidecar);
+  if (targeting.length === 0) return undefined;
   const candidates = new Set(Array.from({ length: containerNames(pod).size + 1 }, (_, i) => candidateName(sidecar, i + 1)));
-  return ephemeral.find((c) => c.targetContainerName === sidecar && candidates.has(c.name));
+  return targeting.find((c) => candidates.has(c.name));
 }
 
 /** The first candidate name that no container of the pod, and nothing in `taken`, uses. */

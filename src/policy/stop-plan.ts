@@ -195,7 +195,8 @@ class Planner {
       this.stopping.push(...byCrr.map((role) => `${role.name} (ContainerRecreateRequest)`));
     }
     const send: V1EphemeralContainer[] = [];
-    for (const role of roles.filter((role) => !byCrr.includes(role))) {
+    const viaCrr = new Set(byCrr);
+    for (const role of roles.filter((role) => !viaCrr.has(role))) {
       const stopping = `${role.name} (${describeStop(role.markers.stop)})`;
       const sent = existingSignalContainer(this.pod, role.name);
       if (sent) {

@@ -183,8 +183,8 @@ const CONTAINER_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 function validateAnnotations(annotations: Record<string, unknown>, roles: ContainerRole[], options: ValidationOptions, report: (severity: Severity, finding: NewFinding) => void): void {
   const path = (key: string) => `${podMetadataPrefix(options.fieldPrefix)}.annotations[${key}]`;
   const byName = new Map(roles.map((role) => [role.name, role]));
-  const namedSidecars = annotationNames(annotations[POD_ANNOTATIONS.sidecars]);
-  const isKillSidecar = (name: string) => byName.get(name)?.markers.whenJobExit ?? namedSidecars.includes(name);
+  const namedSidecars = new Set(annotationNames(annotations[POD_ANNOTATIONS.sidecars]));
+  const isKillSidecar = (name: string) => byName.get(name)?.markers.whenJobExit ?? namedSidecars.has(name);
   const notFound = (key: string, name: string) =>
     report('warning', { rule: 'sidecar-not-found', field: path(key), type: 'Not found', value: name, detail: `the pod has no container ${name}, so this has no effect; correct the name or remove it` });
   const notSidecar = (key: string, name: string, what: string) =>

@@ -3,7 +3,7 @@
 // count (containers, env entries, characters, map keys), up to what fits in the API server's
 // 3 MiB request limit. The adversarial tests, the growth test and the hostile-review benchmark
 // all build their bodies here.
-import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MIGRATED_ANNOTATION } from '../../src/policy/index.ts';
+import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MIGRATED_ANNOTATION, POD_ANNOTATIONS } from '../../src/policy/index.ts';
 import type { AdmissionEndpoint } from '../../src/webhook/metrics.ts';
 import { podReview } from './reviews.ts';
 
@@ -66,6 +66,33 @@ export const HOSTILE_SHAPES: readonly HostileShape[] = [
     unit: 'ordinary env entries in a sidecar',
     endpoints: ALL,
     review: (count) => podReview({ containers: [main, sidecar('proxy', [kill, ...repeat(count, (i) => ({ name: `SETTING_${i}`, value: 'x' }))])] }),
+  },
+  {
+    id: 'named-sidecars',
+    unit: 'containers named as sidecars by the pod annotations (no env), each with its own stop annotation',
+    endpoints: ALL,
+    review: (count) => {
+      const names = repeat(count, (i) => `s${i}`);
+      return podReview(
+        { containers: [main, ...names.map((name) => ({ name, image: 'envoy:1' }))] },
+        {
+          annotations: {
+            [POD_ANNOTATIONS.sidecars]: names.join(','),
+            [POD_ANNOTATIONS.ignoreExitCode]: names.join(','),
+            ...Object.fromEntries(names.map((name) => [`${POD_ANNOTATIONS.stopPrefix}${name}`, 'signal'])),
+          },
+        },
+      );
+    },
+  },
+  {
+    id: 'long-keys',
+    unit: 'characters in a stop annotation key and a label key, each invalid',
+    endpoints: ALL,
+    review: (count) => {
+      const half = Math.max(1, Math.floor(count / 2));
+      return podReview({ containers: [main, sidecar('proxy', [kill])] }, { labels: { [`example.com/${'l'.repeat(half)}`]: 'v' }, annotations: { [`${POD_ANNOTATIONS.stopPrefix}${'k'.repeat(half)}`]: 'signal' } });
+    },
   },
   {
     id: 'many-init-containers',
