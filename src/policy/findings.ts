@@ -61,7 +61,8 @@ export function formatFindingWithoutValue(finding: Finding): string {
 }
 
 function formatParts(finding: Finding, withValue: boolean): string {
-  const parts = [finding.field];
+  // A field path holds keys from the object (an annotation's, a label's): cut as a long one would be.
+  const parts = [clip(finding.field, MAX_FIELD_CHARACTERS)];
   if (finding.type) parts.push(finding.type);
   if (finding.value !== undefined && withValue) parts.push(quoteValue(finding.value));
   parts.push(finding.detail);
@@ -73,6 +74,14 @@ export const MAX_VALUE_CHARACTERS = 128;
 
 function quoteValue(value: string): string {
   return JSON.stringify(clipValue(value)) + (value.length > MAX_VALUE_CHARACTERS ? `... (${value.length} characters)` : '');
+}
+
+/** Field paths longer than this are cut in messages: the longest a real one gets (a 253-character key under a prefix). */
+export const MAX_FIELD_CHARACTERS = 320;
+
+/** Text that comes from a request, cut at `max` characters (253, the longest Kubernetes name, unless told) and marked so. */
+export function clip(text: string, max = 253): string {
+  return text.length > max ? `${text.slice(0, max)}...` : text;
 }
 
 /** The first MAX_VALUE_CHARACTERS characters of a value from the object, for a message. */

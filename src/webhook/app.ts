@@ -10,11 +10,12 @@ import { Registry } from 'prom-client';
 import { healthRoutes, type Readiness } from '../health.ts';
 import { WEBHOOK_TIMEOUT_SECONDS } from '../config.ts';
 import { secureContextOptions } from '../tls/secure-context.ts';
+import { clip } from '../policy/index.ts';
 import { errored, review } from './admission.ts';
 import { createAdmissionMetrics, ADMISSION_ENDPOINTS, type AdmissionEndpoint, type AdmissionMetrics } from './metrics.ts';
-import { OFFLOAD_BODY_BYTES, Offload, WorkerFailure } from './offload.ts';
+import { OFFLOAD_BODY_BYTES, Offload, ReviewExpired, WorkerFailure } from './offload.ts';
 import type { OwnerEventRecorder } from './owner-events.ts';
-import { HANDLERS, clip, judge, type AdmissionHandler, type Judgement } from './review.ts';
+import { HANDLERS, judge, type AdmissionHandler, type Judgement } from './review.ts';
 import type { AdmissionSettings } from './validate.ts';
 
 export type { AdmissionHandler } from './review.ts';
@@ -105,7 +106,7 @@ export function buildApp(options: AppOptions): WebhookApp {
       {
         errorHandler: (error: FastifyError, request, reply) => {
           const tooLarge = error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || (error instanceof WorkerFailure && error.outOfMemory);
-          const status = tooLarge ? 413 : (error.statusCode ?? 500) < 500 ? 400 : 500;
+          const status = tooLarge ? 413 : error instanceof ReviewExpired ? 503 : (error.statusCode ?? 500) < 500 ? 400 : 500;
           if (status === 500) request.log.error({ err: error }, 'admission handler failed');
           const message = protocolErrorMessage(error, status, options.bodyLimit, request.headers['content-type']);
           // The body was not read (or is in the worker, which failed): no uid to echo.
@@ -116,7 +117,9 @@ export function buildApp(options: AppOptions): WebhookApp {
         // No body and no content type: fastify parses nothing, and the judgement says the body is empty.
         const body = (request.body as Buffer | undefined) ?? Buffer.alloc(0);
         // A test's own handler runs here; the default ones in the worker when the body is large.
-        const judgement = !custom && body.length > OFFLOAD_BODY_BYTES ? await offload.judge(endpoint, body, settings) : judge(body, custom ?? HANDLERS[endpoint], settings);
+        // In the worker, a body still queued when the API server stops waiting is dropped unjudged.
+        const deadline = Date.now() + timeouts.requestTimeout - reply.elapsedTime;
+        const judgement = !custom && body.length > OFFLOAD_BODY_BYTES ? await offload.judge(endpoint, body, settings, deadline) : judge(body, custom ?? HANDLERS[endpoint], settings);
         if (judgement.failure) request.log.error({ err: judgement.failure }, 'admission handler failed');
         // Started here, finished in the background: the answer never waits for it.
         if (judgement.ownerNotice) options.ownerEvents?.record(judgement.ownerNotice);
@@ -170,6 +173,7 @@ function answerWith(endpoint: AdmissionEndpoint, metrics: AdmissionMetrics): Ans
 
 function protocolErrorMessage(error: FastifyError, status: number, bodyLimit: number, contentType: string | undefined): string {
   if (error instanceof WorkerFailure && error.outOfMemory) return 'request body takes more memory to check than the webhook allows; no pod the API server accepts is this costly';
+  if (error instanceof ReviewExpired) return error.message;
   if (status === 413) return `request body is larger than the limit of ${bodyLimit} bytes; raise --body-limit if pods this large are expected`;
   if (status === 500) return 'internal error while handling the admission request';
   if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return `Content-Type must be application/json, got ${contentType === undefined ? 'none' : JSON.stringify(contentType.slice(0, 100))}`;

@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import { Observable } from '@kubernetes/client-node';
 import type { BatchV1Api, ConfigurationOptions, CoreV1Api, V1ObjectMeta } from '@kubernetes/client-node';
 import { Counter, type Registry } from 'prom-client';
-import { OWNER_EVENT_REASON, type ControllerReference } from '../policy/index.ts';
+import { OWNER_EVENT_REASON, clip, type ControllerReference } from '../policy/index.ts';
 import { isApiError } from '../kube/api-errors.ts';
 import { eventBody } from '../kube/events.ts';
 
@@ -195,9 +195,6 @@ function isObjectName(name: string): boolean {
   return name.length <= 253 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(name);
 }
 
-function clip(text: string, max = 253): string {
-  return text.length > max ? `${text.slice(0, max)}...` : text;
-}
 
 /** Request options that abort the request on `signal` (the object API takes observable middleware). */
 function abortingOn(signal: AbortSignal): ConfigurationOptions {

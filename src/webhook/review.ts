@@ -2,7 +2,7 @@
 // the types of the fields the policy reads, run the handler. Pure and synchronous, so that it
 // runs alike on the event loop (small bodies) and in the worker thread (judge-worker.ts) that
 // takes large ones: its result is plain data, and carries the log fields, clipped.
-import { isRecord } from '../policy/index.ts';
+import { clip, isRecord } from '../policy/index.ts';
 import { errored, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
 import type { AdmissionEndpoint, AdmissionResult, MigrationResult } from './metrics.ts';
 import { mutate, mutateNativeSidecars } from './mutate.ts';
@@ -29,8 +29,8 @@ export interface RequestContext {
 
 /** What to answer, count and log for one request. */
 export interface Judgement {
-  /** The HTTP status: 413 only for a body too large to read (app.ts). */
-  status: 200 | 400 | 413 | 500;
+  /** The HTTP status: 413 only for a body too large to read, 503 for one that waited past its deadline (app.ts). */
+  status: 200 | 400 | 413 | 500 | 503;
   result: AdmissionResult;
   /** The request's uid, whole: the answer must carry it as sent (the log clips it). */
   uid: string;
@@ -90,7 +90,3 @@ export function requestContext(body: unknown): RequestContext & { uid: string } 
   };
 }
 
-/** Kubernetes names are at most 253 characters; anything longer is cut for the logs. */
-export function clip(value: string, max = 253): string {
-  return value.length > max ? `${value.slice(0, max)}...` : value;
-}

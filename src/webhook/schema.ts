@@ -2,6 +2,7 @@
 // admission.k8s.io/v1 AdmissionReview whose object has the types Kubernetes gives the fields
 // the policy reads. Failures become 400 messages that name the field.
 import { Ajv, type ErrorObject, type Options as AjvOptions } from 'ajv';
+import { clip } from '../policy/index.ts';
 import { ADMISSION_API_VERSION, OPERATIONS } from './admission.ts';
 
 /**
@@ -168,7 +169,7 @@ function fieldPath(pointer: string): string {
     .split('/')
     .slice(1)
     .map((raw) => raw.replaceAll('~1', '/').replaceAll('~0', '~'))
-    .map((segment, index) => (/^\d+$/.test(segment) || !/^[A-Za-z_][\w-]*$/.test(segment) ? `[${truncate(segment)}]` : index === 0 ? segment : `.${segment}`))
+    .map((segment, index) => (/^\d+$/.test(segment) || !/^[A-Za-z_][\w-]*$/.test(segment) ? `[${clip(segment, 64)}]` : index === 0 ? clip(segment, 64) : `.${clip(segment, 64)}`))
     .join('');
 }
 
@@ -178,7 +179,7 @@ export function describeSchemaError(errors: readonly ErrorObject[] | null | unde
   if (!error) return 'malformed AdmissionReview';
   const path = fieldPath(error.instancePath);
   const field = (child?: string) => [path, child].filter(Boolean).join('.') || 'body';
-  const quoted = (value: unknown) => truncate(JSON.stringify(value) ?? String(value));
+  const quoted = (value: unknown) => clip(JSON.stringify(value) ?? String(value), 64);
   const params = error.params as Record<string, unknown>;
   let text: string;
   switch (error.keyword) {
@@ -205,6 +206,3 @@ function typeName(value: unknown): string {
   return Array.isArray(value) ? 'array' : typeof value;
 }
 
-function truncate(text: string, max = 64): string {
-  return text.length > max ? `${text.slice(0, max)}...` : text;
-}

@@ -9,7 +9,10 @@ import {
   listedFindings,
   listedMessages,
   MAX_LISTED_FINDINGS,
+  MAX_FIELD_CHARACTERS,
   MAX_VALUE_CHARACTERS,
+  POD_ANNOTATIONS,
+  clip,
   inspectObject,
   isManageable,
   validatePodSpec,
@@ -187,6 +190,17 @@ t.test('a long value is quoted cut, with its length', async (t) => {
   const message = formatFinding(finding!);
   t.ok(message.includes(`"${'x'.repeat(MAX_VALUE_CHARACTERS)}"... (10000 characters)`), message.slice(0, 300));
   t.ok(message.length < 512, 'the message stays short');
+});
+
+t.test('a long key in a field path is cut too, so a key of megabytes makes no huge message', async (t) => {
+  const key = `${POD_ANNOTATIONS.stopPrefix}${'k'.repeat(100_000)}`;
+  const findings = validatePodSpec(podSpec([main(), killSidecar('proxy')]), { ...job, annotations: { [key]: 'signal' } });
+  const message = formatFinding(findings.find((finding) => finding.rule === 'sidecar-name-invalid')!);
+  const field = message.slice(0, message.indexOf('...: '));
+  t.ok(field.startsWith(`spec.template.metadata.annotations[${POD_ANNOTATIONS.stopPrefix}kkk`), field.slice(0, 80));
+  t.equal(field.length, MAX_FIELD_CHARACTERS, `the field path is cut at ${MAX_FIELD_CHARACTERS} characters, then "..."`);
+  t.ok(message.length < 1024, `the message is ${message.length} characters`);
+  t.equal(clip('short'), 'short', 'a short text is kept whole');
 });
 
 t.test("without the value: the field and the rule's words only, for text on an object the author does not own", async (t) => {

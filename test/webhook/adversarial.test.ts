@@ -11,7 +11,7 @@
 import { connect as tcpConnect, type Socket } from 'node:net';
 import { Agent, request } from 'node:https';
 import t from 'tap';
-import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, MAX_LISTED_FINDINGS } from '../../src/policy/index.ts';
+import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, MAX_LISTED_FINDINGS, POD_ANNOTATIONS } from '../../src/policy/index.ts';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
 import { review, type AdmissionReview } from '../../src/webhook/admission.ts';
 import { buildApp, type AppOptions } from '../../src/webhook/app.ts';
@@ -97,6 +97,26 @@ t.test('malformed types get a 400 naming the field, inline and in the worker, ne
       }
     }
   }
+});
+
+t.test('a key of 2 MB in the labels or the annotations: the answer and the log stay small', async (t) => {
+  const { app, lines } = loggedApp();
+  t.teardown(() => app.close());
+  const key = 'k'.repeat(2_000_000);
+  const sidecar = { name: 'proxy', image: 'envoy:1', env: [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }] };
+  const cases: Array<[string, Record<string, unknown>, number, RegExp]> = [
+    ['a label with that key and a number as its value', { labels: { [key]: 7 } }, 400, /^malformed AdmissionReview: request\.object\.metadata\.labels\.k{64}\.\.\.: Invalid value: must be string or null, not number$/],
+    ['a stop annotation with that key', { annotations: { [`${POD_ANNOTATIONS.stopPrefix}${key}`]: 'signal' } }, 200, /metadata\.annotations\[stop\.sidecar-terminator\.io\/k+\.\.\.: Invalid value: "k{128}"\.\.\. \(2000000 characters\): the key must be/],
+  ];
+  for (const [what, metadata, status, says] of cases) {
+    const body = JSON.stringify(podReview({ containers: [main, sidecar] }, metadata));
+    const answer = await inject(app, 'validate', body);
+    t.equal(answer.status, status, `${what}: ${status}`);
+    t.match(answer.review.response?.status?.message, says, `${what}: the message names the field, cut`);
+    t.ok(answer.bytes < 2048, `${what}: the answer is ${answer.bytes} bytes`);
+  }
+  const longest = Math.max(...lines.map((line) => line.length));
+  t.ok(longest <= LOG_LINE_LIMIT, `no log line over 16 KiB (the longest: ${longest} characters)`);
 });
 
 t.test('a large body is answered from the worker exactly as the event loop would answer it, patch included', async (t) => {
