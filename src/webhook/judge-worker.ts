@@ -12,6 +12,8 @@ export interface JudgeTask {
   endpoint: AdmissionEndpoint;
   body: Uint8Array;
   settings: AdmissionSettings;
+  /** Epoch ms after which the API server no longer waits for the answer: the body is not judged. */
+  deadline: number;
 }
 
 // This thread alone at the lowest CPU priority (Linux sets a thread's own nice value), so that
@@ -24,7 +26,11 @@ try {
   // Not allowed here: the worker keeps the process's priority.
 }
 
-parentPort?.on('message', ({ id, endpoint, body, settings }: JudgeTask) => {
+parentPort?.on('message', ({ id, endpoint, body, settings, deadline }: JudgeTask) => {
+  if (Date.now() > deadline) {
+    parentPort!.postMessage({ id, expired: true });
+    return;
+  }
   try {
     const { decision, ...judgement } = judge(body, HANDLERS[endpoint], settings);
     // The answer serialized here, and its bytes moved, not copied, to the event loop's thread.

@@ -36,6 +36,16 @@ export class WorkerFailure extends Error {
   }
 }
 
+/**
+ * The review waited in the worker's queue until after its deadline (the webhooks' timeout): the
+ * API server has given up on it, so judging it would only delay the large bodies behind it.
+ */
+export class ReviewExpired extends Error {
+  constructor() {
+    super('the review waited for the worker longer than the webhook timeout, behind other large reviews; the API server has given up on it');
+  }
+}
+
 type Pending = { resolve: (judgement: Judgement) => void; reject: (error: Error) => void };
 
 export class Offload {
@@ -44,14 +54,17 @@ export class Offload {
   private nextId = 0;
   private idle: NodeJS.Timeout | undefined;
 
-  /** Judges `body` in the worker, started on first use. The body's memory moves to the worker. */
-  judge(endpoint: AdmissionEndpoint, body: Buffer, settings: AdmissionSettings): Promise<Judgement> {
+  /**
+   * Judges `body` in the worker, started on first use. The body's memory moves to the worker. A
+   * body still queued at `deadline` (epoch ms) is not judged: the promise rejects with ReviewExpired.
+   */
+  judge(endpoint: AdmissionEndpoint, body: Buffer, settings: AdmissionSettings, deadline = Number.POSITIVE_INFINITY): Promise<Judgement> {
     clearTimeout(this.idle);
     const worker = (this.worker ??= this.start());
     const id = this.nextId++;
     // Moved, not copied; a Buffer that shares its memory with others is copied first.
     const owned = body.byteOffset === 0 && body.byteLength === body.buffer.byteLength ? body : Buffer.from(body);
-    const task: JudgeTask = { id, endpoint, body: owned, settings };
+    const task: JudgeTask = { id, endpoint, body: owned, settings, deadline };
     return new Promise<Judgement>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       // Busy, the worker keeps the process alive; idle, it does not.
@@ -73,7 +86,7 @@ export class Offload {
     const script = new URL(import.meta.url.endsWith('.ts') ? './judge-worker.ts' : './judge-worker.js', import.meta.url);
     // Without the parent's --import hooks (a test runner's), which would keep it alive.
     const worker = new Worker(script, { execArgv: [], resourceLimits: WORKER_HEAP });
-    worker.on('message', ({ id, judgement, payload, failure }: { id: number; judgement?: Judgement; payload?: Uint8Array; failure?: string }) => {
+    worker.on('message', ({ id, judgement, payload, failure, expired }: { id: number; judgement?: Judgement; payload?: Uint8Array; failure?: string; expired?: true }) => {
       const pending = this.pending.get(id);
       this.pending.delete(id);
       if (this.pending.size === 0) {
@@ -81,7 +94,7 @@ export class Offload {
         this.idle = setTimeout(() => void this.close(), WORKER_IDLE_MS).unref();
       }
       if (judgement) pending?.resolve(payload ? { ...judgement, payload: Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength) } : judgement);
-      else pending?.reject(new Error(failure));
+      else pending?.reject(expired ? new ReviewExpired() : new Error(failure));
     });
     const fail = (error: Error) => {
       if (this.worker === worker) this.worker = undefined;
