@@ -76,16 +76,22 @@ export class Executor {
     // its successor to announce it: every plan that tells sidecars to stop, by its requests or by
     // earlier ones, announces it, and the event's name, derived from the pod and the key, makes
     // the second announcement a conflict rather than a second event.
-    const announced = plan.stopping.length > 0 ? this.announce(pod, plan, state) : Promise.resolve();
+    // Its failure is caught at once, while the requests are still in flight: a rejection nobody
+    // handles yet (the API server gone mid-write) would end the process.
+    const announced: Promise<{ failed: false } | { failed: true; error: unknown }> = (plan.stopping.length > 0 ? this.announce(pod, plan, state) : Promise.resolve()).then(
+      () => ({ failed: false }),
+      (error: unknown) => ({ failed: true, error }),
+    );
     if (plan.stopping.length > 0 && plan.steps.some((step) => STOP_REQUESTS.has(step.type) && !made(state, step))) state.told = true;
     let requestedNow = false;
     try {
       const execution = await this.run(pod, state, plan, log, (made) => (requestedNow ||= made));
-      await announced;
+      const announcement = await announced;
+      if (announcement.failed) throw announcement.error;
       return execution;
     } finally {
       // Settled either way: a request that failed has its own error to throw.
-      await announced.catch(() => undefined);
+      await announced;
       // Logged once, when the requests are made: a reconcile that finds them made says nothing new.
       if (requestedNow) log.info({ sidecars: plan.stopping }, 'stopping sidecars');
     }

@@ -134,3 +134,28 @@ t.test("a successor announces a stop its predecessor requested but did not annou
   t.equal(await executorOf().execute(pod, inProgress, log), 'done', 'a third watcher finds it recorded (409) and goes on');
   t.equal(names.length, 1, 'still one event');
 });
+
+t.test('the event that announces a stop fails while the stop request is in flight (the API server gone): the reconcile fails, the process does not', async (t) => {
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  t.teardown(() => process.off('unhandledRejection', onUnhandled));
+  let release: (error: Error) => void = () => {};
+  const core = { createNamespacedEvent: async () => Promise.reject(new TypeError('fetch failed')) } as unknown as CoreV1Api;
+  const custom = { createNamespacedCustomObject: () => new Promise((_resolve, reject) => (release = reject)) } as unknown as CustomObjectsApi;
+  const executor = new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
+  const running = executor.execute(podWithUid('d'), crrPlan, log);
+  // The event's failure settles first, while the request waits; then the turns in which an unhandled rejection is reported.
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  release(new TypeError('fetch failed'));
+  await t.rejects(running, { message: 'fetch failed' }, 'the reconcile fails with the request\'s error, to be retried');
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  t.same(unhandled, [], 'no unhandled rejection');
+});
+
+t.test('the event that announces a stop fails and the request succeeds: the reconcile fails, so the event is tried again', async (t) => {
+  const core = { createNamespacedEvent: async () => Promise.reject(new TypeError('fetch failed')) } as unknown as CoreV1Api;
+  const custom = { createNamespacedCustomObject: async () => ({}) } as unknown as CustomObjectsApi;
+  const executor = new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
+  await t.rejects(executor.execute(podWithUid('e'), crrPlan, log), { message: 'fetch failed' });
+});
