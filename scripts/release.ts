@@ -92,6 +92,8 @@ export async function release(version: string, out: string): Promise<Release> {
       const written = writeImageIndex(name, join(out, 'images', name), info, images);
       images.set(name, written);
       for (const manifest of written.manifests) {
+        const [own, total] = pulledBytes(join(out, 'images', name), name, manifest.digest, images);
+        log(`image ${name} linux/${manifest.arch}: ${(total / 1048576).toFixed(1)} MiB to pull (gzipped layers${own === total ? '' : `, ${(own / 1048576).toFixed(2)} MiB of them its own above its base`})`);
         const sbom = imageSbom({
           repository: written.reference.slice(0, written.reference.lastIndexOf(':')),
           version,
@@ -117,6 +119,21 @@ export async function release(version: string, out: string): Promise<Release> {
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
+}
+
+/**
+ * What a node pulls for one architecture's image: the gzipped layers its manifest lists, its own
+ * (those its base does not have) and all of them, read from the OCI layout it was written to.
+ */
+function pulledBytes(layout: string, name: string, manifestDigest: string, images: Map<string, WrittenIndex>): [own: number, total: number] {
+  const blob = (digest: string) => readFileSync(join(layout, 'blobs', ...digest.split(':')), 'utf8');
+  const layers = (JSON.parse(blob(manifestDigest)) as { layers: { digest: string; size: number }[] }).layers;
+  const others = [...images].filter(([other]) => other !== name).map(([, image]) => image);
+  const baseDiffIds = new Set(others.flatMap((image) => image.manifests.flatMap((m) => m.layers.map((layer) => layer.diffId))));
+  const mine = images.get(name)!.manifests.find((m) => m.digest === manifestDigest)!;
+  const total = layers.reduce((sum, layer) => sum + layer.size, 0);
+  const own = layers.filter((_, index) => !baseDiffIds.has(mine.layers[index]!.diffId)).reduce((sum, layer) => sum + layer.size, 0);
+  return [own, total];
 }
 
 /** `helm package` with the release's version and appVersion (the image tag the chart defaults to). */

@@ -7,12 +7,14 @@
 // example Job completes, the kubectl plugin is installed with krew from the release's manifest and
 // archive and runs with no Node.js on the PATH, and `helm uninstall` leaves what the page says.
 // arm64 cannot run here: its index entries, image configurations and binaries' headers are checked.
+// Each image's SBOM is validated against the CycloneDX 1.6 schema by the CycloneDX library.
 import { execFileSync } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { AppsV1Api } from '@kubernetes/client-node';
+import { Spec, Validation } from '@cyclonedx/cyclonedx-library';
 import { helmBinary } from '../chart/helm.ts';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { runCommand } from '../support/command.ts';
@@ -76,7 +78,7 @@ else if (canRunRealNode(t)) {
   ]);
   const { cp, node } = cluster;
   t.equal(released.code, 0, `make release VERSION=${version} PUSH=${prefix}${released.code === 0 ? '' : `: ${released.stderr.slice(-2000)}`}`);
-  t.comment(released.stderr.split('\n').filter((line) => /kubectl plugin|done in|pushed oci/.test(line)).join('\n'));
+  t.comment(released.stderr.split('\n').filter((line) => /kubectl plugin|to pull|done in|pushed oci/.test(line)).join('\n'));
   // The next release, for the upgrade below: made while the first is checked and installed.
   const next = version.replace(/\d+$/, (patch) => String(Number(patch) + 1));
   const nextReleased = makeRelease(next, join(work, 'next'));
@@ -129,6 +131,25 @@ else if (canRunRealNode(t)) {
       const binary = join(dir, os === 'windows' ? 'kubectl-sidecar_terminator.exe' : 'kubectl-sidecar_terminator');
       if (header === 'PE') t.equal(peMachine(binary), 0x8664, `${archive}: a Windows x86-64 executable`);
       else t.equal(elfMachine(binary), header, `${archive}: an ELF executable for ${arch}`);
+    }
+  });
+
+  t.test('the SBOMs: valid CycloneDX 1.6, one per image and architecture, naming what each image holds', async (t) => {
+    const validator = new Validation.JsonStrictValidator(Spec.Version.v1dot6);
+    const expected: Record<string, RegExp[]> = {
+      'sidecar-terminator': [/^pkg:npm\/sidecar-terminator@/, /^pkg:npm\/node-linux-/, /^pkg:npm\/fastify@/, /^pkg:npm\/%40kubernetes\/client-node@/, /^pkg:deb\/debian\//],
+      'sidecar-terminator-runtime': [/^pkg:npm\/node-linux-/, /^pkg:deb\/debian\//],
+      'quick-exit': [/^pkg:golang\//],
+      'stop-sidecar': [/^pkg:golang\//],
+    };
+    for (const [image, holds] of Object.entries(expected)) {
+      for (const arch of ['amd64', 'arm64']) {
+        const file = join(out, 'sbom', `${image}-linux-${arch}.cdx.json`);
+        const text = readFileSync(file, 'utf8');
+        t.equal(await validator.validate(text), null, `${image} linux/${arch}: valid against the CycloneDX 1.6 schema`);
+        const purls = ((JSON.parse(text) as { components?: { purl?: string }[] }).components ?? []).map((component) => component.purl ?? '');
+        for (const purl of holds) t.ok(purls.some((each) => purl.test(each)), `${image} linux/${arch}: names a component ${purl}`);
+      }
     }
   });
 
