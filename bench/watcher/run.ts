@@ -43,6 +43,7 @@ import { startControlPlane, type ControlPlane } from '../../test/support/control
 import { CRR } from '../../test/support/kubelet-simulator.ts';
 import { httpStatus, PortLease } from '../../test/support/net.ts';
 import { installCrrCrd } from '../../test/support/stack.ts';
+import { waitFor } from '../../test/support/wait.ts';
 import { profileTables, summarise as summariseProfile, type CpuProfile } from '../lib/cpuprofile.ts';
 import { AuditLog, MEASURED_GROUP, auditFlags, total } from '../lib/audit.ts';
 import { addOnArgs, probed, type AfterGc } from '../lib/addon.ts';
@@ -70,14 +71,6 @@ async function pool<T>(items: readonly T[], limit: number, work: (item: T, index
       }
     }),
   );
-}
-
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, intervalMs = 100): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
-    await sleep(intervalMs);
-  }
 }
 
 /** What the driver's watches saw of one managed pod (performance.now() milliseconds). */
@@ -211,7 +204,7 @@ async function startSlimWatcher(cp: ControlPlane, dir: string, name: string, roo
     probe.env,
   );
   proc.child.once('exit', () => lease.release());
-  await until('the slim watcher to be ready', async () => (await httpStatus(`http://127.0.0.1:${port}/readyz`)) === 200, 60_000, 200);
+  await waitFor('the slim watcher to be ready', async () => (await httpStatus(`http://127.0.0.1:${port}/readyz`)) === 200, { timeoutMs: 60_000, intervalMs: 200 });
   return { ...proc, user, afterGc: () => probe.afterGc(proc.pid) };
 }
 
@@ -238,7 +231,7 @@ async function startAllPodsWatcher(cp: ControlPlane, dir: string): Promise<Watch
       // not a status line
     }
   });
-  await until('the all-pods watcher to list the pods', () => state.synced, 300_000, 200);
+  await waitFor('the all-pods watcher to list the pods', () => state.synced, { timeoutMs: 300_000, intervalMs: 200 });
   return { ...proc, user, cached: () => state.cached, afterGc: () => probe.afterGc(proc.pid) };
 }
 
@@ -417,7 +410,7 @@ async function main(): Promise<void> {
       await pool(names, 32, async (name) => {
         await core.createNamespacedPod({ namespace: MANAGED_NS, body: managedPod(name, seq) });
       });
-      await until(`${managedCount} managed pods running`, () => running().length >= managedCount, 30 * 60_000, 500);
+      await waitFor(`${managedCount} managed pods running`, () => running().length >= managedCount, { timeoutMs: 30 * 60_000, intervalMs: 500 });
       if (names.length > 0) log(`${names.length} managed pods created and running in ${fmt((performance.now() - t0) / 1000)} s`);
     };
     await topUp();
@@ -447,7 +440,7 @@ async function main(): Promise<void> {
     };
     const settled = async (unmanaged: number) => {
       for (const watcher of live.values()) {
-        if (watcher.cached) await until(`${watcher.name} to cache every pod`, () => watcher.cached!() >= unmanaged + managedCount, 10 * 60_000, 500);
+        if (watcher.cached) await waitFor(`${watcher.name} to cache every pod`, () => watcher.cached!() >= unmanaged + managedCount, { timeoutMs: 10 * 60_000, intervalMs: 500 });
       }
       await sleep(quick ? 3000 : 10_000); // the watchers' queues drain, allocation stops
     };
@@ -500,8 +493,8 @@ async function main(): Promise<void> {
         if (failed.length > 0) log(`  ${failed.length} exits failed, e.g. ${failed[0]}`);
         const entries = chosen.map((name) => tracked.get(name)!);
         const deadline = Math.max(120_000, burst * 500);
-        await until(`burst of ${burst}: every action`, () => entries.every((t) => t.actionAt !== undefined), deadline, 200).catch((error: unknown) => log(String(error)));
-        await until(`burst of ${burst}: every pod finished`, () => entries.every((t) => t.phase === 'Succeeded'), deadline, 200).catch((error: unknown) => log(String(error)));
+        await waitFor(`burst of ${burst}: every action`, () => entries.every((t) => t.actionAt !== undefined), { timeoutMs: deadline, intervalMs: 200 }).catch((error: unknown) => log(String(error)));
+        await waitFor(`burst of ${burst}: every pod finished`, () => entries.every((t) => t.phase === 'Succeeded'), { timeoutMs: deadline, intervalMs: 200 }).catch((error: unknown) => log(String(error)));
         const requests = await requestsWhenQuiet(auditLog, watcher.user, auditFrom);
         const cpu = cpuSeconds(watcher.pid) - cpu0;
         const controlPlaneCpuSeconds = cpuSecondsOf(controlPlanePids) - cp0;
@@ -534,7 +527,7 @@ async function main(): Promise<void> {
         await pool(chosen, 32, async (name) => {
           await core.deleteNamespacedPod({ namespace: MANAGED_NS, name, gracePeriodSeconds: 0 }).catch(() => undefined);
         });
-        await until('finished pods deleted', () => entries.every((t) => t.deleted), 120_000, 200);
+        await waitFor('finished pods deleted', () => entries.every((t) => t.deleted), { timeoutMs: 120_000, intervalMs: 200 });
       }
     };
     const fresh: Record<string, { rssMiB: number } & AfterGc> = {};

@@ -16,6 +16,7 @@ import { KubeletSimulator, simAnnotations } from '../support/kubelet-simulator.t
 import { waitFor } from '../support/wait.ts';
 import { servedCertificate, startServe } from '../support/serve-process.ts';
 import { finishedByWatcher, installCrrCrd } from '../support/stack.ts';
+import { barePod, killSidecar, main } from '../support/pods.ts';
 import { argsOf, helm, helmEnv, helmRelease as helmReleaseOf, parseManifests, template, type Manifest } from './helm.ts';
 import { repoRoot } from '../support/repo.ts';
 import { serviceAccountKubeconfig } from '../support/service-account.ts';
@@ -104,18 +105,8 @@ async function startWatcher(manifests: Manifest[], kubeconfig: string): Promise<
 }
 
 /** A bare pod with a main container that finishes after a second and a sidecar marked for the kill mechanism. */
-function jobLikePod(name: string, labelled: boolean): V1Pod {
-  return {
-    metadata: { name, labels: labelled ? { [MANAGED]: 'true' } : {}, annotations: { [simAnnotations.exitAfter('main')]: '1s' } },
-    spec: {
-      restartPolicy: 'Never',
-      containers: [
-        { name: 'main', image: 'busybox:1.36' },
-        { name: 'proxy', image: 'envoyproxy/envoy:v1.31.0', env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }] },
-      ],
-    },
-  };
-}
+const jobLikePod = (name: string, labelled: boolean): V1Pod =>
+  barePod(name, [main(), killSidecar()], { labels: labelled ? { [MANAGED]: 'true' } : {}, annotations: { [simAnnotations.exitAfter('main')]: '1s' } });
 
 async function waitUntilDone(namespace: string, name: string): Promise<V1Pod> {
   return waitFor(`pod ${namespace}/${name} to finish with its sidecar stopped`, async () => {

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { repoRoot } from '../support/repo.ts';
+import { bash } from '../support/command.ts';
 import { waitFor } from '../support/wait.ts';
 import { realNodeUnavailable } from '../support/real-node.ts';
 
@@ -33,15 +34,8 @@ t.teardown(() => {
   if (running) child.kill('SIGKILL');
 });
 
-function bash(script: string): Promise<{ code: number; output: string }> {
-  return new Promise((resolveRun) => {
-    const shell = spawn('bash', ['-c', script], { cwd: repoRoot, env: { ...process.env, KUBECONFIG: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let text = '';
-    shell.stdout.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-    shell.stderr.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-    shell.on('close', (code) => resolveRun({ code: code ?? 1, output: text }));
-  });
-}
+// A user's shell, where only the export line the demo prints sets KUBECONFIG (none of this machine's).
+const shellEnv = { ...process.env, KUBECONFIG: '' };
 
 await waitFor('make dev to be up', () => {
   if (!running) throw new Error(`scripts/dev.ts exited:\n${output}`);
@@ -58,7 +52,7 @@ t.test('it prints the kubeconfig, the kubectl and an export line that work', asy
   const kubectl = line(/^ {2}kubectl +(\S+)$/m)!;
   t.equal(readlinkSync(join(devDir, 'bin/kubectl')), kubectl, 'bin/kubectl links to the kubectl built with the control plane');
   t.match(readFileSync(join(devDir, 'env.sh'), 'utf8'), `export KUBECONFIG=${join(devDir, 'kubeconfig')}`);
-  const nodes = await bash(`${exportLine}\nkubectl get nodes -o name`);
+  const nodes = await bash(`${exportLine}\nkubectl get nodes -o name`, { env: shellEnv });
   t.equal(nodes.code, 0, nodes.code === 0 ? 'kubectl get nodes' : nodes.output);
   t.equal(nodes.output.trim(), realNodes ? 'node/node-1\nnode/virtual-node-1' : 'node/sim-node\nnode/sim-virtual-node', 'a normal and a virtual node');
   t.match(output, realNodes ? /real kubelets with containerd and runc/ : /played by the kubelet simulator/, 'it says who runs the pods');
@@ -67,7 +61,7 @@ t.test('it prints the kubeconfig, the kubectl and an export line that work', asy
 });
 
 t.test("serve's logs follow, made readable", async (t) => {
-  const refused = await bash(`${exportLine}\nkubectl apply -f examples/misconfigured.yaml`);
+  const refused = await bash(`${exportLine}\nkubectl apply -f examples/misconfigured.yaml`, { env: shellEnv });
   t.not(refused.code, 0);
   const denial = await waitFor('the denial in the demo output', () => output.split('\n').find((line) => /INFO +admission decision .*kind=Job/.test(line) && line.includes('name=misconfigured')));
   t.match(denial, /\d\d:\d\d:\d\d INFO +admission decision /, 'one readable line per admission decision, time and level first');
@@ -81,6 +75,6 @@ t.test('Ctrl-C stops everything and deletes the cluster', async (t) => {
   t.notOk(existsSync(controlPlaneDir), 'the control plane directory is gone');
   t.notOk(existsSync(join(devDir, 'kubeconfig')), 'and the published kubeconfig with it');
   t.notOk(existsSync(join(devDir, 'env.sh')));
-  const after = await bash(`${exportLine}\nkubectl get nodes --request-timeout=5s`);
+  const after = await bash(`${exportLine}\nkubectl get nodes --request-timeout=5s`, { env: shellEnv });
   t.not(after.code, 0, 'nothing answers any more');
 });

@@ -5,7 +5,6 @@
 // succeed, except the last one of a block whose output is an error kubectl prints (a refusal).
 // Only `make dev` (the demo is already running) and the `export` line (replaced by the same
 // variables for this demo) are not run; anything else but kubectl fails the test.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +13,7 @@ import t from 'tap';
 import { startDemo } from '../support/demo.ts';
 import { commandBlocks, readDoc, section } from '../support/markdown.ts';
 import { repoRoot } from '../support/repo.ts';
+import { bash } from '../support/command.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 
 /** The ```sh blocks of "Try it": each its command lines, and the output shown after them, if any. */
@@ -33,18 +33,6 @@ if (canRunRealNode(t)) {
   // What the page's export line sets, for this demo: its kubeconfig, and its kubectl first on the PATH.
   const env = { ...process.env, KUBECONFIG: demo.cp.kubeconfigPath, PATH: `${demo.cp.binDir}:${process.env.PATH}` };
 
-  function bash(command: string): Promise<{ code: number; output: string }> {
-    return new Promise((resolveRun, reject) => {
-      const child = spawn('bash', ['-c', command], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-      child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-      child.on('error', reject);
-      child.on('close', (code) => resolveRun({ code: code ?? 1, output: stdout + stderr }));
-    });
-  }
-
   const isRefusal = (output: string) => /^(Error from server|The request is invalid|error:)/.test(output);
 
   t.test('the section has the demo, the export line and kubectl commands only', async (t) => {
@@ -63,7 +51,7 @@ if (canRunRealNode(t)) {
       const refusal = block.expected !== undefined && isRefusal(block.expected);
       let output = '';
       for (const [position, command] of commands.entries()) {
-        const result = await bash(command);
+        const result = await bash(command, { env });
         output += result.output;
         const mustFail = refusal && position === commands.length - 1;
         t.equal(result.code !== 0, mustFail, `${command}: ${mustFail ? 'refused' : 'succeeds'}${result.code !== 0 && !mustFail ? `\n${result.output}` : ''}`);

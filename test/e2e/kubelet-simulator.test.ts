@@ -15,7 +15,7 @@ import t from 'tap';
 import { CRR, findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
-import { installCrrCrd, startCluster } from '../support/stack.ts';
+import { installCrrCrd, startCluster, waitForJob } from '../support/stack.ts';
 
 const { cp, sim, core, batch } = await startCluster(t, { sim: { maxGracePeriodMs: 1000, restartDelayMs: 200 } });
 const strategicMerge = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
@@ -31,7 +31,7 @@ t.test('Jobs and the real Job controller', async (t) => {
   t.test('a Job without sidecar completes', async (t) => {
     const namespace = await cp.createNamespace();
     await createJob(namespace, 'plain', { restartPolicy: 'Never', containers: [main], annotations: { [simAnnotations.exitAfter('main')]: '500ms' } });
-    await waitForJobCondition(namespace, 'plain', 'Complete');
+    await waitForJob({ core, batch }, namespace, 'plain', 'Complete');
     const pod = await jobPod(namespace, 'plain');
     t.equal(pod.status?.phase, 'Succeeded');
     t.equal(findContainerStatus(pod, 'main')?.state?.terminated?.exitCode, 0);
@@ -44,7 +44,7 @@ t.test('Jobs and the real Job controller', async (t) => {
       containers: [main],
       annotations: { [simAnnotations.exitAfter('main')]: '500ms', [simAnnotations.exitCode('main')]: '3' },
     });
-    await waitForJobCondition(namespace, 'failing', 'Failed');
+    await waitForJob({ core, batch }, namespace, 'failing', 'Failed');
     const pod = await jobPod(namespace, 'failing');
     t.equal(pod.status?.phase, 'Failed');
     t.equal(findContainerStatus(pod, 'main')?.state?.terminated?.exitCode, 3);
@@ -60,7 +60,7 @@ t.test('Jobs and the real Job controller', async (t) => {
       // The Job controller counts an OnFailure pod's container restarts against the backoff limit.
       backoffLimit: 2,
     });
-    await waitForJobCondition(namespace, 'flaky', 'Complete');
+    await waitForJob({ core, batch }, namespace, 'flaky', 'Complete');
     const pod = await jobPod(namespace, 'flaky');
     const status = findContainerStatus(pod, 'main');
     t.equal(pod.status?.phase, 'Succeeded');
@@ -78,7 +78,7 @@ t.test('Jobs and the real Job controller', async (t) => {
       annotations: { [simAnnotations.exitAfter('main')]: '500ms' },
       spec: { initContainers: [nativeSidecar] },
     });
-    await waitForJobCondition(namespace, 'native', 'Complete');
+    await waitForJob({ core, batch }, namespace, 'native', 'Complete');
     const pod = await jobPod(namespace, 'native');
     t.equal(findContainerStatus(pod, 'proxy')?.state?.terminated?.exitCode, 0);
     t.equal(findContainerStatus(pod, 'main')?.state?.terminated?.exitCode, 0);
@@ -95,7 +95,7 @@ t.test('Jobs and the real Job controller', async (t) => {
     const running = await sim.waitForPod(namespace, (pod) => isJobPod(pod, 'image') && isTerminated(pod, 'main') && isRunning(pod, 'sidecar'));
     t.equal(running.status?.phase, 'Running', 'the sidecar keeps the pod running');
     await setImage(running, 'sidecar', 'example.com/exit0:1.0');
-    await waitForJobCondition(namespace, 'image', 'Complete');
+    await waitForJob({ core, batch }, namespace, 'image', 'Complete');
     const status = findContainerStatus(await jobPod(namespace, 'image'), 'sidecar');
     t.equal(status?.image, 'example.com/exit0:1.0');
     t.equal(status?.restartCount, 1);
@@ -335,13 +335,6 @@ async function createPod(
   spec: Partial<V1PodSpec> = {},
 ): Promise<void> {
   await core.createNamespacedPod({ namespace, body: { metadata: { name, annotations }, spec: { restartPolicy: 'Never', containers, ...spec } } });
-}
-
-async function waitForJobCondition(namespace: string, name: string, type: 'Complete' | 'Failed'): Promise<void> {
-  await waitFor(`Job ${name} to be ${type}`, async () => {
-    const job = await batch.readNamespacedJob({ name, namespace });
-    return job.status?.conditions?.some((c) => c.type === type && c.status === 'True');
-  });
 }
 
 async function jobPod(namespace: string, job: string): Promise<V1Pod> {

@@ -3,30 +3,22 @@
 // sidecar-terminator.io/native-sidecars=enabled the marked sidecars become native sidecars, which
 // the (simulated) kubelet stops after the main container, and the watcher never touches the pod;
 // elsewhere, and for the pods that stay as they are, the watcher stops the sidecars as before.
-import { AdmissionregistrationV1Api, type V1Pod } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, type V1Container, type V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
-import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, EVENT_REASONS, MANAGED_LABEL, MIGRATED_ANNOTATION, SKIPPED_ANNOTATION } from '../../src/policy/index.ts';
+import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, EVENT_REASONS, MANAGED_LABEL, MIGRATED_ANNOTATION, SKIPPED_ANNOTATION } from '../../src/policy/index.ts';
 import { findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
-import { apply, eventsOf, finishedByWatcher, podOfJob, startStack, waitForJob, type Stack } from '../support/stack.ts';
-import { jobYaml } from '../support/pods.ts';
+import { apply, eventsOf, finishedByWatcher, podOfJob, startStack, waitForJob, waitForNativeSidecarsInEffect, type Stack } from '../support/stack.ts';
+import { imageSidecar, jobYaml, killSidecar, main, podYaml } from '../support/pods.ts';
 
 // Debug logs: the watcher says when it looked at a pod and found nothing to do.
 const stack = await startStack(t, { serveArgs: ['--native-sidecars', 'labelled', '--log-level', 'debug'] });
 const { cp, core } = stack;
 
-const main = `        - name: main
-          image: busybox:1.36`;
-const sidecar = (name: string, extra = '') => `        - name: ${name}
-          image: envoyproxy/envoy:v1.31.0
-          ports:
-            - containerPort: 15001
-          readinessProbe:
-            tcpSocket: { port: 15001 }
-          env:
-            - name: ${ENV_WHEN_JOB_EXIT}
-              value: "true"${extra}`;
-const ignoreExitCode = `\n            - name: ${ENV_IGNORE_EXIT_CODE}\n              value: "true"`;
+/** A kill sidecar with a port and a readiness probe, as a proxy has: the migration keeps them. */
+const proxySidecar = (name: string, extra: Partial<V1Container> = {}) =>
+  killSidecar(name, { ports: [{ containerPort: 15001 }], readinessProbe: { tcpSocket: { port: 15001 } }, ...extra });
+const ignoreExitCode = { env: [{ name: ENV_IGNORE_EXIT_CODE, value: 'true' }] };
 const mainExits = { [simAnnotations.exitAfter('main')]: '2s' };
 
 /** A namespace whose pods the native-sidecars webhook serves, once the API server calls it. */
@@ -66,29 +58,12 @@ t.test('the registered configuration sends labelled namespaces to the native-sid
   t.match(stack.serve.logs().find((l) => typeof l.msg === 'string' && l.msg.startsWith('native sidecar migration on')), { nativeSidecars: 'labelled', kubernetes: /^v1\.\d+/ }, 'the log says it is on, and for which server');
 
   // Registered just after serve is ready: wait until the API server calls it.
-  const namespace = await labelledNamespace();
-  await waitFor('the API server to call the native-sidecars webhook', async () => {
-    const dryRun = await cp.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace, input: jobPod('probe') });
-    return dryRun.code === 0 && (JSON.parse(dryRun.stdout) as V1Pod).metadata?.annotations?.[MIGRATED_ANNOTATION] === 'proxy';
-  });
+  t.equal(await waitForNativeSidecarsInEffect(cp, await labelledNamespace()), 'proxy', 'a dry run of a pod in a labelled namespace moves its sidecar');
 });
-
-function jobPod(name: string): string {
-  return `apiVersion: v1
-kind: Pod
-metadata:
-  name: ${name}
-spec:
-  restartPolicy: Never
-  containers:
-${main}
-${sidecar('proxy')}
-`;
-}
 
 t.test('labelled namespace: the sidecars become native sidecars, the kubelet stops them, the Job completes, the watcher writes nothing', async (t) => {
   const namespace = await labelledNamespace();
-  await apply(cp, namespace, jobYaml('migrated', { annotations: mainExits, containers: `${sidecar('proxy')}\n${main}\n${sidecar('sql-proxy', ignoreExitCode)}` }));
+  await apply(cp, namespace, jobYaml('migrated', { annotations: mainExits, containers: [proxySidecar('proxy'), main(), proxySidecar('sql-proxy', ignoreExitCode)] }));
   await waitForJob(stack, namespace, 'migrated', 'Complete');
   const pod = await podOfJob(stack, namespace, 'migrated');
   t.same(pod.spec?.containers.map((c) => c.name), ['main'], 'the main container stays');
@@ -105,7 +80,7 @@ t.test('labelled namespace: the sidecars become native sidecars, the kubelet sto
 
 t.test('the same Job in a namespace without the label: labelled and stopped by the watcher', async (t) => {
   const namespace = await cp.createNamespace();
-  await apply(cp, namespace, jobYaml('watched', { annotations: mainExits, containers: `${main}\n${sidecar('proxy')}` }));
+  await apply(cp, namespace, jobYaml('watched', { annotations: mainExits, containers: [main(), proxySidecar('proxy')] }));
   await waitForJob(stack, namespace, 'watched', 'Complete');
   const pod = await podOfJob(stack, namespace, 'watched');
   t.equal(pod.spec?.initContainers, undefined, 'nothing moved');
@@ -115,8 +90,8 @@ t.test('the same Job in a namespace without the label: labelled and stopped by t
 
 t.test('labelled namespace, a sidecar with a startup probe: it stays, the pod is annotated why, the watcher stops it', async (t) => {
   const namespace = await labelledNamespace();
-  const probed = sidecar('proxy').replace('          readinessProbe:', '          startupProbe:');
-  await apply(cp, namespace, jobYaml('probed', { annotations: mainExits, containers: `${main}\n${probed}` }));
+  const probed = proxySidecar('proxy', { readinessProbe: undefined, startupProbe: { tcpSocket: { port: 15001 } } });
+  await apply(cp, namespace, jobYaml('probed', { annotations: mainExits, containers: [main(), probed] }));
   await waitForJob(stack, namespace, 'probed', 'Complete');
   const pod = await podOfJob(stack, namespace, 'probed');
   t.equal(pod.spec?.initContainers, undefined);
@@ -126,7 +101,7 @@ t.test('labelled namespace, a sidecar with a startup probe: it stays, the pod is
 
 t.test('labelled namespace, a pod template annotated native-sidecars: disabled stays with the watcher', async (t) => {
   const namespace = await labelledNamespace();
-  await apply(cp, namespace, jobYaml('opted-out', { annotations: { ...mainExits, 'sidecar-terminator.io/native-sidecars': 'disabled' }, containers: `${main}\n${sidecar('proxy')}` }));
+  await apply(cp, namespace, jobYaml('opted-out', { annotations: { ...mainExits, 'sidecar-terminator.io/native-sidecars': 'disabled' }, containers: [main(), proxySidecar('proxy')] }));
   await waitForJob(stack, namespace, 'opted-out', 'Complete');
   const pod = await podOfJob(stack, namespace, 'opted-out');
   t.equal(pod.spec?.initContainers, undefined);
@@ -136,21 +111,7 @@ t.test('labelled namespace, a pod template annotated native-sidecars: disabled s
 
 t.test('kubectl shows why a bare pod is not moved', async (t) => {
   const namespace = await labelledNamespace();
-  const pod = `apiVersion: v1
-kind: Pod
-metadata:
-  name: image-only
-spec:
-  restartPolicy: Never
-  containers:
-${main}
-        - name: logs
-          image: fluent/fluent-bit:3.1
-          env:
-            - name: ${ENV_WITH_IMAGE}
-              value: registry.example.com/quick-exit:1.0
-`.replaceAll('\n        ', '\n    ');
-  const created = await cp.kubectl(['create', '-f', '-'], { namespace, input: pod });
+  const created = await cp.kubectl(['create', '-f', '-'], { namespace, input: podYaml('image-only', [main(), imageSidecar('logs')]) });
   t.equal(created.code, 0, created.stderr);
   t.match(created.stderr, /^Warning: not moved to native sidecars \(the watcher stops the sidecars\): spec\.containers\[1\]\.env\[KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE\]: sidecar logs is stopped by its quick-exit image alone/m);
   const stored = await core.readNamespacedPod({ name: 'image-only', namespace });
@@ -160,7 +121,7 @@ ${main}
 t.test('a migrated pod labelled managed by hand: the watcher sees it and does nothing', async (t) => {
   const namespace = await labelledNamespace();
   // The main container runs until the test ends it, so the label is there before it finishes.
-  await apply(cp, namespace, jobYaml('by-hand', { containers: `${main}\n${sidecar('proxy')}` }));
+  await apply(cp, namespace, jobYaml('by-hand', { containers: [main(), proxySidecar('proxy')] }));
   const pod = await waitFor('the pod to run', async () => {
     const pod = await podOfJob(stack, namespace, 'by-hand');
     return pod.status?.phase === 'Running' && pod;

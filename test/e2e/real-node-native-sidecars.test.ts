@@ -9,8 +9,8 @@ import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, MANAGED_LABEL, MIGRATED_ANNOTA
 import { findContainerStatus } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
-import { TEST_IMAGE, containerLog, startRealStack, testContainer } from '../support/real-stack.ts';
-import { apply, eventsOf, installCrrCrd, podOfJob, waitForJob } from '../support/stack.ts';
+import { containerLog, startRealStack, testContainer } from '../support/real-stack.ts';
+import { apply, eventsOf, installCrrCrd, podOfJob, waitForJob, waitForNativeSidecarsInEffect } from '../support/stack.ts';
 import { jobYaml } from '../support/pods.ts';
 
 
@@ -41,13 +41,7 @@ if (canRunRealNode(t)) {
     const namespace = await cp.createNamespace();
     await cp.kubectl(['label', 'namespace', namespace, 'sidecar-terminator.io/native-sidecars=enabled']);
     // Registered just after serve is ready: a server-side dry run shows when the API server calls it.
-    const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'probe' }, spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: TEST_IMAGE }, { name: 'proxy', image: TEST_IMAGE, env: [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }] }] } };
-    const migrated = await waitFor('the API server to call the native-sidecars webhook', async () => {
-      const dryRun = await cp.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace, input: JSON.stringify(pod) });
-      const answer = dryRun.code === 0 ? (JSON.parse(dryRun.stdout) as { metadata?: { annotations?: Record<string, string> } }) : undefined;
-      return answer?.metadata?.annotations?.[MIGRATED_ANNOTATION];
-    });
-    t.equal(migrated, 'proxy');
+    t.equal(await waitForNativeSidecarsInEffect(cp, namespace), 'proxy');
   });
 
   t.test('labelled namespace: the sidecars run as native sidecars, the kubelet stops them with SIGTERM, the Job completes, the watcher writes nothing', { buffered: true }, async (t) => {

@@ -5,13 +5,13 @@
 // admission goes on through the other.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationV1Api } from '@kubernetes/client-node';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { MANAGED_LABEL } from '../../src/policy/index.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { httpStatus } from '../support/net.ts';
 import { registeringWebhooks, servedCertificate, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
-import { actedOnceEach, startCluster, tryApply, waitForWebhooksInEffect } from '../support/stack.ts';
+import { actedOnceEach, startCluster, tryApply, waitForJobsComplete, waitForWebhooksInEffect } from '../support/stack.ts';
 import { jobYaml, killSidecar, main, sidecarMarked } from '../support/pods.ts';
 import { startTcpBalancer } from '../support/tcp-balancer.ts';
 
@@ -34,16 +34,8 @@ await waitForWebhooksInEffect(cp, await cp.createNamespace());
 const becameLeader = (replica: ServeProcess) => replica.logs().find((line) => line.msg === 'became leader');
 const actedOn = (replica: ServeProcess) => replica.logs().filter((line) => line.msg === 'stopping sidecars').map((line) => String(line.pod));
 
-async function waitForJobs(namespace: string, names: string[]): Promise<void> {
-  await waitFor(
-    `${names.length} Jobs in ${namespace} to complete`,
-    async () => {
-      const jobs = (await batch.listNamespacedJob({ namespace })).items.filter((job) => names.includes(job.metadata!.name!));
-      return jobs.filter((job) => job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True')).length === names.length;
-    },
-    { timeoutMs: 180_000, intervalMs: 1000 },
-  );
-}
+/** The named Jobs of the namespace complete (others there not counted): a burst of them may take minutes. */
+const waitForJobs = (t: Test, namespace: string, names: string[]) => waitForJobsComplete(t, { core, batch }, namespace, names, undefined, 180_000);
 
 t.test('two watcher replicas: one leads, a killed leader is replaced, no pod is acted on twice', async (t) => {
   const namespace = await cp.createNamespace();
@@ -59,7 +51,7 @@ t.test('two watcher replicas: one leads, a killed leader is replaced, no pod is 
 
   const first = Array.from({ length: 5 }, (_, i) => `first-${i}`);
   for (const name of first) t.equal((await apply(namespace, goodJob(name))).code, 0, `${name} applied`);
-  await waitForJobs(namespace, first);
+  await waitForJobs(t, namespace, first);
   t.ok(first.every((name) => actedOn(leader).some((pod) => pod.startsWith(`${namespace}/${name}-`))), 'the leader acted on every pod');
   t.same(actedOn(standby), [], 'the standby did nothing');
   t.notOk(standby.logs().some((line) => line.msg === 'watcher starting'), 'the standby did not even start its watcher');
@@ -76,7 +68,7 @@ t.test('two watcher replicas: one leads, a killed leader is replaced, no pod is 
   t.not(takeover.identity, becameLeader(leader)?.identity, 'the standby became leader under its own identity');
   const after = Array.from({ length: 5 }, (_, i) => `after-${i}`);
   for (const name of after) t.equal((await apply(namespace, goodJob(name))).code, 0, `${name} applied`);
-  await waitForJobs(namespace, [...burst, ...after]);
+  await waitForJobs(t, namespace, [...burst, ...after]);
   const byNewLeader = actedOn(standby);
   t.ok(after.every((name) => byNewLeader.some((pod) => pod.startsWith(`${namespace}/${name}-`))), 'the new leader acted on the Jobs created after the takeover');
 
@@ -97,7 +89,7 @@ t.test('a leader stopped with SIGTERM releases the lease and the other replica t
   const leader = await waitFor('a leader', () => replicas.find(becameLeader));
   const standby = replicas.find((replica) => replica !== leader)!;
   t.equal((await apply(namespace, goodJob('before'))).code, 0, 'applied');
-  await waitForJobs(namespace, ['before']);
+  await waitForJobs(t, namespace, ['before']);
 
   const held = await leases.readNamespacedLease({ namespace: addonNamespace, name: 'graceful' });
   const exit = await leader.stop();
@@ -113,7 +105,7 @@ t.test('a leader stopped with SIGTERM releases the lease and the other replica t
   const expiry = new Date(held.spec!.renewTime!).getTime() + 90_000;
   t.ok(new Date(taken.spec!.acquireTime!).getTime() < expiry, 'the standby acquired the Lease before the released one would have expired');
   t.equal((await apply(namespace, goodJob('after'))).code, 0, 'applied');
-  await waitForJobs(namespace, ['after']);
+  await waitForJobs(t, namespace, ['after']);
   t.ok(actedOn(standby).some((pod) => pod.startsWith(`${namespace}/after-`)), 'the new leader acts');
   await actedOnceEach(t, { core }, namespace);
 });

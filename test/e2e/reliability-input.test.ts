@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { startControlPlane } from '../support/control-plane.ts';
 import { startServe } from '../support/serve-process.ts';
+import { postStatus } from '../support/net.ts';
 import { HOSTILE_SHAPES, countWithin, hostileBody } from '../support/hostile-reviews.ts';
 import { runCli } from '../cli/run.ts';
 import { Random, fuzzCase } from '../webhook/random.ts';
@@ -99,7 +100,7 @@ t.test('serve: 5,000 hostile AdmissionReviews over HTTPS leave memory and log li
         next++;
         const fuzz = fuzzCase(random, JSON.parse(random.pick(fixtures)));
         bytesSent += fuzz.body.length;
-        const status = await post(serve.port, agent, random.chance(0.5) ? '/validate' : '/mutate', fuzz.body, fuzz.contentType);
+        const status = await postStatus(serve.port, random.chance(0.5) ? '/validate' : '/mutate', fuzz.body, { agent, contentType: fuzz.contentType });
         statuses.set(status, (statuses.get(status) ?? 0) + 1);
       }
     };
@@ -127,7 +128,7 @@ t.test('serve: 5,000 hostile AdmissionReviews over HTTPS leave memory and log li
   const hostileStatuses: Array<number | string> = [];
   for (const shape of HOSTILE_SHAPES) {
     const body = hostileBody(shape, countWithin(shape));
-    for (const path of ['/validate', '/mutate']) hostileStatuses.push(await post(serve.port, agent, path, body, 'application/json'));
+    for (const path of ['/validate', '/mutate']) hostileStatuses.push(await postStatus(serve.port, path, body, { agent, contentType: 'application/json' }));
   }
   t.same(hostileStatuses.filter((status) => status !== 200 && status !== 400), [], `the ${hostileStatuses.length} hostile bodies are answered 200 or 400`);
   t.ok(serve.running(), 'serve is still running after them');
@@ -155,18 +156,4 @@ function heapUsedMiB(port: number, agent: Agent): Promise<number> {
 function rssMiB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1]) / 1024;
-}
-
-function post(port: number, agent: Agent, path: string, body: string, contentType: string | undefined): Promise<number | string> {
-  return new Promise((resolvePost) => {
-    const req = request(
-      { host: '127.0.0.1', port, path, method: 'POST', agent, headers: { ...(contentType ? { 'content-type': contentType } : {}), 'content-length': Buffer.byteLength(body) } },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolvePost(res.statusCode ?? 'none'));
-      },
-    );
-    req.on('error', (error: NodeJS.ErrnoException) => resolvePost(error.code ?? error.message));
-    req.end(body);
-  });
 }

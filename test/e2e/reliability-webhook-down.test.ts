@@ -13,7 +13,7 @@ import { MANAGED_LABEL } from '../../src/policy/index.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, startServe, startWatcherProcess } from '../support/serve-process.ts';
-import { finishedByWatcher, startCluster, tryApply, waitForWebhooksInEffect } from '../support/stack.ts';
+import { finishedByWatcher, startCluster, tryApply, waitForJob, waitForWebhooksInEffect } from '../support/stack.ts';
 import { imageSidecar, jobYaml, killSidecar, main, podYaml } from '../support/pods.ts';
 
 const CONFIG_NAME = 'st-webhook-down';
@@ -93,7 +93,7 @@ t.test('failurePolicy Ignore, webhook down: the sweeper labels the pods it misse
   const addonNamespace = await cp.createNamespace('sidecar-terminator');
   t.equal((await apply(addonNamespace, podYaml('excluded', [main(), killSidecar()], { annotations: exitAfter }))).code, 0, 'excluded admitted');
 
-  for (const name of jobs) await waitForJobComplete(namespace, name);
+  for (const name of jobs) await waitForJob({ core, batch }, namespace, name, 'Complete');
   const completed = (await batch.listNamespacedJob({ namespace })).items.filter((job) => job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True'));
   t.same(jobs.filter((name) => !completed.some((job) => job.metadata?.name === name)), [], 'every Job created while the webhook was down completed');
 
@@ -120,14 +120,6 @@ t.test('failurePolicy Ignore, webhook down: the sweeper labels the pods it misse
   }
 });
 
-async function waitForJobComplete(namespace: string, name: string): Promise<void> {
-  await waitFor(
-    `Job ${namespace}/${name} to complete`,
-    async () => (await batch.readNamespacedJob({ namespace, name })).status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True'),
-    { timeoutMs: 90_000, intervalMs: 500 },
-  );
-}
-
 t.test('namespaces opted in by label: the sweeper labels pods in those only, as the webhook serves those only', async (t) => {
   // The webhook configuration of the test above stays, failurePolicy Ignore, nothing answering:
   // pods are admitted unlabelled. A watcher told the opt-in labels sweeps instead of the one above.
@@ -141,7 +133,7 @@ t.test('namespaces opted in by label: the sweeper labels pods in those only, as 
 
   const job = (name: string) => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: '2s' }, containers: [main(), killSidecar()] });
   for (const namespace of [optedIn, notOptedIn]) t.equal((await apply(namespace, job('swept'))).code, 0, `admitted unlabelled in ${namespace}`);
-  await waitForJobComplete(optedIn, 'swept');
+  await waitForJob({ core, batch }, optedIn, 'swept', 'Complete');
   const [opted] = (await core.listNamespacedPod({ namespace: optedIn, labelSelector: 'job-name=swept' })).items;
   t.equal(opted?.metadata?.labels?.[MANAGED_LABEL], 'true', 'the pod of the namespace that opted in was labelled by the sweeper');
 

@@ -7,7 +7,6 @@
 //   rendered with helm and applied to the API server, asked with `kubectl auth can-i`).
 import { readFileSync, statSync } from 'node:fs';
 import { get as httpGet } from 'node:http';
-import { request } from 'node:https';
 import { join } from 'node:path';
 import tls from 'node:tls';
 import { randomBytes } from 'node:crypto';
@@ -16,7 +15,7 @@ import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { render, type Manifest } from '../chart/helm.ts';
 import { findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
-import { handshake } from '../support/net.ts';
+import { handshake, postStatus } from '../support/net.ts';
 import { waitFor } from '../support/wait.ts';
 import { apply, eventsOf, podOfJob, startStack, waitForJob } from '../support/stack.ts';
 import { imageSidecar, jobYaml, main, podYaml, sidecarMarked } from '../support/pods.ts';
@@ -131,7 +130,7 @@ t.test('no token, key or env value in the logs, errors included', async (t) => {
     review.replace('"kind":{"group":"","version":"v1","kind":"Pod"},', ''), // no request.kind
   ];
   for (const body of malformed) {
-    const status = await post(stack.serve.port, '/validate', body);
+    const status = await postStatus(stack.serve.port, '/validate', body, { contentType: 'application/json' });
     t.equal(status, 400, 'a malformed review is refused');
   }
   await waitForJob(stack, namespace, 'secret-env', 'Complete');
@@ -237,15 +236,4 @@ function certDirOf(pid: number): string {
   const dir = args[args.indexOf('--cert-dir') + 1];
   if (!dir) throw new Error('serve has no --cert-dir');
   return dir;
-}
-
-function post(port: number, path: string, body: string): Promise<number | undefined> {
-  return new Promise((resolvePost) => {
-    const req = request({ host: '127.0.0.1', port, path, method: 'POST', rejectUnauthorized: false, headers: { 'content-type': 'application/json' } }, (res) => {
-      res.resume();
-      resolvePost(res.statusCode);
-    });
-    req.on('error', () => resolvePost(undefined));
-    req.end(body);
-  });
 }

@@ -7,7 +7,7 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AdmissionregistrationV1Api, type V1Job, type V1Pod } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, type V1Container } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { render } from '../chart/helm.ts';
@@ -15,7 +15,8 @@ import { startInjector } from '../support/injector.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
-import { finishedByWatcher, startCluster } from '../support/stack.ts';
+import { finishedByWatcher, podsOfJob, startCluster, waitForJob } from '../support/stack.ts';
+import { cronJobYaml, jobYaml, main, sidecarMarked, type JobOptions } from '../support/pods.ts';
 
 const cluster = await startCluster(t);
 const { cp, core, batch } = cluster;
@@ -24,44 +25,16 @@ const namespace = await cp.createNamespace();
 const kubectl = (args: string[], input?: string) => cp.kubectl(args, { namespace, ...(input ? { input } : {}) });
 const JOB_WAIT = { timeoutMs: 120_000, intervalMs: 500 };
 
-/** A pod template: a main container that exits 0 after a second, and a sidecar with `sidecarEnv` if given. */
-function podTemplate(indent: string, sidecarEnv?: string): string {
-  const sidecar = sidecarEnv === undefined ? '' : `
-    - name: proxy
-      image: "envoyproxy/envoy:v1.31.0"
-      env: [${sidecarEnv}]`;
-  return `metadata:
-  annotations:
-    ${simAnnotations.exitAfter('main')}: 1s
-spec:
-  restartPolicy: Never
-  containers:
-    - {name: main, image: "busybox:1.36"}${sidecar}`.replaceAll('\n', `\n${indent}`);
-}
-
 /** Accepted and finished by OpenKruise (a sidecar, killed; "yes" counts as "false"), an error here. */
-const KRUISE_ACCEPTS = `{name: ${ENV_WHEN_JOB_EXIT}, value: "true"}, {name: ${ENV_IGNORE_EXIT_CODE}, value: "yes"}`;
+const KRUISE_ACCEPTS = sidecarMarked('true', 'proxy', { env: [{ name: ENV_IGNORE_EXIT_CODE, value: 'yes' }] });
 const FINDING = `containers[1].env[${ENV_IGNORE_EXIT_CODE}]: Invalid value: "yes": must be "true" or "false"`;
 
-const job = (name: string, sidecarEnv?: string) => `apiVersion: batch/v1
-kind: Job
-metadata: {name: ${name}}
-spec:
-  backoffLimit: 0
-  template:
-    ${podTemplate('    ', sidecarEnv)}
-`;
-
-async function completed(name: string): Promise<V1Job> {
-  return waitFor(`Job ${name} to complete`, async () => {
-    const current = await batch.readNamespacedJob({ name, namespace });
-    return current.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True') && current;
-  }, JOB_WAIT);
-}
-
-async function podsOf(job: string): Promise<V1Pod[]> {
-  return (await core.listNamespacedPod({ namespace, labelSelector: `job-name=${job}` })).items;
-}
+/** A Job's pods: a main container that exits 0 after a second, and `sidecar` if given. */
+const jobPods = (sidecar?: V1Container): JobOptions => ({
+  annotations: { [simAnnotations.exitAfter('main')]: '1s' },
+  containers: sidecar ? [main(), sidecar] : [main()],
+});
+const job = (name: string, sidecar?: V1Container) => jobYaml(name, jobPods(sidecar));
 
 async function ownerEvents(kind: string, name: string) {
   const events = await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.kind=${kind},involvedObject.name=${name}` });
@@ -72,21 +45,9 @@ async function ownerEvents(kind: string, name: string) {
 // Job is created once the add-on runs (a schedule alone would race with the start below).
 const created = await kubectl(['apply', '-f', '-'], job('before-install', KRUISE_ACCEPTS));
 if (created.code !== 0) throw new Error(created.stderr);
-const cronJob = await kubectl(['apply', '-f', '-'], `apiVersion: batch/v1
-kind: CronJob
-metadata: {name: nightly}
-spec:
-  schedule: "* * * * *"
-  suspend: true
-  concurrencyPolicy: Forbid
-  jobTemplate:
-    spec:
-      backoffLimit: 0
-      template:
-        ${podTemplate('        ', KRUISE_ACCEPTS)}
-`);
+const cronJob = await kubectl(['apply', '-f', '-'], cronJobYaml('nightly', { schedule: '* * * * *', suspend: true, concurrencyPolicy: 'Forbid' }, jobPods(KRUISE_ACCEPTS)));
 if (cronJob.code !== 0) throw new Error(cronJob.stderr);
-await waitFor('the pod of before-install to run', async () => (await podsOf('before-install'))[0]?.status?.phase === 'Running', JOB_WAIT);
+await waitFor('the pod of before-install to run', async () => (await podsOfJob(cluster, namespace, 'before-install'))[0]?.status?.phase === 'Running', JOB_WAIT);
 
 // Then the add-on, webhook and watcher, registered with the API server.
 const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
@@ -100,8 +61,8 @@ await waitFor('the API server to call the webhook', async () => {
 });
 
 t.test('a Job that ran before the add-on was installed completes: its pod is labelled, as its controller made it', async (t) => {
-  await completed('before-install');
-  const pod = await waitFor('the watcher to be finished with the pod', async () => finishedByWatcher(cluster, await podsOf('before-install')));
+  await waitForJob(cluster, namespace, 'before-install', 'Complete', JOB_WAIT.timeoutMs);
+  const pod = await waitFor('the watcher to be finished with the pod', async () => finishedByWatcher(cluster, await podsOfJob(cluster, namespace, 'before-install')));
   t.equal(pod.status?.phase, 'Succeeded', 'labelled by the sweeper (its Job created it), stopped by the watcher');
 });
 
@@ -122,8 +83,8 @@ t.test("the CronJob's next Job and its pods are created, the Job completes, and 
     return jobs.items.find((item) => item.metadata?.ownerReferences?.some((owner) => owner.kind === 'CronJob' && owner.name === 'nightly' && owner.controller));
   }, { timeoutMs: 150_000, intervalMs: 1000 });
   const name = first.metadata!.name!;
-  await completed(name);
-  const pod = await waitFor('the watcher to be finished with the pod', async () => finishedByWatcher(cluster, await podsOf(name)));
+  await waitForJob(cluster, namespace, name, 'Complete', JOB_WAIT.timeoutMs);
+  const pod = await waitFor('the watcher to be finished with the pod', async () => finishedByWatcher(cluster, await podsOfJob(cluster, namespace, name)));
   t.equal(pod.status?.phase, 'Succeeded', 'labelled at admission, handled by the watcher');
   await kubectl(['patch', 'cronjob', 'nightly', '--type=merge', '-p', '{"spec":{"suspend":true}}']);
 
@@ -157,13 +118,9 @@ async function injectedSidecarStopped(t: Test, ours: string): Promise<void> {
 
   const applied = await cp.kubectl(['apply', '-f', '-'], { namespace: injected, input: job('injected') });
   t.equal(applied.code, 0, 'applied', { stderr: applied.stderr });
-  const done = await waitFor('Job injected to complete', async () => {
-    const current = await batch.readNamespacedJob({ name: 'injected', namespace: injected });
-    return current.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True');
-  }, JOB_WAIT);
-  t.ok(done);
+  t.ok(await waitForJob(cluster, injected, 'injected', 'Complete', JOB_WAIT.timeoutMs));
   const pod = await waitFor('the watcher to be finished with the pod', async () =>
-    finishedByWatcher(cluster, (await core.listNamespacedPod({ namespace: injected, labelSelector: 'job-name=injected' })).items),
+    finishedByWatcher(cluster, await podsOfJob(cluster, injected, 'injected')),
   );
   t.same(pod.spec?.containers.map((c) => c.name), ['main', 'log-agent'], 'the injector added its sidecar; labelled at admission');
   t.same(pod.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['log-agent'], 'the injected sidecar was stopped');
@@ -173,11 +130,11 @@ async function injectedSidecarStopped(t: Test, ours: string): Promise<void> {
 }
 
 t.test('a marker listed twice, "true" then "false": a warning at admission, and the sidecar is stopped', async (t) => {
-  const result = await kubectl(['apply', '-f', '-'], job('twice', `{name: ${ENV_WHEN_JOB_EXIT}, value: "true"}, {name: ${ENV_WHEN_JOB_EXIT}, value: "false"}`));
+  const result = await kubectl(['apply', '-f', '-'], job('twice', sidecarMarked('true', 'proxy', { env: [{ name: ENV_WHEN_JOB_EXIT, value: 'false' }] })));
   t.equal(result.code, 0, 'created', { stderr: result.stderr });
   t.match(result.stderr, `Warning: spec.template.spec.containers[1].env[${ENV_WHEN_JOB_EXIT}]: Duplicate value: "${ENV_WHEN_JOB_EXIT}": defined 2 times in this container; one of them is "true", so the container is a sidecar`);
-  await completed('twice');
-  const [pod] = await podsOf('twice');
+  await waitForJob(cluster, namespace, 'twice', 'Complete', JOB_WAIT.timeoutMs);
+  const [pod] = await podsOfJob(cluster, namespace, 'twice');
   t.same(pod?.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['proxy'], 'stopped, as OpenKruise would');
   t.equal(pod?.status?.phase, 'Succeeded');
 });

@@ -1,5 +1,6 @@
 // Runs a command to its end, as a person at a terminal would: input on stdin, output collected.
 import { spawn } from 'node:child_process';
+import { repoRoot } from './repo.ts';
 
 export interface CommandResult {
   /** The exit code; 1 when the command was ended by a signal. */
@@ -27,4 +28,14 @@ export async function runCommand(
     child.on('close', (exitCode) => resolveCode(exitCode ?? 1));
   });
   return { code, stdout, stderr };
+}
+
+/**
+ * `script` run by `bash -c` from the repository's root (or `cwd`), as a user at a terminal there
+ * types it. `output` is all it printed, stdout then stderr, as tests compare with what a page
+ * shows or quote when it fails.
+ */
+export async function bash(script: string, options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<CommandResult & { output: string }> {
+  const result = await runCommand('bash', ['-c', script], { cwd: options.cwd ?? repoRoot, env: options.env });
+  return { ...result, output: result.stdout + result.stderr };
 }

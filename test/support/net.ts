@@ -1,5 +1,5 @@
 // Network helpers shared by the tests, the benchmarks and `make dev`: TCP ports leased for the
-// processes they start, the status of a GET, and a TLS handshake.
+// processes they start, the status of a GET or a POST, and a TLS handshake.
 //
 // A child process binds its port itself, later than the port is chosen. A port that was merely
 // free (listen on 0, read it, close) can be taken in between: by the next such choice, or by any
@@ -21,7 +21,7 @@
 // number in between: startups retry that once on new ports (retryOnPortTaken).
 import { readFileSync } from 'node:fs';
 import { get as httpGet } from 'node:http';
-import { get as httpsGet } from 'node:https';
+import { get as httpsGet, request as httpsRequest, type Agent } from 'node:https';
 import { createServer, type Server } from 'node:net';
 import tls from 'node:tls';
 
@@ -140,6 +140,24 @@ export function httpStatus(url: string): Promise<number | undefined> {
     });
     req.on('error', () => resolveStatus(undefined));
     req.on('timeout', () => req.destroy());
+  });
+}
+
+/**
+ * The status of an HTTPS POST of `body` to 127.0.0.1:`port` (any certificate), once the answer is
+ * read to its end (so a kept-alive connection is free again); when the request fails, the error's
+ * code (ECONNRESET, ...) instead. `contentType`: no Content-Type header without it. `agent`: the
+ * connections to use (the global agent's without it).
+ */
+export function postStatus(port: number, path: string, body: string, options: { contentType?: string; agent?: Agent } = {}): Promise<number | string> {
+  return new Promise((resolvePost) => {
+    const headers = { ...(options.contentType ? { 'content-type': options.contentType } : {}), 'content-length': Buffer.byteLength(body) };
+    const req = httpsRequest({ host: '127.0.0.1', port, path, method: 'POST', agent: options.agent, rejectUnauthorized: false, headers }, (res) => {
+      res.resume();
+      res.on('end', () => resolvePost(res.statusCode ?? 'none'));
+    });
+    req.on('error', (error: NodeJS.ErrnoException) => resolvePost(error.code ?? error.message));
+    req.end(body);
   });
 }
 

@@ -1,8 +1,9 @@
 // The pods and containers of the tests, built one way: containers marked as OpenKruise's Job
 // Sidecar Terminator marks them, pods with their container states written as the kubelet writes
 // them, and nodes. Unit tests use the objects as they are; end-to-end tests give the same
-// containers to jobYaml, which writes the Job a user would `kubectl apply`.
-import type { V1Container, V1ContainerStatus, V1Node, V1ObjectMeta, V1Pod, V1PodSpec } from '@kubernetes/client-node';
+// containers to jobYaml, which writes the Job a user would `kubectl apply` (cronJobYaml and
+// podYaml the CronJob and the bare pod; barePod the same pod as an object, for the API).
+import type { V1Container, V1ContainerStatus, V1CronJobSpec, V1Node, V1ObjectMeta, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
 
@@ -134,12 +135,42 @@ spec:
 ${containers}`;
 }
 
-/** A bare pod manifest with these containers. */
-export function podYaml(name: string, containers: V1Container[], options: { labels?: Record<string, string>; annotations?: Record<string, string>; spec?: Partial<V1PodSpec> } = {}): string {
-  return toYaml({
+/**
+ * A CronJob manifest whose Jobs are those jobYaml writes with `job` (the name is the CronJob's),
+ * and `cron` its own fields: schedule, suspend, concurrencyPolicy, ...
+ */
+export function cronJobYaml(name: string, cron: Partial<V1CronJobSpec> & { schedule: string }, job: JobOptions): string {
+  // The Job's spec as jobYaml writes it, moved under jobTemplate: the same lines four spaces deeper.
+  const jobSpec = jobYaml(name, job).split('\nspec:\n')[1]!;
+  return `apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: ${name}
+spec:
+${indented(cron, 2)}
+  jobTemplate:
+    spec:
+${jobSpec.split('\n').map((line) => `    ${line}`).join('\n')}`;
+}
+
+export interface BarePodOptions {
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  /** Merged into the spec (restartPolicy Never unless given). */
+  spec?: Partial<V1PodSpec>;
+}
+
+/** A bare pod (no controller) with these containers, as the API takes it; podYaml writes the same for kubectl. */
+export function barePod(name: string, containers: V1Container[], options: BarePodOptions = {}): V1Pod {
+  return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name, ...(options.labels ? { labels: options.labels } : {}), ...(options.annotations ? { annotations: options.annotations } : {}) },
     spec: { restartPolicy: 'Never', ...options.spec, containers },
-  });
+  };
+}
+
+/** A bare pod manifest with these containers. */
+export function podYaml(name: string, containers: V1Container[], options: BarePodOptions = {}): string {
+  return toYaml(barePod(name, containers, options));
 }

@@ -5,8 +5,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ApiextensionsV1Api, BatchV1Api, CoreV1Api, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
-import { COMPONENT, EVENT_REASONS, MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
+import { ApiextensionsV1Api, BatchV1Api, CoreV1Api, type CoreV1Event, type V1Job, type V1Pod } from '@kubernetes/client-node';
+import { COMPONENT, EVENT_REASONS, MANAGED, MANAGED_LABEL, MIGRATED_ANNOTATION } from '../../src/policy/index.ts';
 import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from './control-plane.ts';
 import { CRR, KubeletSimulator, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
 import type { CommandResult } from './command.ts';
@@ -105,27 +105,45 @@ export async function apply(cp: ControlPlane, namespace: string, yaml: string): 
   return result.stderr;
 }
 
+/** Whether the Job controller has given the Job this condition (it ends there: Complete or Failed). */
+const hasCondition = (job: V1Job, condition: 'Complete' | 'Failed') => job.status?.conditions?.some((c) => c.type === condition && c.status === 'True') ?? false;
+
+/** Waits for one Job to be Complete or Failed and returns it as it was then. */
 export async function waitForJob(stack: Clients, namespace: string, name: string, condition: 'Complete' | 'Failed', timeoutMs = 90_000) {
   return waitFor(
     `Job ${namespace}/${name} to be ${condition}`,
     async () => {
       const job = await stack.batch.readNamespacedJob({ name, namespace });
-      return job.status?.conditions?.some((c) => c.type === condition && c.status === 'True') && job;
+      return hasCondition(job, condition) && job;
     },
     { timeoutMs },
   );
 }
 
-/** Waits for `count` complete Jobs in the namespace, commenting `progress()` (with the count) whenever it changes. */
-export async function waitForJobsComplete(t: { comment(message: string): void }, stack: Clients, namespace: string, count: number, progress: () => Promise<string>, timeoutMs = 360_000) {
+/**
+ * Waits for many Jobs of the namespace to complete, with one list a second however many they are
+ * (waitForJob for each would read each five times a second): `jobs` of them when a number, or
+ * the Jobs of these names (others of the namespace not counted). With `progress`, comments it
+ * (with the count) whenever it changes.
+ */
+export async function waitForJobsComplete(
+  t: { comment(message: string): void },
+  stack: Clients,
+  namespace: string,
+  jobs: number | readonly string[],
+  progress?: () => Promise<string>,
+  timeoutMs = 360_000,
+) {
+  const count = typeof jobs === 'number' ? jobs : jobs.length;
+  const counted = (job: V1Job) => typeof jobs === 'number' || jobs.includes(job.metadata?.name ?? '');
   let last = '';
   await waitFor(
-    `all ${count} Jobs to complete`,
+    typeof jobs === 'number' ? `all ${count} Jobs to complete` : `${count} Jobs in ${namespace} to complete`,
     async () => {
-      const jobs = await stack.batch.listNamespacedJob({ namespace });
-      const complete = jobs.items.filter((job) => job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True')).length;
-      const status = `${complete} complete, ${await progress()}`;
-      if (status !== last) t.comment((last = status));
+      const listed = await stack.batch.listNamespacedJob({ namespace });
+      const complete = listed.items.filter((job) => counted(job) && hasCondition(job, 'Complete')).length;
+      const status = progress && `${complete} complete, ${await progress()}`;
+      if (status !== undefined && status !== last) t.comment((last = status));
       return complete === count;
     },
     { timeoutMs, intervalMs: 1000 },
@@ -172,6 +190,21 @@ export async function waitForWebhooksInEffect(cp: ControlPlane, namespace: strin
     const result = await dryRun(podYaml('dry-run-good', [main(), killSidecar()]));
     return result.code === 0 && (JSON.parse(result.stdout) as V1Pod).metadata?.labels?.[MANAGED_LABEL] === MANAGED;
   }, { intervalMs: 250 });
+}
+
+/**
+ * The native-sidecars webhook, where serve runs with --native-sidecars, is registered with the
+ * others and so is called a moment after serve is ready too. A server-side dry run of a pod with
+ * a kill sidecar, `proxy`, in a namespace it serves (labelled
+ * sidecar-terminator.io/native-sidecars=enabled), shows when: the pod comes back annotated as
+ * migrated. Returns that annotation (the sidecars moved) for the test to check.
+ */
+export async function waitForNativeSidecarsInEffect(cp: ControlPlane, namespace: string): Promise<string> {
+  const probe = podYaml('probe', [main(), killSidecar()]);
+  return waitFor('the API server to call the native-sidecars webhook', async () => {
+    const dryRun = await cp.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace, input: probe });
+    return dryRun.code === 0 && (JSON.parse(dryRun.stdout) as V1Pod).metadata?.annotations?.[MIGRATED_ANNOTATION];
+  });
 }
 
 /** One ephemeral container for the one kill sidecar (`proxy`) and one SidecarTerminator event, on every pod of the namespace. */
