@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import t from 'tap';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
-import { runCommand, type CommandResult } from '../support/command.ts';
+import { bash, type CommandResult } from '../support/command.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { commandBlocks } from '../support/markdown.ts';
@@ -25,9 +25,8 @@ t.teardown(() => rmSync(work, { recursive: true, force: true }));
 // Node 24 first: npm, the package's scripts and the installed commands run on it.
 const basePath = `${dirname(process.execPath)}:${process.env.PATH}`;
 
-function sh(command: string, env: NodeJS.ProcessEnv = {}, cwd = repoRoot): Promise<CommandResult> {
-  return runCommand('bash', ['-c', command], { cwd, env: { ...process.env, PATH: basePath, ...env } });
-}
+/** A command line at a terminal whose PATH starts with Node 24's directory. */
+const sh = (command: string, env: NodeJS.ProcessEnv = {}): Promise<CommandResult> => bash(command, { env: { ...process.env, PATH: basePath, ...env } });
 
 /** `npm pack`, then `npm install -g` of the tarball into a prefix of its own: the page's install, minus the global directory. */
 async function installPackage(): Promise<string> {
