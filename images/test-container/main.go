@@ -1,9 +1,11 @@
 // test-container: the one program behind the test images of the real-node end-to-end tests, so each
 // behaviour a test relies on is explicit and logged.
 //
-//	test-container main [--sleep 2s] [--exit 0] [--fail-times N --state /path]
+//	test-container main [--wait-tcp host:port] [--sleep 2s] [--exit 0] [--fail-times N --state /path]
 //	    works for --sleep, then exits with --exit; with --fail-times it exits 1 on its first N runs
 //	    (counted in the --state file, which must survive a restart: an emptyDir), then --exit.
+//	    With --wait-tcp it first waits until that address accepts a connection: a sidecar's port,
+//	    so that the sidecar has started (and installed its signal handlers) when the work ends.
 //	test-container sidecar [--on-term 0] [--ignore-term]
 //	    runs until it gets SIGTERM or SIGINT, logs the signal and exits with --on-term; with
 //	    --ignore-term it logs SIGTERM and keeps running (only SIGKILL stops it).
@@ -14,6 +16,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -48,7 +51,11 @@ func runMain(args []string) {
 	exit := flags.Int("exit", 0, "exit code once done")
 	failTimes := flags.Int("fail-times", 0, "exit 1 on the first N runs")
 	state := flags.String("state", "", "file counting the runs (with --fail-times)")
+	waitTCP := flags.String("wait-tcp", "", "host:port to wait for (a sidecar listening) before working")
 	_ = flags.Parse(args)
+	if *waitTCP != "" {
+		waitForListener(*waitTCP, 5*time.Minute)
+	}
 
 	run := 1
 	if *failTimes > 0 {
@@ -73,6 +80,25 @@ func runMain(args []string) {
 	}
 	logf("main: done, exit code %d", *exit)
 	os.Exit(*exit)
+}
+
+// waitForListener returns once address accepts a TCP connection; it exits 2 after limit.
+func waitForListener(address string, limit time.Duration) {
+	logf("main: waiting for %s to accept connections", address)
+	deadline := time.Now().Add(limit)
+	for {
+		conn, err := net.DialTimeout("tcp", address, time.Second)
+		if err == nil {
+			conn.Close()
+			logf("main: %s accepts connections", address)
+			return
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "%s did not accept a connection within %s: %v\n", address, limit, err)
+			os.Exit(2)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func runSidecar(args []string) {

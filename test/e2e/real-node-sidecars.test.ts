@@ -38,6 +38,12 @@ interface Case {
   job: string;
   /** The table's columns. */
   program: string;
+  /**
+   * The sidecar's port on the pod's loopback: the main container waits for it before it starts
+   * its work, so the sidecar has started (and installed its signal handlers) before it is told
+   * to stop. A Go program told before that exits 2, which OnFailure restarts.
+   */
+  port?: number;
   mechanism: string;
   watcher: Watcher;
   restartPolicy: 'Never' | 'OnFailure';
@@ -57,11 +63,13 @@ interface Case {
 }
 
 const cases: Case[] = [];
-const programs: Array<{ program: string; sidecar: (method: string) => V1Container; http?: true }> = [
-  { program: 'OpenTelemetry Collector', sidecar: () => ({ name: 'otelcol', image: image('otelcol'), env: sidecarEnv() }) },
-  { program: 'nginx', sidecar: () => ({ name: 'nginx', image: image('nginx'), env: sidecarEnv() }) },
+const NGINX_PORT = 8080;
+const programs: Array<{ program: string; port: number; sidecar: (method: string) => V1Container; http?: true }> = [
+  { program: 'OpenTelemetry Collector', port: 4317, sidecar: () => ({ name: 'otelcol', image: image('otelcol'), env: sidecarEnv() }) },
+  { program: 'nginx', port: NGINX_PORT, sidecar: () => ({ name: 'nginx', image: image('nginx'), env: sidecarEnv() }) },
   {
     program: 'cloud-sql-proxy',
+    port: 5432,
     http: true,
     sidecar: (method) =>
       method === 'http'
@@ -69,7 +77,7 @@ const programs: Array<{ program: string; sidecar: (method: string) => V1Containe
         : { name: 'cloud-sql-proxy', image: image('cloud-sql-proxy'), args: ['--exit-zero-on-sigterm', ...CLOUD_SQL_ARGS], env: sidecarEnv() },
   },
 ];
-for (const { program, sidecar, http } of programs) {
+for (const { program, port, sidecar, http } of programs) {
   for (const restartPolicy of ['Never', 'OnFailure'] as const) {
     const methods: Array<[string, Watcher]> = [['signal', 'signal'], ['crr', 'crr'], ...(http ? ([['http', 'signal'], ['http', 'crr']] as Array<[string, Watcher]>) : [])];
     for (const [method, watcher] of methods) {
@@ -77,6 +85,7 @@ for (const { program, sidecar, http } of programs) {
       cases.push({
         job: `${short}-${method}-${watcher}-${restartPolicy.toLowerCase()}`,
         program,
+        port,
         mechanism: method === 'http' ? `HTTP (POST :9091/quitquitquit), ${watcher} watcher` : method,
         watcher,
         restartPolicy,
@@ -91,6 +100,7 @@ for (const { program, sidecar, http } of programs) {
 cases.push({
   job: 'injected-nginx',
   program: 'nginx, injected by another webhook',
+  port: NGINX_PORT,
   mechanism: 'signal (sidecar named by annotation)',
   watcher: 'injected',
   restartPolicy: 'Never',
@@ -179,11 +189,11 @@ if (canRunRealNode(t)) {
   t.teardown(() => crrWatcher.stop());
   await startInjector(t, cp, namespaces.injected, { name: 'web', image: image('nginx') });
 
-  const main = testContainer('main', ['main', '--sleep', '3s']);
   await Promise.all(
-    cases.map((c) =>
-      apply(cp, namespaces[c.watcher], jobYaml(c.job, { restartPolicy: c.restartPolicy, containers: c.watcher === 'injected' ? [main] : [main, c.sidecar], ...(c.spec ? { spec: c.spec } : {}), ...(c.annotations ? { annotations: c.annotations } : {}) })),
-    ),
+    cases.map((c) => {
+      const main = testContainer('main', ['main', ...(c.port ? ['--wait-tcp', `127.0.0.1:${c.port}`] : []), '--sleep', '3s']);
+      return apply(cp, namespaces[c.watcher], jobYaml(c.job, { restartPolicy: c.restartPolicy, containers: c.watcher === 'injected' ? [main] : [main, c.sidecar], ...(c.spec ? { spec: c.spec } : {}), ...(c.annotations ? { annotations: c.annotations } : {}) }));
+    }),
   );
 
   const rows: string[] = [];
