@@ -186,10 +186,15 @@ async function main(): Promise<void> {
   }
   for (const entry of (args.get('variants') ?? '').split(';').filter(Boolean)) {
     const name = entry.slice(0, entry.indexOf('='));
-    const words = entry.slice(entry.indexOf('=') + 1).split(' ').filter(Boolean);
     // NAME=value words are the process's environment (glibc's MALLOC_ARENA_MAX), the rest Node's flags.
-    const env = Object.fromEntries(words.filter((w) => /^[A-Z_][A-Z0-9_]*=/.test(w)).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]));
-    variants.push({ name, args: [...words.filter((w) => !/^[A-Z_][A-Z0-9_]*=/.test(w)), imageArgs.at(-1)!], env });
+    const env: Record<string, string> = {};
+    const flags: string[] = [];
+    for (const word of entry.slice(entry.indexOf('=') + 1).split(' ').filter(Boolean)) {
+      const setting = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(word);
+      if (setting) env[setting[1]!] = setting[2]!;
+      else flags.push(word);
+    }
+    variants.push({ name, args: [...flags, imageArgs.at(-1)!], env });
   }
 
   const cp = await startControlPlane({ log });

@@ -76,22 +76,19 @@ export class Executor {
     // its successor to announce it: every plan that tells sidecars to stop, by its requests or by
     // earlier ones, announces it, and the event's name, derived from the pod and the key, makes
     // the second announcement a conflict rather than a second event.
-    // Its failure is caught at once, while the requests are still in flight: a rejection nobody
-    // handles yet (the API server gone mid-write) would end the process.
-    const announced: Promise<{ failed: false } | { failed: true; error: unknown }> = (plan.stopping.length > 0 ? this.announce(pod, plan, state) : Promise.resolve()).then(
-      () => ({ failed: false }),
-      (error: unknown) => ({ failed: true, error }),
-    );
+    const announced = plan.stopping.length > 0 ? this.announce(pod, plan, state) : Promise.resolve();
+    // Handled at once, while the requests are still in flight: a rejection nobody handles yet
+    // (the API server gone mid-write) would end the process. It is awaited, and thrown, below.
+    announced.catch(() => undefined);
     if (plan.stopping.length > 0 && plan.steps.some((step) => STOP_REQUESTS.has(step.type) && !made(state, step))) state.told = true;
     let requestedNow = false;
     try {
       const execution = await this.run(pod, state, plan, log, (made) => (requestedNow ||= made));
-      const announcement = await announced;
-      if (announcement.failed) throw announcement.error;
+      await announced;
       return execution;
     } finally {
       // Settled either way: a request that failed has its own error to throw.
-      await announced;
+      await announced.catch(() => undefined);
       // Logged once, when the requests are made: a reconcile that finds them made says nothing new.
       if (requestedNow) log.info({ sidecars: plan.stopping }, 'stopping sidecars');
     }

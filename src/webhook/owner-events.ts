@@ -195,7 +195,6 @@ function isObjectName(name: string): boolean {
   return name.length <= 253 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(name);
 }
 
-
 /** Request options that abort the request on `signal` (the object API takes observable middleware). */
 function abortingOn(signal: AbortSignal): ConfigurationOptions {
   return {

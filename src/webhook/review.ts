@@ -89,4 +89,3 @@ export function requestContext(body: unknown): RequestContext & { uid: string } 
     dryRun: request.dryRun === true,
   };
 }
-

@@ -163,13 +163,19 @@ export function checkReview(body: unknown): string | undefined {
   return validateReview(body) ? undefined : describeSchemaError(validateReview.errors);
 }
 
+/** Each segment of a field path, and each value, is cut at this many characters in a 400's message: they come from the body. */
+const MAX_QUOTED_CHARACTERS = 64;
+
 /** A JSON Pointer as a Kubernetes field path: `/request/object/spec/containers/1/name` is `request.object.spec.containers[1].name`. */
 function fieldPath(pointer: string): string {
   return pointer
     .split('/')
     .slice(1)
     .map((raw) => raw.replaceAll('~1', '/').replaceAll('~0', '~'))
-    .map((segment, index) => (/^\d+$/.test(segment) || !/^[A-Za-z_][\w-]*$/.test(segment) ? `[${clip(segment, 64)}]` : index === 0 ? clip(segment, 64) : `.${clip(segment, 64)}`))
+    .map((segment, index) => {
+      const cut = clip(segment, MAX_QUOTED_CHARACTERS);
+      return /^\d+$/.test(segment) || !/^[A-Za-z_][\w-]*$/.test(segment) ? `[${cut}]` : index === 0 ? cut : `.${cut}`;
+    })
     .join('');
 }
 
@@ -179,7 +185,7 @@ export function describeSchemaError(errors: readonly ErrorObject[] | null | unde
   if (!error) return 'malformed AdmissionReview';
   const path = fieldPath(error.instancePath);
   const field = (child?: string) => [path, child].filter(Boolean).join('.') || 'body';
-  const quoted = (value: unknown) => clip(JSON.stringify(value) ?? String(value), 64);
+  const quoted = (value: unknown) => clip(JSON.stringify(value) ?? String(value), MAX_QUOTED_CHARACTERS);
   const params = error.params as Record<string, unknown>;
   let text: string;
   switch (error.keyword) {
@@ -205,4 +211,3 @@ function typeName(value: unknown): string {
   if (value === null) return 'null';
   return Array.isArray(value) ? 'array' : typeof value;
 }
-
