@@ -167,6 +167,14 @@ securityContext:
 terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
 {{- end }}
 
+{{/* A container's environment variables from a component's `env` map, by name. */}}
+{{- define "sidecar-terminator.envList" -}}
+{{- range $name, $value := . }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
+{{- end }}
+{{- end }}
+
 {{/* The watcher's pod permissions: one ClusterRole, or a Role per --namespaces entry. */}}
 {{- define "sidecar-terminator.watcherPodRules" -}}
 # The reflector lists and watches the managed pods (listPodForAllNamespaces or
