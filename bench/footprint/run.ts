@@ -15,7 +15,7 @@
 //    the watcher once it has listed the managed pods (`serve --no-webhook`), the webhook once it
 //    serves HTTPS with its certificates (`serve --no-watcher --cert-dir`), Kruise's controller
 //    once its pods, nodes and CRRs are cached. `--starts` fresh processes each, median;
-//  - memory: one process of each role, probed (bench/watcher/gc-probe.ts): RSS 10 s after ready
+//  - memory: one process of each role, probed (bench/watcher/gc-probe.mjs): RSS 10 s after ready
 //    ("idle"), then the live heap and RSS after a full GC. The webhook then takes the admission
 //    load of bench/webhook (autocannon, 16 connections, the 5-container pod to /validate and
 //    /mutate in turn, `--load-seconds`): its RSS is sampled every 250 ms (peak, and at the end),
@@ -37,7 +37,7 @@ import { buildImage } from '../../scripts/build-images.ts';
 import { startControlPlane } from '../../test/support/control-plane.ts';
 import { httpStatus, PortLease } from '../../test/support/net.ts';
 import { installCrrCrd } from '../../test/support/stack.ts';
-import { addOnArgs, probed, type AfterGc } from '../lib/addon.ts';
+import { addOnArgs, probed, roleEnv, type AfterGc, type Role } from '../lib/addon.ts';
 import { kruiseVersion, startKruisePeer } from '../lib/kruise-peer.ts';
 import { pooledKubeConfig } from '../lib/kube.ts';
 import { admissionLoad } from '../lib/load.ts';
@@ -141,8 +141,8 @@ interface Variant {
   name: string;
   /** `node` arguments up to the script's own: Node's flags and the CLI. */
   args: string[];
-  /** Environment of the process (`--variants 'arena2=MALLOC_ARENA_MAX=2'`). */
-  env?: Record<string, string>;
+  /** Environment of each role's process: the chart's (roleEnv), or a variant's (`--variants 'arena2=MALLOC_ARENA_MAX=2'`). */
+  env: Record<Role, Record<string, string>>;
 }
 
 interface RoleFigures {
@@ -179,10 +179,11 @@ async function main(): Promise<void> {
   log(`image ${image.reference}: layer ${fmt(image.layerBytes / 1048576)} MiB, ${fmt(image.layerGzipBytes / 1048576)} MiB gzipped (runtime ${fmt(image.runtimeGzipBytes / 1048576)}, the rest ${fmt(image.restGzipBytes / 1048576)})`);
 
   const imageArgs = addOnArgs();
-  const variants: Variant[] = [{ name: 'image', args: imageArgs }];
+  const chartEnv = (root?: string) => ({ webhook: roleEnv('webhook', root), watcher: roleEnv('watcher', root) });
+  const variants: Variant[] = [{ name: 'image', args: imageArgs, env: chartEnv() }];
   for (const entry of (args.get('compare-root') ?? '').split(',').filter(Boolean)) {
     const [name, root] = entry.split('=', 2) as [string, string];
-    variants.push({ name, args: addOnArgs(resolve(root)) });
+    variants.push({ name, args: addOnArgs(resolve(root)), env: chartEnv(resolve(root)) });
   }
   for (const entry of (args.get('variants') ?? '').split(';').filter(Boolean)) {
     const name = entry.slice(0, entry.indexOf('='));
@@ -194,7 +195,8 @@ async function main(): Promise<void> {
       if (setting) env[setting[1]!] = setting[2]!;
       else flags.push(word);
     }
-    variants.push({ name, args: [...flags, imageArgs.at(-1)!], env });
+    // The bundles with these settings only, in both roles (not the chart's).
+    variants.push({ name, args: [...flags, imageArgs.at(-1)!], env: { webhook: env, watcher: env } });
   }
 
   const cp = await startControlPlane({ log });
@@ -224,15 +226,15 @@ async function main(): Promise<void> {
         const ready = async () => (await httpStatus(readyUrl)) === 200;
         const readyMs: number[] = [];
         // The first start of the webhook writes the certificates: not counted.
-        if (role === 'webhook') await (await startTimed([...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready, variant.env)).stop();
+        if (role === 'webhook') await (await startTimed([...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready, variant.env[role])).stop();
         for (let i = 0; i < starts; i++) {
-          const started = await startTimed([...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready, variant.env);
+          const started = await startTimed([...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready, variant.env[role]);
           readyMs.push(started.readyMs);
           await started.stop();
           await sleep(500);
         }
         const probe = probed(dir, `${variant.name}-${role}`);
-        const measured = await startTimed([...probe.nodeArgs, ...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready, { ...variant.env, ...probe.env });
+        const measured = await startTimed([...probe.nodeArgs, ...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready, { ...variant.env[role], ...probe.env });
         try {
           await sleep(quick ? 3000 : 10_000);
           const idleRssMiB = memory(measured.pid).rssMiB;
@@ -273,7 +275,7 @@ async function main(): Promise<void> {
     if (!args.has('keep-logs')) rmSync(dir, { recursive: true, force: true });
   }
 
-  const markdown = summarise(image, results, kruise, { managed, starts, loadSeconds, flags: imageArgs.slice(0, -1) });
+  const markdown = summarise(image, results, kruise, { managed, starts, loadSeconds, flags: imageArgs.slice(0, -1), env: variants[0]!.env });
   const suffix = label ? `-${label}` : '';
   writeFileSync(join(outDir, `footprint${suffix}.json`), JSON.stringify({ managed, starts, loadSeconds, image, results, kruise, load: machineLoad() }, null, 1));
   writeFileSync(join(outDir, `footprint${suffix}.md`), markdown);
@@ -307,12 +309,12 @@ async function pool<T>(items: readonly T[], limit: number, work: (item: T) => Pr
   }));
 }
 
-function summarise(image: ImageSize, results: RoleFigures[], kruise: KruiseFigures | undefined, run: { managed: number; starts: number; loadSeconds: number; flags: string[] }): string {
+function summarise(image: ImageSize, results: RoleFigures[], kruise: KruiseFigures | undefined, run: { managed: number; starts: number; loadSeconds: number; flags: string[]; env: Record<Role, Record<string, string>> }): string {
   const mib = (bytes: number) => fmt(bytes / 1048576);
   const lines = [
     `Image \`${image.reference}\` (scripts/build-images.ts, the runtime layer and the add-on's): ${mib(image.layerBytes)} MiB, ${mib(image.layerGzipBytes)} MiB gzipped; the Node.js runtime (node and the libraries it links) ${mib(image.runtimeGzipBytes)} MiB gzipped, everything else ${mib(image.restGzipBytes)} MiB gzipped (${image.appFiles} files under /app; ${image.declarationFiles} .d.ts, ${image.sourceMaps} source maps).`,
     '',
-    `Each role with ${run.managed} managed pods Running, the add-on run as the image runs it (Node flags: ${run.flags.length > 0 ? `\`${run.flags.join(' ')}\`` : 'none'}) and any other variant; start to ready: median of ${run.starts} fresh processes (min-max); memory in MiB; the webhook under ${run.loadSeconds} s of admission load (16 connections, the 5-container pod, /validate then /mutate):`,
+    `Each role with ${run.managed} managed pods Running, the add-on run as the image runs it (Node flags: ${run.flags.length > 0 ? `\`${run.flags.join(' ')}\`` : 'none'}; the chart's environment: ${(['watcher', 'webhook'] as const).map((role) => `${role} ${Object.entries(run.env[role]).map(([k, v]) => `\`${k}=${v}\``).join(' ') || 'none'}`).join(', ')}) and any other variant; start to ready: median of ${run.starts} fresh processes (min-max); memory in MiB; the webhook under ${run.loadSeconds} s of admission load (16 connections, the 5-container pod, /validate then /mutate):`,
     '',
     table(
       ['process', 'start to ready ms', 'idle RSS', 'of which anonymous / file-backed', 'idle heap after GC', 'idle RSS after GC', 'under load: peak RSS', 'under load: RSS at the end', 'under load: heap after GC', 'peak RSS / idle RSS'],
@@ -343,7 +345,7 @@ function summarise(image: ImageSize, results: RoleFigures[], kruise: KruiseFigur
   ]);
   if (partsRows.length > 0) {
     lines.push(
-      'Where the RSS is, right after a full GC (MiB; /proc/PID/smaps_rollup and V8\'s heap statistics, bench/watcher/gc-probe.ts): file-backed pages (the node binary and the libraries it links, shared by the processes of one node), V8\'s heap as physical memory by space, and the rest of the anonymous memory (malloc of Node, OpenSSL and V8\'s own tables, thread stacks, buffers):',
+      'Where the RSS is, right after a full GC (MiB; /proc/PID/smaps_rollup and V8\'s heap statistics, bench/watcher/gc-probe.mjs): file-backed pages (the node binary and the libraries it links, shared by the processes of one node), V8\'s heap as physical memory by space, and the rest of the anonymous memory (malloc of Node, OpenSSL and V8\'s own tables, thread stacks, buffers):',
       '',
       table(
         ['process', 'RSS after GC', 'file-backed', 'V8 heap', ...spaceNames.map((n) => `of which ${n.replace(/_space$/, '').replace(/_/g, ' ')}`), 'V8, other spaces', 'other anonymous'],

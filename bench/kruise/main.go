@@ -13,7 +13,7 @@
 // For the benchmark it adds what kruise-manager lacks: /readyz answers 200 once the pods, nodes
 // and ContainerRecreateRequests the controller reads are cached, and on SIGUSR2 it runs a full
 // garbage collection and writes the live Go heap and the RSS, as JSON, to $BENCH_GC_PROBE_OUT
-// (bench/watcher/gc-probe.ts does the same for Node processes).
+// (bench/watcher/gc-probe.mjs does the same for Node processes).
 package main
 
 import (

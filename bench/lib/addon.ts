@@ -1,13 +1,15 @@
 // The add-on as the benchmarks start it: what the image runs (the bundles of scripts/bundle.ts,
-// with the Node flags of the Dockerfile's ENTRYPOINT), built once per checkout and run. A checkout
+// with the Node flags of the Dockerfile's ENTRYPOINT) in the environment the chart gives each role
+// (`webhook.env`, `watcher.env` of its values.yaml), built once per checkout and run. A checkout
 // from before the bundles (an earlier commit extracted by bench/run.ts) runs as its own image ran
 // it: its sources compiled by tsc, next to the repository's node_modules, without flags.
-// Also the GC probe each measured Node process carries (bench/watcher/gc-probe.ts).
+// Also the GC probe each measured Node process carries (bench/watcher/gc-probe.mjs).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parse as parseYaml } from 'yaml';
 import { addOnNodeFlags } from '../../scripts/build-images.ts';
 import { bundle } from '../../scripts/bundle.ts';
 
@@ -45,7 +47,8 @@ export function addOnArgs(root: string = repoRoot): string[] {
 
 /**
  * `node` arguments that run a harness script of bench/ (say bench/webhook/server.ts) bundled with
- * the add-on's code as the image's bundles are, with the image's Node flags.
+ * the add-on's code as the image's bundles are, with the image's Node flags (and to be run with
+ * the environment of its role, roleEnv()).
  */
 export async function bundledArgs(script: string): Promise<string[]> {
   const out = mkdtempSync(join(tmpdir(), 'st-bench-bundled-'));
@@ -55,13 +58,26 @@ export async function bundledArgs(script: string): Promise<string[]> {
   return [...addOnNodeFlags(), join(out, 'dist', `${basename(script, '.ts')}.js`)];
 }
 
+export type Role = 'webhook' | 'watcher';
+
+/**
+ * The environment the chart of the checkout at `root` gives a role's container (its default
+ * values' `<role>.env`: Node's and glibc's memory settings), empty for a checkout without one.
+ */
+export function roleEnv(role: Role, root: string = repoRoot): Record<string, string> {
+  const values = join(root, 'charts/sidecar-terminator/values.yaml');
+  if (!existsSync(values)) return {};
+  const env = (parseYaml(readFileSync(values, 'utf8')) as Record<Role, { env?: Record<string, string> } | undefined>)[role]?.env;
+  return { ...env };
+}
+
 /** The ENTRYPOINT flags of another checkout's Dockerfile. */
 function nodeFlagsOf(root: string): string[] {
   const line = /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(join(root, 'Dockerfile'), 'utf8'))?.[1];
   return line ? (JSON.parse(line) as string[]).slice(1, -1) : [];
 }
 
-/** The live heap and RSS right after a full garbage collection (bench/watcher/gc-probe.ts, bench/kruise/main.go). */
+/** The live heap and RSS right after a full garbage collection (bench/watcher/gc-probe.mjs, bench/kruise/main.go). */
 export interface AfterGc {
   heapMiB: number;
   rssAfterGcMiB: number;
@@ -79,7 +95,7 @@ export interface ResidentParts {
   otherAnonymousMiB: number;
 }
 
-const gcProbe = join(import.meta.dirname, '../watcher/gc-probe.ts');
+const gcProbe = join(import.meta.dirname, '../watcher/gc-probe.mjs');
 
 /** Node flags and environment that preload the GC probe into a measured process; `afterGc` asks it. */
 export function probed(dir: string, name: string): { nodeArgs: string[]; env: Record<string, string>; file: string; afterGc: (pid: number) => Promise<AfterGc> } {

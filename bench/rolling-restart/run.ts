@@ -34,7 +34,7 @@ import autocannon, { type Options } from 'autocannon';
 import { startControlPlane } from '../../test/support/control-plane.ts';
 import { httpStatus, PortLease } from '../../test/support/net.ts';
 import { startTcpBalancer, type Backend } from '../../test/support/tcp-balancer.ts';
-import { addOnArgs } from '../lib/addon.ts';
+import { addOnArgs, roleEnv } from '../lib/addon.ts';
 import { admissionLoad } from '../lib/load.ts';
 import { machineLoad } from '../lib/proc.ts';
 import { parseArgs, table } from '../lib/stats.ts';
@@ -76,7 +76,7 @@ async function startReplica(kubeconfig: string, certDir: string): Promise<Replic
   const child = spawn(
     'setpriv',
     ['--pdeathsig', 'KILL', '--', process.execPath, ...addOnArgs(root), 'serve', '--no-watcher', '--kubeconfig', kubeconfig, '--cert-dir', certDir, '--listen-address', `127.0.0.1:${port}`, '--shutdown-grace', shutdownGrace],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, KUBECONFIG: '' } },
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, KUBECONFIG: '', ...roleEnv('webhook', root) } },
   );
   const warnings: string[] = [];
   // One log line per decision: read and dropped, keeping only warnings and errors.

@@ -46,7 +46,7 @@ import { installCrrCrd } from '../../test/support/stack.ts';
 import { waitFor } from '../../test/support/wait.ts';
 import { profileTables, summarise as summariseProfile, type CpuProfile } from '../lib/cpuprofile.ts';
 import { AuditLog, MEASURED_GROUP, auditFlags, total } from '../lib/audit.ts';
-import { addOnArgs, probed, type AfterGc } from '../lib/addon.ts';
+import { addOnArgs, probed, roleEnv, type AfterGc } from '../lib/addon.ts';
 import { kruiseVersion, startKruisePeer } from '../lib/kruise-peer.ts';
 import { WATCHER_RULES } from './profile-rules.ts';
 import { pooledKubeConfig } from '../lib/kube.ts';
@@ -190,7 +190,7 @@ function spawnProcess(name: string, args: string[], logFile: string, pipeStdout 
   };
 }
 
-/** `serve --no-webhook`: the slim watcher as an operator runs it (the image's build and Node flags, info logs, default concurrency, sweeper on). */
+/** `serve --no-webhook`: the slim watcher as an operator runs it (the image's build and Node flags, the chart's environment, info logs, default concurrency, sweeper on). */
 async function startSlimWatcher(cp: ControlPlane, dir: string, name: string, root: string, profileDir?: string, extraArgs: string[] = []): Promise<Watcher> {
   const lease = new PortLease();
   const port = await lease.take();
@@ -201,7 +201,7 @@ async function startSlimWatcher(cp: ControlPlane, dir: string, name: string, roo
     [...probe.nodeArgs, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...addOnArgs(root), 'serve', '--no-webhook', '--kubeconfig', kubeconfig, '--kill-mechanism', 'crr', '--probe-address', `127.0.0.1:${port}`, ...extraArgs],
     join(dir, `${name}-watcher.log`),
     false,
-    probe.env,
+    { ...roleEnv('watcher', root), ...probe.env },
   );
   proc.child.once('exit', () => lease.release());
   await waitFor('the slim watcher to be ready', async () => (await httpStatus(`http://127.0.0.1:${port}/readyz`)) === 200, { timeoutMs: 60_000, intervalMs: 200 });

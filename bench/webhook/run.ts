@@ -27,7 +27,7 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
-import { bundledArgs } from '../lib/addon.ts';
+import { bundledArgs, roleEnv } from '../lib/addon.ts';
 import { admissionLoad } from '../lib/load.ts';
 import { cpuSeconds, machineLoad } from '../lib/proc.ts';
 import { Samples, fmt, median, numberList, parseArgs, pct, sortedQuantile, table } from '../lib/stats.ts';
@@ -78,8 +78,10 @@ let bundledServer: Promise<string[]> | undefined;
 export async function startServer(name: string, args: string[], nodeArgs: string[] = [], sources = false): Promise<Server> {
   const script = sources ? [serverScript] : await (bundledServer ??= bundledArgs(serverScript));
   // setpriv: the server dies with this process, whatever happens to it.
+  // Both servers, the webhook and the empty route, in the environment the chart gives the webhook.
   const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', process.execPath, ...nodeArgs, ...script, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, ...roleEnv('webhook') },
   });
   const lines = createInterface({ input: child.stdout });
   const first = await new Promise<string>((resolve, reject) => {
