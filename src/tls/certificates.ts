@@ -3,7 +3,6 @@
 // signs with SHA-1 by default, which the API server (Go) refuses.
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { isIP } from 'node:net';
-import { generate } from 'selfsigned';
 
 /** Everything the webhook serves and publishes, as PEM text. */
 export interface CertificateBundle {
@@ -40,6 +39,7 @@ export function servingHosts(serviceName: string, namespace: string, extra: stri
 /** A new CA and a serving certificate signed by it; the old bundle's CA stays in caBundle while valid. */
 export async function issueWithNewCa(options: IssueOptions, previous?: CertificateBundle): Promise<CertificateBundle> {
   const notBefore = new Date(options.now.getTime() - BACKDATE_MS);
+  const { generate } = await x509Issuer();
   const ca = await generate([{ name: 'commonName', value: `sidecar-terminator-ca@${Math.floor(options.now.getTime() / 1000)}` }], {
     keyType: 'ec',
     algorithm: 'sha256',
@@ -52,6 +52,12 @@ export async function issueWithNewCa(options: IssueOptions, previous?: Certifica
   });
   return issueServing({ caBundle: ca.cert + stillValidCa(previous, options.now), caKey: ca.private }, options);
 }
+
+/**
+ * selfsigned and its X.509 stack, loaded only to issue: a replica that finds valid certificates in
+ * its store reads them with node:crypto and starts without it (bench/README.md, section 0).
+ */
+const x509Issuer = async () => (await import('selfsigned')).default; // CommonJS: its exports are the default
 
 /** The PEM of the bundle's CA when it is readable and still valid, else ''. */
 function stillValidCa(bundle: CertificateBundle | undefined, now: Date): string {
@@ -68,6 +74,7 @@ export async function issueServing(ca: Pick<CertificateBundle, 'caBundle' | 'caK
   const caCert = signingCa(ca);
   const notAfter = Math.min(options.now.getTime() + options.validityMs, caCert.validToDate.getTime());
   const [commonName] = options.hosts;
+  const { generate } = await x509Issuer();
   const served = await generate([{ name: 'commonName', value: commonName ?? 'localhost' }], {
     keyType: 'ec',
     algorithm: 'sha256',
