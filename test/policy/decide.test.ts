@@ -66,7 +66,7 @@ t.test('OnFailure: a sidecar that exited non-zero is about to restart, so it is 
   t.match(decision, { outcome: 'wait', code: 'sidecars-restarting' });
 });
 
-// OpenKruise v1.8.2, pkg/controller/sidecarterminator: isInterestingPod groups the containers into
+// OpenKruise v1.9.0, pkg/controller/sidecarterminator: isInterestingPod groups the containers into
 // main and sidecar sets, and the trigger is containersCompleted(pod, mains) for Never and
 // containersSucceeded(pod, mains) for OnFailure. Both are true of an empty set once the status
 // lists every container of the spec, so a pod whose every container is a sidecar has its
