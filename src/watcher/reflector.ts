@@ -2,7 +2,8 @@
 // bookkeeping, a fresh list when the API server says 410 Gone, and reconnects with backoff on
 // errors and on a silent watch (client-node's Watch aborts after 30 s without data; bookmarks
 // keep a healthy watch talking).
-import { CoreV1Api, Watch, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { Watch, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { getJson } from '../kube/client.ts';
 import { exponentialBackoff } from './queue.ts';
 
 export type PodEvent = 'added' | 'modified' | 'deleted';
@@ -29,10 +30,17 @@ export interface ReflectorOptions {
 
 export const podKey = (pod: V1Pod): string => `${pod.metadata?.namespace}/${pod.metadata?.name}`;
 
+/** A page of a pod list as the API server sends it (plain JSON, as watch events are). */
+interface PodListPage {
+  items: V1Pod[];
+  metadata?: { continue?: string; resourceVersion?: string };
+}
+
 export class PodReflector {
   readonly cache = new Map<string, V1Pod>();
   private readonly options: ReflectorOptions;
-  private readonly core: CoreV1Api;
+  /** The pods' collection: in one namespace, or in all. */
+  private readonly path: string;
   private resourceVersion: string | undefined;
   private abort: AbortController | undefined;
   private stopped = false;
@@ -42,7 +50,7 @@ export class PodReflector {
 
   constructor(options: ReflectorOptions) {
     this.options = options;
-    this.core = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.path = options.namespace ? `/api/v1/namespaces/${encodeURIComponent(options.namespace)}/pods` : '/api/v1/pods';
   }
 
   start(): void {
@@ -67,15 +75,14 @@ export class PodReflector {
 
   /** Lists page by page, then replaces the cache, announcing what changed meanwhile. */
   private async list(): Promise<void> {
-    const { labelSelector, fieldSelector, namespace, pageSize = 500 } = this.options;
+    const { kubeConfig, labelSelector, fieldSelector, pageSize = 500 } = this.options;
     const fresh = new Map<string, V1Pod>();
     let continueToken: string | undefined;
     let resourceVersion: string | undefined;
     do {
-      const query = { labelSelector, fieldSelector, limit: pageSize, _continue: continueToken };
-      const page = namespace ? await this.core.listNamespacedPod({ namespace, ...query }) : await this.core.listPodForAllNamespaces(query);
+      const page = await getJson<PodListPage>(kubeConfig, this.path, { labelSelector, fieldSelector, limit: pageSize, continue: continueToken });
       for (const pod of page.items) fresh.set(podKey(pod), this.retained(pod));
-      continueToken = page.metadata?._continue || undefined;
+      continueToken = page.metadata?.continue || undefined;
       resourceVersion = page.metadata?.resourceVersion;
     } while (continueToken);
 
@@ -97,13 +104,12 @@ export class PodReflector {
   }
 
   private async watch(): Promise<void> {
-    const { namespace, labelSelector, fieldSelector, watchTimeoutSeconds = 300 } = this.options;
-    const path = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods` : '/api/v1/pods';
+    const { labelSelector, fieldSelector, watchTimeoutSeconds = 300 } = this.options;
     const params = { labelSelector, ...(fieldSelector ? { fieldSelector } : {}), resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: watchTimeoutSeconds };
     let gone = false;
     let ended = false;
     this.abort = await new Watch(this.options.kubeConfig).watch(
-      path,
+      this.path,
       params,
       (type: string, object: Record<string, unknown>) => {
         if (type === 'ERROR') {
