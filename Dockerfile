@@ -29,8 +29,8 @@ COPY package.json ./
 # The node image's unprivileged user, by number so that runAsNonRoot can verify it.
 USER 1000:1000
 # Node's flags, if any, go between node and the script (scripts/build-images.ts and the benchmarks
-# read them here). None for now: --optimize-for-size and --max-semi-space-size=1 each saved 8-12 MiB
-# of an idle process's resident memory but cost the webhook 10 to 30 points of its admission
-# capacity next to the empty route (bench/README.md, "Node's flags").
+# read them here). None: a smaller young generation saves the webhook 8 to 14 MiB but costs it 13%
+# or more of its admission capacity. The chart gives the watcher, which allocates little, its own
+# (NODE_OPTIONS and MALLOC_ARENA_MAX in watcher.env; bench/README.md, section 0).
 ENTRYPOINT ["node", "/app/dist/cli.js"]
 CMD ["serve"]
