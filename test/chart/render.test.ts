@@ -6,7 +6,7 @@ import { parseFlags } from '../../src/cli.ts';
 import { SERVE_FLAGS } from '../../src/config.ts';
 import { desiredWebhookConfigurations } from '../../src/kube/webhook-configurations.ts';
 import { CHART_SETTINGS, type Component } from '../support/config-reference.ts';
-import { argsOf, chartDir, find, flagValue, get, helm, podSpec, render, valuesAt, valuesFile, type Manifest } from './helm.ts';
+import { argsOf, chartDir, find, flagValue, get, helm, podSpec, render, template, valuesAt, valuesFile, type Manifest } from './helm.ts';
 
 const COMPONENTS: Component[] = ['webhook', 'watcher'];
 const defaults = await render();
@@ -329,4 +329,22 @@ t.test('long release names stay within the 63-character limit and distinct', asy
   for (const manifest of manifests) t.ok(manifest.metadata.name.length <= (subdomainNamed.has(manifest.kind) ? 253 : 63), `${manifest.kind}/${manifest.metadata.name}`);
   t.equal(new Set(names).size, names.length, 'no two objects of a kind share a name');
   t.not(flagValue(argsOf(manifests, 'webhook'), 'tls-secret'), flagValue(argsOf(manifests, 'webhook'), 'service-name'));
+});
+
+t.test('each container gets its env map: by default the watcher Node.js and glibc memory settings, the webhook none', async (t) => {
+  const envOf = (manifests: Manifest[], component: Component) => podSpec(manifests, component).containers[0]!.env;
+  t.same(envOf(defaults, 'watcher'), [
+    { name: 'MALLOC_ARENA_MAX', value: '2' },
+    { name: 'NODE_OPTIONS', value: '--max-semi-space-size=1' },
+  ]);
+  t.equal(envOf(defaults, 'webhook'), undefined, 'the webhook keeps the defaults of Node.js');
+  const chosen = await render({ webhook: { env: { NODE_OPTIONS: '--max-semi-space-size=4', UV_THREADPOOL_SIZE: 2 } }, watcher: { env: null } });
+  t.same(envOf(chosen, 'webhook'), [
+    { name: 'NODE_OPTIONS', value: '--max-semi-space-size=4' },
+    { name: 'UV_THREADPOOL_SIZE', value: '2' },
+  ], 'values are quoted: a number becomes the string the API server requires');
+  t.equal(envOf(chosen, 'watcher'), undefined, 'null (Helm merges a map into the defaults, so {} would keep them): no env at all');
+  const refused = await template({ watcher: { env: { 'NODE-OPTIONS': 'x' } } });
+  t.not(refused.code, 0, 'a name that is no environment variable name is refused by the schema');
+  t.match(refused.stderr, /NODE-OPTIONS/);
 });
