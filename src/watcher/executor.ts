@@ -79,7 +79,7 @@ export class Executor {
     const announced = plan.stopping.length > 0 ? this.announce(pod, plan, state) : Promise.resolve();
     // Handled at once, while the requests are still in flight: a rejection nobody handles yet
     // (the API server gone mid-write) would end the process. It is awaited, and thrown, below.
-    announced.catch(() => undefined);
+    const settled = announced.catch(() => undefined);
     if (plan.stopping.length > 0 && plan.steps.some((step) => STOP_REQUESTS.has(step.type) && !made(state, step))) state.told = true;
     let requestedNow = false;
     try {
@@ -88,7 +88,7 @@ export class Executor {
       return execution;
     } finally {
       // Settled either way: a request that failed has its own error to throw.
-      await announced.catch(() => undefined);
+      await settled;
       // Logged once, when the requests are made: a reconcile that finds them made says nothing new.
       if (requestedNow) log.info({ sidecars: plan.stopping }, 'stopping sidecars');
     }
