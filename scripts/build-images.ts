@@ -31,6 +31,7 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSyn
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { POD_IMAGES, publishedImage } from '../src/policy/names.ts';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 const cacheRoot = process.env.SIDECAR_TERMINATOR_CACHE ?? join(process.env.HOME ?? '/root', '.cache/sidecar-terminator');
@@ -117,11 +118,11 @@ const runtimeLayer: LayerSpec = {
 
 const IMAGES: Record<string, ImageSpec> = {
   pause: goImage('sidecar-terminator.local/pause:1', 'pause', { Entrypoint: ['/pause'] }),
-  'quick-exit': goImage(`ghcr.io/sidecar-terminator/quick-exit:${version}`, 'quick-exit', { Entrypoint: ['/quick-exit'] }, {
+  'quick-exit': goImage(publishedImage(POD_IMAGES.quickExit, version), POD_IMAGES.quickExit, { Entrypoint: ['/quick-exit'] }, {
     title: 'sidecar-terminator quick-exit',
     description: "Exits 0 at once, whatever its arguments: put in place of a sidecar's image to end it (on a virtual-kubelet node, or after its grace period).",
   }),
-  'stop-sidecar': goImage(`ghcr.io/sidecar-terminator/stop-sidecar:${version}`, 'stop-sidecar', { Entrypoint: ['/stop-sidecar'] }, {
+  'stop-sidecar': goImage(publishedImage(POD_IMAGES.signal, version), POD_IMAGES.signal, { Entrypoint: ['/stop-sidecar'] }, {
     title: 'sidecar-terminator stop-sidecar',
     description: "Stops one sidecar from inside its pod (SIGTERM, or the sidecar's HTTP shutdown request): the signal mechanism's ephemeral container.",
   }),
@@ -137,7 +138,7 @@ const IMAGES: Record<string, ImageSpec> = {
     config: { Env: [PATH_ENV], Cmd: ['sh'] },
   },
   'sidecar-terminator-runtime': {
-    reference: `ghcr.io/sidecar-terminator/sidecar-terminator-runtime:${version}`,
+    reference: publishedImage('sidecar-terminator-runtime', version),
     ...runtimeLayer,
     config: { Env: [PATH_ENV], Entrypoint: ['node'] },
     published: {
@@ -202,7 +203,7 @@ const IMAGES: Record<string, ImageSpec> = {
     config: { Env: [PATH_ENV], Entrypoint: ['/cloud-sql-proxy'] },
   },
   'sidecar-terminator': {
-    reference: `ghcr.io/sidecar-terminator/sidecar-terminator:${version}`,
+    reference: publishedImage('sidecar-terminator', version),
     base: 'sidecar-terminator-runtime',
     inputs: () => [
       ...['package.json', 'package-lock.json', 'Dockerfile', 'scripts/bundle.ts'].map((file) => join(repoRoot, file)),

@@ -33,10 +33,11 @@ import { gzipSync } from 'node:zlib';
 import { bundle, bundleExecutable } from './bundle.ts';
 import { ARCHITECTURES, PUBLISHED, SOURCE_URL, nodeBinary, nodeVersion, writeImageIndex, type ReleaseInfo, type WrittenIndex } from './build-images.ts';
 import { imageSbom } from './sbom.ts';
+import { IMAGE_REPOSITORY } from '../src/policy/names.ts';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 /** Where the project publishes its releases: the chart's default image.registry. */
-export const DEFAULT_PREFIX = 'ghcr.io/sidecar-terminator';
+export const DEFAULT_PREFIX = IMAGE_REPOSITORY;
 export const CHART = 'sidecar-terminator';
 export const PLUGIN = 'kubectl-sidecar_terminator';
 

@@ -1,7 +1,7 @@
 // Every flag of `sidecar-terminator serve`, with its environment variable, default and help
 // text. --help and the flags table of docs/installation.md are generated from this table, so nothing goes undocumented.
 import { parseDuration } from './duration.ts';
-import { NATIVE_SIDECARS_NAMESPACE_LABEL, NATIVE_SIDECARS_OPT_OUT } from './policy/names.ts';
+import { NATIVE_SIDECARS_NAMESPACE_LABEL, NATIVE_SIDECARS_OPT_OUT, POD_IMAGES, publishedImage } from './policy/names.ts';
 import { NATIVE_SIDECARS_MODES } from './policy/native-sidecars.ts';
 
 /**
@@ -161,15 +161,15 @@ export const SERVE_FLAGS = {
   signalImage: text(
     'signal-image',
     "Image of the ephemeral container that stops a sidecar from inside its pod: it sends SIGTERM, or the sidecar's HTTP shutdown request, and waits its grace period (the project's stop-sidecar image, one static program; the chart follows this default).",
-    'ghcr.io/sidecar-terminator/stop-sidecar:0.1.0',
+    publishedImage(POD_IMAGES.signal),
   ),
   quickExitImage: text(
     'quick-exit-image',
     "Quick-exit image that ends a sidecar still running after its grace period (SIGTERM or its shutdown request ignored): the watcher puts it in place of the sidecar's image, the kubelet kills the sidecar through the runtime and runs this image, which must exit 0 whatever its arguments. Used for sidecars that set no command (the image runs the container's command) and declare no quick-exit image of their own; empty: the pod's phase is set from the main containers instead, and the kubelet kills the sidecar.",
-    'ghcr.io/sidecar-terminator/quick-exit:0.1.0',
+    publishedImage(POD_IMAGES.quickExit),
   ),
   resyncInterval: duration('resync-interval', 'How often the watcher queues every managed pod again, whatever its watch says (a pod whose reconcile fails is also retried on its own for as long as it fails: with jittered exponential backoff up to 2m apart, or about every 5m when the API server refuses the request); 0s turns it off.', '5m'),
-  sweepInterval: duration('sweep-interval', 'How often the watcher lists running Never/OnFailure pods without the managed label and labels those with sidecar markers (pods admitted while the webhook was down); 0s turns it off.', '5m'),
+  sweepInterval: duration('sweep-interval', 'How often the watcher lists running Never/OnFailure pods without the managed label and labels those with sidecar markers (pods admitted while the webhook was down); a pod that changed meanwhile is read again and labelled at once, and a sweep that fails is tried again with jittered exponential backoff, up to 2m apart (about 5m when the API server refuses a request) and never more than this interval; 0s turns it off.', '5m'),
   leaderElect: bool('leader-elect', 'Run the watcher only while holding a coordination.k8s.io Lease in --namespace, so several replicas never act twice; needed with more than one watcher replica.'),
   leaderElectionLease: text('leader-election-lease', 'Name of the Lease used for leader election.', 'sidecar-terminator-watcher'),
   leaderElectionDuration: duration('leader-election-duration', 'How long a leader holds the Lease without renewing it before another replica may take over.', '15s'),

@@ -4,6 +4,22 @@
 // (src/kube/fence-rules.ts) allows exactly them, so each is written here once and imported by the
 // webhook, the watcher, the fence and `status` alike.
 
+/** Where the add-on's images are published, and the version whose tag they carry by default. */
+export const IMAGE_REPOSITORY = 'ghcr.io/sidecar-terminator';
+export const ADDON_VERSION = '0.1.0';
+
+/**
+ * The images the watcher runs in users' pods, by the name each is built and published under: the
+ * signal container's, and the quick-exit image that ends a sidecar from outside (or in place on a
+ * virtual node). serve's defaults are these, and every node of `make dev` and of the tests holds
+ * them, so that no stop waits on a pull that cannot happen.
+ */
+export const POD_IMAGES = { signal: 'stop-sidecar', quickExit: 'quick-exit' } as const;
+export type PodImage = (typeof POD_IMAGES)[keyof typeof POD_IMAGES];
+
+/** An image of the add-on as a release publishes it: `ghcr.io/sidecar-terminator/NAME:VERSION`. */
+export const publishedImage = (name: string, version: string = ADDON_VERSION, repository: string = IMAGE_REPOSITORY): string => `${repository}/${name}:${version}`;
+
 /** The component of the add-on's events, and the `app.kubernetes.io/managed-by` of what it creates. */
 export const COMPONENT = 'sidecar-terminator';
 /** The labels of the objects the add-on creates itself (its certificate Secret, webhook configurations, fence). */
