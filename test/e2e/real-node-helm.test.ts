@@ -36,7 +36,7 @@ if (!chartInstalls) t.plan(0, `Kubernetes ${version.gitVersion} is older than th
 else if (canRunRealNode(t)) {
   const cluster = await startRealCluster(t, {
     reachableFromPods: true,
-    node: { images: ['sidecar-terminator', 'stop-sidecar', 'busybox', 'quick-exit'] },
+    node: { images: ['sidecar-terminator', 'busybox'] },
   });
   const { cp, core } = cluster;
   const apps = cp.kubeConfig.makeApiClient(AppsV1Api);

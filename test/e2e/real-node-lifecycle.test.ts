@@ -32,7 +32,7 @@ if (canRunRealNode(t)) {
 
   t.test('normal node, signal mechanism', async (t) => {
     const stack = await startRealStack(t, {
-      node: { images: ['test-container', 'stop-sidecar', 'quick-exit'] },
+      node: { images: ['test-container'] },
       serveArgs: ['--kill-mechanism', 'signal'],
     });
     const { cp } = stack;
@@ -150,7 +150,7 @@ if (canRunRealNode(t)) {
 
   t.test('a real node labelled type=virtual-kubelet: the quick-exit image replaces the sidecar in place', async (t) => {
     const stack = await startRealStack(t, {
-      node: { images: ['test-container', 'quick-exit'], labels: { type: 'virtual-kubelet' } },
+      node: { images: ['test-container'], labels: { type: 'virtual-kubelet' } },
     });
     const { cp, node } = stack;
     const namespace = await cp.createNamespace();

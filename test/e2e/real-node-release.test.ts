@@ -71,7 +71,8 @@ else if (canRunRealNode(t)) {
     runCommand('make', ['release', `VERSION=${releaseVersion}`, `OUT=${dir}`, `PUSH=${prefix}`], { cwd: repoRoot, env: { ...process.env, ...credentials } });
   const [released, cluster, helm, crane, krew] = await Promise.all([
     makeRelease(version, out),
-    startRealCluster(t, { reachableFromPods: true, node: { images: ['busybox'], registries: [{ host: registry.host, caFile: registry.caFile }] } }),
+    // The node pulls every add-on image from the registry, as a cluster installing the release does.
+    startRealCluster(t, { reachableFromPods: true, node: { images: ['busybox'], podImages: false, registries: [{ host: registry.host, caFile: registry.caFile }] } }),
     helmBinary(),
     buildScriptOutput('build-go-tool.sh', ['crane']),
     buildScriptOutput('build-go-tool.sh', ['krew']),

@@ -22,7 +22,7 @@ import { containerStatus, startRealCluster, testContainer } from '../support/rea
 import { registeringWebhooks, startServe, startWatcherProcess } from '../support/serve-process.ts';
 import { apply, eventsOf, podOfJob, waitForJob } from '../support/stack.ts';
 
-const IMAGES: ImageName[] = ['test-container', 'busybox', 'quick-exit', 'stop-sidecar', 'tini', 'nginx', 'otelcol', 'cloud-sql-proxy'];
+const IMAGES: ImageName[] = ['test-container', 'busybox', 'tini', 'nginx', 'otelcol', 'cloud-sql-proxy'];
 const image = (name: string) => `sidecar-terminator.local/${name}:1`;
 const sidecarEnv = (extra: Array<{ name: string; value: string }> = []) => [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }, ...extra];
 const IGNORE_EXIT_CODE = { name: ENV_IGNORE_EXIT_CODE, value: 'true' };

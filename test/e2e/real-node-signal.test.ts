@@ -32,7 +32,7 @@ const RESTRICTED_CONTAINER: V1SecurityContext = { allowPrivilegeEscalation: fals
 
 if (canRunRealNode(t)) {
   const stack = await startRealStack(t, {
-    node: { images: ['test-container', 'test-container-nonroot', 'stop-sidecar', 'quick-exit'] },
+    node: { images: ['test-container', 'test-container-nonroot'] },
     serveArgs: ['--kill-mechanism', 'signal'],
   });
   const { cp } = stack;

@@ -72,12 +72,13 @@ export async function startDemo(options: DemoOptions): Promise<Demo> {
     if (nodes.kind === 'real') {
       progress(`starting the nodes ${DEMO_NODES.normal} and ${DEMO_NODES.virtual}: kubelet, containerd, runc (built once from the Go module proxy)`);
       const started = await Promise.all([
-        startRealNode(cp, { name: DEMO_NODES.normal, images: ['busybox', 'quick-exit', 'sidecar-terminator'], log: progress }),
+        // Each node also holds the images the watcher runs in pods (startRealNode's podImages).
+        startRealNode(cp, { name: DEMO_NODES.normal, images: ['busybox'], log: progress }),
         startRealNode(cp, {
           name: DEMO_NODES.virtual,
           labels: { type: 'virtual-kubelet' },
           taints: ['virtual-kubelet.io/provider=demo:NoSchedule'],
-          images: ['busybox', 'quick-exit'],
+          images: ['busybox'],
           log: progress,
         }),
       ]);

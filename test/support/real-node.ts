@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
+import { POD_IMAGES } from '../../src/policy/names.ts';
 import { hostAddress, kubernetesVersion, type ControlPlane } from './control-plane.ts';
 import { ManagedProcess, buildScriptOutput, keepOnlyLogs, killOnExit, logTails, retryOnPortTaken, startFailure, waitWhileRunning } from './managed-process.ts';
 import { httpStatus, PortLease } from './net.ts';
@@ -45,8 +46,14 @@ export interface RealNodeOptions {
   labels?: Record<string, string>;
   /** Taints the kubelet registers the node with, as `key=value:Effect`. */
   taints?: string[];
-  /** Images imported into containerd besides the pause image. Default: the test images and busybox. */
+  /** Images imported into containerd besides the pause image and the add-on's pod images. Default: the test images and busybox. */
   images?: ImageName[];
+  /**
+   * Import the images the watcher runs in pods (POD_IMAGES: the signal container's, the quick-exit
+   * image), as serve's defaults name them. Default true; false for a node that pulls them from a
+   * registry, as a cluster installing a release does.
+   */
+  podImages?: boolean;
   /** Run kube-proxy (nftables mode): pods reach ClusterIPs, the API server among them. Needs the control plane's `reachableFromPods`. */
   kubeProxy?: boolean;
   /** How long until the node is Ready. Default 240 s (a loaded machine imports the images slowly). */
@@ -75,7 +82,7 @@ export interface RealNode {
   stop(): Promise<void>;
 }
 
-export const DEFAULT_IMAGES: ImageName[] = ['test-container', 'test-container-nonroot', 'quick-exit', 'busybox'];
+export const DEFAULT_IMAGES: ImageName[] = ['test-container', 'test-container-nonroot', 'busybox'];
 
 const CLUSTER_CIDR = '10.244.0.0/16';
 const LEASES_DIR = '/run/sidecar-terminator-nodes';
@@ -197,7 +204,8 @@ class LocalNode implements RealNode {
     const deadline = Date.now() + timeoutMs;
     this.subnet = leaseSubnet(this.dir);
     writeFileSync(join(this.dir, 'subnet'), String(this.subnet));
-    const imageNames: ImageName[] = ['pause', ...(this.options.images ?? DEFAULT_IMAGES)];
+    const podImages = this.options.podImages === false ? [] : Object.values(POD_IMAGES);
+    const imageNames: ImageName[] = ['pause', ...podImages, ...(this.options.images ?? DEFAULT_IMAGES)];
     const [images] = await Promise.all([buildImages([...new Set(imageNames)]), this.writeContainerdConfig()]);
     const pause = images.get('pause')!.reference;
     this.writeCniConfig();
