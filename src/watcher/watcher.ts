@@ -18,7 +18,7 @@ import { WorkQueue } from './queue.ts';
 import { Reconciler } from './reconciler.ts';
 import { isRefusal, retryDelay } from './retries.ts';
 import { podKey } from './reflector.ts';
-import { sweep } from './sweeper.ts';
+import { Sweeper } from './sweeper.ts';
 
 export interface WatcherOptions {
   kubeConfig: KubeConfig;
@@ -119,6 +119,7 @@ class Controller {
   private readonly reconciler: Reconciler;
   private readonly queue: WorkQueue<string>;
   private readonly timers: NodeJS.Timeout[] = [];
+  private sweeper: Sweeper | undefined;
   private stopped = false;
 
   constructor(options: WatcherOptions, kill: KillMechanismFollower) {
@@ -170,13 +171,14 @@ class Controller {
     const { options } = this;
     options.metrics.observe({ queue: this.queue, pendingSince: () => this.pendingSince() });
     this.cache.start();
-    if (options.sweepIntervalMs > 0) this.every(options.sweepIntervalMs, () => this.sweep(), true);
+    if (options.sweepIntervalMs > 0) this.startSweeper();
     if (options.resyncIntervalMs > 0) this.every(options.resyncIntervalMs, async () => this.resync());
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     for (const timer of this.timers) clearTimeout(timer);
+    this.sweeper?.stop();
     this.cache.stop();
     this.options.metrics.observe(undefined);
     await this.queue.shutDown();
@@ -187,8 +189,8 @@ class Controller {
     if (this.executor.forget(pod)) this.options.logger.info({ pod: podKey(pod), uid: pod.metadata?.uid }, 'sidecars stopped; the pod left the watch');
   }
 
-  /** Runs `job` every `intervalMs` (and at once with `now`), one run at a time. */
-  private every(intervalMs: number, job: () => Promise<void>, now = false): void {
+  /** Runs `job` every `intervalMs`, one run at a time. */
+  private every(intervalMs: number, job: () => Promise<void>): void {
     const index = this.timers.length;
     const schedule = (delayMs: number) => {
       this.timers[index] = setTimeout(() => {
@@ -197,7 +199,7 @@ class Controller {
         });
       }, delayMs);
     };
-    schedule(now ? 0 : intervalMs);
+    schedule(intervalMs);
   }
 
   /**
@@ -211,19 +213,18 @@ class Controller {
     return Promise.resolve();
   }
 
-  private async sweep(): Promise<void> {
-    try {
-      const labelled = await sweep({
-        core: this.core,
-        namespaces: this.options.namespaces,
-        excludedNamespaces: this.options.excludedNamespaces,
-        namespaceLabels: this.options.namespaceLabels,
-        quickExitImageAllowlist: this.options.quickExitImageAllowlist,
-      });
-      if (labelled.length > 0) this.options.logger.info({ pods: labelled }, 'sweeper labelled pods the webhook missed');
-    } catch (error) {
-      this.options.logger.warn({ err: error }, 'sweep failed; trying again at the next interval');
-    }
+  private startSweeper(): void {
+    const { options } = this;
+    this.sweeper = new Sweeper({
+      core: this.core,
+      namespaces: options.namespaces,
+      excludedNamespaces: options.excludedNamespaces,
+      namespaceLabels: options.namespaceLabels,
+      quickExitImageAllowlist: options.quickExitImageAllowlist,
+      intervalMs: options.sweepIntervalMs,
+      logger: options.logger,
+    });
+    this.sweeper.start();
   }
 
   private pendingSince(): number[] {
