@@ -81,16 +81,17 @@ export class Executor {
     // (the API server gone mid-write) would end the process. It is awaited, and thrown, below.
     const settled = announced.catch(() => undefined);
     if (plan.stopping.length > 0 && plan.steps.some((step) => STOP_REQUESTS.has(step.type) && !made(state, step))) state.told = true;
-    let requestedNow = false;
+    // The stop requests made just now, by their step codes: the log says how the sidecars are told.
+    const requestedNow: Step['type'][] = [];
     try {
-      const execution = await this.run(pod, state, plan, log, (made) => (requestedNow ||= made));
+      const execution = await this.run(pod, state, plan, log, (step) => requestedNow.push(step));
       await announced;
       return execution;
     } finally {
       // Settled either way: a request that failed has its own error to throw.
       await settled;
       // Logged once, when the requests are made: a reconcile that finds them made says nothing new.
-      if (requestedNow) log.info({ sidecars: plan.stopping }, 'stopping sidecars');
+      if (requestedNow.length > 0) log.info({ sidecars: plan.stopping, steps: requestedNow }, 'stopping sidecars');
     }
   }
 
@@ -101,8 +102,8 @@ export class Executor {
     await this.events.record(pod, { type: 'Normal', reason: EVENT_REASONS.stopping, code: 'stop-requested', message, key: EVENT_REASONS.stopping, ...(related ? { related } : {}) }, state.events);
   }
 
-  /** The steps in order; `requested` hears whether each stop request was made just now. */
-  private async run(pod: V1Pod, state: PodState, plan: Plan, log: Logger, requested: (made: boolean) => void): Promise<Execution> {
+  /** The steps in order; `requested` hears of each stop request made just now. */
+  private async run(pod: V1Pod, state: PodState, plan: Plan, log: Logger, requested: (step: Step['type']) => void): Promise<Execution> {
     const { metrics } = this.options;
     // Each write carries the resourceVersion the previous one left.
     let current = pod;
@@ -118,7 +119,7 @@ export class Executor {
           case 'escalate-image':
             current = await this.requested(pod, 'image', 1, () => this.writer.replaceImage(current, step.container, step.image));
             if (step.type === 'escalate-image') log.info({ sidecar: step.container, image: step.image }, 'sidecar ended from outside: its image replaced by the quick-exit image');
-            requested(true);
+            requested(step.type);
             break;
           case 'mark-terminal':
           case 'escalate-phase':
@@ -128,14 +129,14 @@ export class Executor {
           case 'create-crr': {
             if (made(state, step)) break;
             const crrVersion = this.options.crrVersion!;
-            requested((await this.requested(pod, 'crr', 1, () => createCrr(this.options.custom, crrVersion, current, step.containers))) === 'created');
+            if ((await this.requested(pod, 'crr', 1, () => createCrr(this.options.custom, crrVersion, current, step.containers))) === 'created') requested(step.type);
             state.crr = true;
             state.started ??= 'crr';
             break;
           }
           case 'add-signal-containers':
             current = await this.requested(pod, 'signal', step.containers.length, () => this.writer.addEphemeralContainers(current, step.containers));
-            requested(true);
+            requested(step.type);
             state.started ??= 'signal';
             break;
           case 'set-condition':
