@@ -4,12 +4,12 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BatchV1Api, CoreV1Api, type V1Container, type V1ContainerStatus, type V1EnvVar, type V1Pod } from '@kubernetes/client-node';
+import { type V1Container, type V1ContainerStatus, type V1EnvVar, type V1Pod } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { startRealNode, type RealNode, type RealNodeOptions } from './real-node.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 import { waitFor } from './wait.ts';
-import type { Clients } from './stack.ts';
+import { apiClients, type Clients } from './stack.ts';
 
 /** The image of images/test-container, which every real node imports. */
 export const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
@@ -44,7 +44,7 @@ export async function startRealCluster(t: Teardown, options: RealClusterOptions 
   const node = await startRealNode(cp, { kubeProxy: options.reachableFromPods ?? false, ...options.node });
   // Teardowns run in reverse: the node goes before the control plane.
   t.teardown(() => node.stop());
-  return { cp, node, core: cp.kubeConfig.makeApiClient(CoreV1Api), batch: cp.kubeConfig.makeApiClient(BatchV1Api) };
+  return { cp, node, ...apiClients(cp.kubeConfig) };
 }
 
 /** A real cluster and serve (webhook and watcher) registered with it, failurePolicy Fail. */
@@ -69,7 +69,7 @@ export async function startRealStack(
 
 /** A container's status as kubelet reports it, once it satisfies `check`. */
 export async function containerStatus(
-  clients: Clients,
+  clients: Pick<Clients, 'core'>,
   namespace: string,
   pod: string,
   container: string,

@@ -5,7 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ApiextensionsV1Api, BatchV1Api, CoreV1Api, type CoreV1Event, type V1Job, type V1Pod } from '@kubernetes/client-node';
+import { ApiextensionsV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, type CoreV1Event, type KubeConfig, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { COMPONENT, EVENT_REASONS, MANAGED, MANAGED_LABEL, MIGRATED_ANNOTATION } from '../../src/policy/index.ts';
 import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from './control-plane.ts';
 import { CRR, KubeletSimulator, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
@@ -18,6 +18,13 @@ import { registeringWebhooks, startServe, type ServeProcess } from './serve-proc
 export interface Clients {
   core: CoreV1Api;
   batch: BatchV1Api;
+  /** For ContainerRecreateRequests. */
+  custom: CustomObjectsApi;
+}
+
+/** The tests' API clients of a cluster. */
+export function apiClients(kubeConfig: KubeConfig): Clients {
+  return { core: kubeConfig.makeApiClient(CoreV1Api), batch: kubeConfig.makeApiClient(BatchV1Api), custom: kubeConfig.makeApiClient(CustomObjectsApi) };
 }
 
 /** A real control plane and the kubelet simulator, with the API clients the tests use. */
@@ -51,7 +58,7 @@ export async function startCluster(t: Teardown, options: ClusterOptions = {}): P
   const sim = new KubeletSimulator(cp.kubeConfig, options.sim);
   await sim.start();
   t.teardown(() => sim.stop());
-  return { cp, sim, core: cp.kubeConfig.makeApiClient(CoreV1Api), batch: cp.kubeConfig.makeApiClient(BatchV1Api) };
+  return { cp, sim, ...apiClients(cp.kubeConfig) };
 }
 
 export async function startStack(t: Teardown, options: ClusterOptions & { serveArgs?: string[] } = {}): Promise<Stack> {
@@ -109,7 +116,7 @@ export async function apply(cp: ControlPlane, namespace: string, yaml: string): 
 const hasCondition = (job: V1Job, condition: 'Complete' | 'Failed') => job.status?.conditions?.some((c) => c.type === condition && c.status === 'True') ?? false;
 
 /** Waits for one Job to be Complete or Failed and returns it as it was then. */
-export async function waitForJob(stack: Clients, namespace: string, name: string, condition: 'Complete' | 'Failed', timeoutMs = 90_000) {
+export async function waitForJob(stack: Pick<Clients, 'core' | 'batch'>, namespace: string, name: string, condition: 'Complete' | 'Failed', timeoutMs = 90_000) {
   return waitFor(
     `Job ${namespace}/${name} to be ${condition}`,
     async () => {
@@ -128,7 +135,7 @@ export async function waitForJob(stack: Clients, namespace: string, name: string
  */
 export async function waitForJobsComplete(
   t: { comment(message: string): void },
-  stack: Clients,
+  stack: Pick<Clients, 'core' | 'batch'>,
   namespace: string,
   jobs: number | readonly string[],
   progress?: () => Promise<string>,
@@ -150,11 +157,11 @@ export async function waitForJobsComplete(
   );
 }
 
-export async function podsOfJob(stack: Clients, namespace: string, job: string): Promise<V1Pod[]> {
+export async function podsOfJob(stack: Pick<Clients, 'core'>, namespace: string, job: string): Promise<V1Pod[]> {
   return (await stack.core.listNamespacedPod({ namespace, labelSelector: `job-name=${job}` })).items;
 }
 
-export async function podOfJob(stack: Clients, namespace: string, job: string): Promise<V1Pod> {
+export async function podOfJob(stack: Pick<Clients, 'core'>, namespace: string, job: string): Promise<V1Pod> {
   return waitFor(`a pod of Job ${job}`, async () => (await podsOfJob(stack, namespace, job))[0]);
 }
 
