@@ -1,13 +1,18 @@
 // `make dev` as a user runs it: scripts/dev.ts starts the demo, prints where the kubeconfig and
-// kubectl are and how to use them (which work), shows serve's logs, and on Ctrl-C (SIGINT)
-// stops everything, deletes the cluster and the published kubeconfig, and exits 0.
+// kubectl are and how to use them (which work), shows serve's logs, runs the README's example the
+// way the README says it runs (the signal container stops the sidecar, with no warning), and on
+// Ctrl-C (SIGINT) stops everything, deletes the cluster and the published kubeconfig, and exits 0.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
 import t from 'tap';
 import { repoRoot } from '../support/repo.ts';
 import { bash } from '../support/command.ts';
+import { endedPodsOfJob, expectStoppedBy } from '../support/endings.ts';
+import { commandBlocks, readDoc, section } from '../support/markdown.ts';
+import { apiClients } from '../support/stack.ts';
 import { waitFor } from '../support/wait.ts';
 import { realNodeUnavailable } from '../support/real-node.ts';
 
@@ -66,6 +71,25 @@ t.test("serve's logs follow, made readable", async (t) => {
   const denial = await waitFor('the denial in the demo output', () => output.split('\n').find((line) => /INFO +admission decision .*kind=Job/.test(line) && line.includes('name=misconfigured')));
   t.match(denial, /\d\d:\d\d:\d\d INFO +admission decision /, 'one readable line per admission decision, time and level first');
   t.match(denial, /result=denied/, 'saying the Job was denied');
+});
+
+t.test("the README's example: the signal container stops the shipper, the watcher says so, and nothing warns", async (t) => {
+  const [block] = commandBlocks(section(readDoc('README.md'), 'An example'));
+  const commands = block!.commands.body.trim().split('\n');
+  t.same(commands.map((command) => command.split(' ').slice(0, 2).join(' ')), ['kubectl apply', 'kubectl wait', 'kubectl get'], "the README's three commands");
+  const run = await bash(`${exportLine}\nset -e\n${commands.join('\n')}`, { env: shellEnv });
+  t.equal(run.code, 0, run.output);
+  t.match(run.stdout, /condition met/, 'the Job completed');
+  t.match(run.stdout, /Normal +SidecarTerminator +pod\/log-shipper-\S+ +stopping sidecars: log-shipper/, 'the event the README points to');
+
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(join(devDir, 'kubeconfig'));
+  const [pod] = await endedPodsOfJob(apiClients(kubeConfig), 'default', 'log-shipper');
+  const ending = await expectStoppedBy(t, apiClients(kubeConfig), pod!, { 'log-shipper': 'signal' });
+  if (realNodes) t.match(ending.sidecars[0]?.signal?.message, /SIGTERM sent to PID 1/, "the signal container's own account");
+  const told = await waitFor("the watcher's log line", () => output.split('\n').find((line) => / INFO +stopping sidecars .*pod=default\/log-shipper-/.test(line)));
+  t.match(told, /steps=\["add-signal-containers"\]/, 'the watcher logged how it told the shipper to stop');
+  t.same(output.split('\n').filter((line) => / (WARN|ERROR) .*log-shipper/.test(line)), [], 'and logged no warning about it');
 });
 
 t.test('Ctrl-C stops everything and deletes the cluster', async (t) => {

@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import { BatchV1Api } from '@kubernetes/client-node';
 import t from 'tap';
 import { startDemo } from '../support/demo.ts';
+import { expectJobStoppedBy, type StopPath } from '../support/endings.ts';
+import { apiClients } from '../support/stack.ts';
 import { commandBlocks, readDoc, section } from '../support/markdown.ts';
 import { repoRoot } from '../support/repo.ts';
 import { bash } from '../support/command.ts';
@@ -68,5 +70,13 @@ if (canRunRealNode(t)) {
     const jobs = (await batch.listNamespacedJob({ namespace: 'default' })).items;
     const complete = Object.fromEntries(jobs.map((job) => [job.metadata!.name!, job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True') ?? false]));
     t.same(complete, { 'log-shipper': true, 'proxy-on-virtual-node': true, 'ignore-exit-code': true }, 'three Jobs complete; the misconfigured one was never created');
+    // And each the way its paragraph says, with no warning: a stop that fell back would still complete.
+    const clients = apiClients(demo.cp.kubeConfig);
+    const paths: Record<string, Record<string, StopPath | StopPath[]>> = {
+      'log-shipper': { 'log-shipper': 'signal' },
+      'proxy-on-virtual-node': { proxy: 'image' },
+      'ignore-exit-code': { 'sql-proxy': ['signal', 'phase'] },
+    };
+    for (const [job, expected] of Object.entries(paths)) await expectJobStoppedBy(t, clients, 'default', job, expected);
   });
 }
