@@ -19,6 +19,7 @@ import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { build, type Metafile } from 'esbuild';
+import { LOWEST_NODE_VERSION } from '../src/cli.ts';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 
@@ -42,7 +43,8 @@ export async function bundle(entryPoints: string[], out: string, options: { sour
     splitting: true,
     format: 'esm',
     platform: 'node',
-    target: 'node24',
+    // The npm package's command runs on every supported Node.js release, the oldest included.
+    target: `node${LOWEST_NODE_VERSION}`,
     minify: true,
     keepNames: true,
     legalComments: 'none',
@@ -72,6 +74,7 @@ export async function bundleExecutable(outfile: string, version: string): Promis
     bundle: true,
     format: 'cjs',
     platform: 'node',
+    // It runs on the Node.js it is embedded in, the project's own.
     target: 'node24',
     minify: true,
     keepNames: true,

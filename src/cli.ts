@@ -3,8 +3,14 @@
 // of serve come from the table in config.ts, which also writes `serve --help`; lint shares two
 // of them. Exit codes: 0 success, 1 lint found errors (or serve failed, or status found a pod
 // stuck), 2 usage or input errors; status has its own (status --help).
+//
+// ES modules run their imports first: what this file imports statically must load on an older
+// Node.js too (plain code; test/cli/node-lines.test.ts runs it on Node 20), so that the entry point
+// at the bottom can refuse one with a clear message. Each command's modules load after that check.
 import { readFileSync } from 'node:fs';
-import { basename } from 'node:path';
+import { createRequire } from 'node:module';
+import { basename, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { SERVE_FLAGS, defaultText, oneOf, type FlagSpec, type FlagValue } from './config.ts';
 import type { LintIO } from './lint.ts';
 import { MAX_FILE_BYTES, OUTPUT_FORMATS } from './lint/limits.ts';
@@ -12,6 +18,14 @@ import { STATUS_EXIT_CODES, STATUS_FLAGS } from './status/flags.ts';
 import { UsageError } from './usage-error.ts';
 
 const PROGRAM = 'sidecar-terminator';
+
+/**
+ * The oldest Node.js release the command runs on; older ones are refused at start. Of the 22 line,
+ * 22.19: the Kubernetes client's HTTP library (undici 8) needs it, and does not load on earlier
+ * releases. The bundle's target (scripts/bundle.ts) and test/cli/node-lines.test.ts read it;
+ * package.json's engines says the same.
+ */
+export const LOWEST_NODE_VERSION = '22.19.0';
 
 type FlagTable = Record<string, FlagSpec>;
 export type FlagValues<T extends FlagTable> = { [K in keyof T]: T[K]['default'] };
@@ -312,7 +326,43 @@ function packageVersion(): string {
   return 'unknown';
 }
 
-if (import.meta.main) {
+/** Why Node.js `version` (22.19.0) cannot run the command, in one line; undefined when it can. */
+export function unsupportedNode(version: string): string | undefined {
+  // One number per release, in release order: 22.19.0 is 22019000.
+  const ordinal = (release: string) => release.split('.').reduce((sum, part) => sum * 1000 + Number(part), 0);
+  if (ordinal(version) >= ordinal(LOWEST_NODE_VERSION)) return undefined;
+  return `${PROGRAM}: needs Node.js ${LOWEST_NODE_VERSION} or later, and this is Node.js ${version} (${process.execPath}): install a newer Node.js, or put one first on the PATH`;
+}
+
+/**
+ * Whether this file is the program, not a module imported by another (a test). Node.js 22.18,
+ * 24.2 and later say so in import.meta.main; older releases (24.0 and 24.1 among them) leave it
+ * undefined, and then the script is compared with this file (npm's bin links are symlinks to
+ * it). The kubectl plugin's single executable is built with import.meta.main defined as true.
+ */
+function isProgram(): boolean {
+  // Typed as always set, which it is only from those releases on.
+  const isMain = import.meta.main as boolean | undefined;
+  if (isMain !== undefined) return isMain;
+  const script = process.argv[1];
+  if (!script) return false;
+  try {
+    // The script as Node.js resolved it to run it: symlinks followed, `.js` added where left out.
+    return createRequire(import.meta.url).resolve(resolve(script)) === fileURLToPath(import.meta.url);
+  } catch {
+    return false;
+  }
+}
+
+if (isProgram()) {
+  const unsupported = unsupportedNode(process.versions.node);
+  if (unsupported) {
+    process.stderr.write(`${unsupported}\n`);
+    process.exitCode = 2;
+  } else runProgram();
+}
+
+function runProgram(): void {
   // Installed as kubectl-sidecar_terminator, `kubectl sidecar-terminator` alone shows the status.
   const asKubectlPlugin = basename(process.argv[1] ?? '').startsWith('kubectl-');
   const args = process.argv.slice(2);
