@@ -29,8 +29,9 @@ test-unit: node_modules
 
 .PHONY: dev helm chart-test
 
-# A local demo (docs/getting-started.md): a real control plane, a kubelet simulator with a normal and a
-# virtual node, and sidecar-terminator serve registered with it; runs until Ctrl-C.
+# A local demo (docs/getting-started.md): a real control plane, two real nodes (kubelet, containerd,
+# runc: a normal one and one registered as a virtual kubelet; the kubelet simulator plays them where
+# a real node cannot run) and sidecar-terminator serve registered with it; runs until Ctrl-C.
 dev: node_modules
 	bash scripts/build-control-plane.sh
 	node scripts/dev.ts
