@@ -28,7 +28,7 @@ export const CODES = {
   'no-sidecar': { kind: 'ignore', meaning: 'the pod has no sidecar' },
 
   'mains-running': { kind: 'wait', meaning: 'main containers are still running' },
-  'main-restarting': { kind: 'wait', meaning: 'a main container failed and will be restarted (OnFailure)' },
+  'main-restarting': { kind: 'wait', meaning: 'a main container exited and the kubelet will restart it (restartPolicy OnFailure, or its own restartPolicy or restartPolicyRules)' },
   'sidecars-restarting': { kind: 'wait', meaning: 'sidecars are restarting' },
   'sidecars-stopping': { kind: 'wait', meaning: 'sidecars are stopping' },
   'containers-not-reported': { kind: 'wait', meaning: 'every container is a sidecar, and not all of them are reported yet' },

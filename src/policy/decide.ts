@@ -3,6 +3,7 @@
 import type { IgnoreCode, WaitCode } from './codes.ts';
 import { classifyContainers, podAnnotations, type ContainerRole, type SidecarMarkers } from './markers.ts';
 import { nodeKindOf, type NodeKind } from './nodes.ts';
+import { restartOfContainerAt } from './restarts.ts';
 import { arrayOf, isRecord, restartPolicyOf, type ContainerState, type ContainerStatus, type NodeLike, type PodLike } from './types.ts';
 
 export type StopMechanism = 'kill' | 'image';
@@ -61,12 +62,14 @@ export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
 
   const terminalPhase = phase === 'Succeeded' || phase === 'Failed';
   const exitCodes = exitCodesByName(pod);
-  // A terminated sidecar stays down unless kubelet will restart it (OnFailure, non-zero exit); in a
-  // terminal phase kubelet starts nothing, so a sidecar that is not running stays down too.
+  const restarts = (role: ContainerRole, code: number) => restartOfContainerAt(spec, role.index, code).restarts;
+  // A terminated sidecar stays down unless kubelet will restart it (OnFailure and a non-zero exit,
+  // or its own restartPolicy or rules); in a terminal phase kubelet starts nothing, so a sidecar
+  // that is not running stays down too.
   const isSettled = (role: ContainerRole) => {
     const code = exitCodes.get(role.name);
     if (code === undefined) return terminalPhase && !isRunning(pod, role.name);
-    return terminalPhase || restartPolicy === 'Never' || code === 0;
+    return terminalPhase || !restarts(role, code);
   };
   if (sidecars.every(isSettled)) return { outcome: 'finished' };
 
@@ -74,7 +77,8 @@ export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
   if (mainCodes.some((code) => code === undefined)) {
     return { outcome: 'wait', code: 'mains-running' };
   }
-  if (restartPolicy === 'OnFailure' && mainCodes.some((code) => code !== 0)) {
+  // A main the kubelet restarts is not done: nothing is stopped and no phase is set meanwhile.
+  if (mains.some((main, at) => restarts(main, mainCodes[at]!))) {
     return { outcome: 'wait', code: 'main-restarting' };
   }
 

@@ -200,3 +200,42 @@ t.test('in a terminal phase, a sidecar without a state, or without a status, is 
   t.match(decide(jobPod([main(), killSidecar()], { main: 0 }, { phase: 'Succeeded' }), normalNode), { outcome: 'finished' }, 'no status');
   t.match(decide(jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }, { phase: 'Succeeded' }), normalNode), { outcome: 'act' }, 'still running: stopped');
 });
+
+// Container restart rules (KEP-5307, on by default since Kubernetes 1.35): a container's own
+// restartPolicy and restartPolicyRules decide in place of the pod's whether the kubelet restarts
+// it (ContainerShouldRestart, k8s.io/kubernetes pkg/api/v1/pod/util.go). Kruise reads only the
+// pod's policy; pods without these fields are decided as above.
+const restartOn = (...values: number[]) => ({ restartPolicy: 'Never', restartPolicyRules: [{ action: 'Restart', exitCodes: { operator: 'In', values } }] });
+
+t.test("restart rules: a main the kubelet restarts by its own policy or rule is not done, whatever the pod's policy", async (t) => {
+  const byRule = [main('main', 'busybox:1.36', restartOn(42)), killSidecar()];
+  t.match(decide(jobPod(byRule, { main: 42, proxy: 'running' }), normalNode), { outcome: 'wait', code: 'main-restarting' }, 'Never pod, rule In [42], exit 42');
+  t.same(actionsOf(decide(jobPod(byRule, { main: 1, proxy: 'running' }), normalNode)), [{ type: 'kill', container: 'proxy' }], 'Never pod, rule In [42], exit 1: done');
+  const ownOnFailure = [main('main', 'busybox:1.36', { restartPolicy: 'OnFailure' }), killSidecar()];
+  t.match(decide(jobPod(ownOnFailure, { main: 1, proxy: 'running' }), normalNode), { outcome: 'wait', code: 'main-restarting' }, 'Never pod, main OnFailure, exit 1');
+  t.same(actionsOf(decide(jobPod(ownOnFailure, { main: 0, proxy: 'running' }), normalNode)), [{ type: 'kill', container: 'proxy' }], 'Never pod, main OnFailure, exit 0: done');
+  const ownNever = [main('main', 'busybox:1.36', { restartPolicy: 'Never' }), killSidecar()];
+  t.same(actionsOf(decide(jobPod(ownNever, { main: 1, proxy: 'running' }, { spec: { restartPolicy: 'OnFailure' } }), normalNode)), [{ type: 'kill', container: 'proxy' }], 'OnFailure pod, main Never, exit 1: done, not restarted');
+  const several = [main('a'), main('b', 'busybox:1.36', restartOn(3)), killSidecar()];
+  t.match(decide(jobPod(several, { a: 0, b: 3, proxy: 'running' }), normalNode), { outcome: 'wait', code: 'main-restarting' }, 'one main of several is enough');
+  t.equal(sidecarsPendingSince(jobPod(byRule, { main: 42, proxy: 'running' })), undefined, 'no wait on the sidecars meanwhile');
+});
+
+t.test('restart rules: no terminal phase is set while a main will be restarted', async (t) => {
+  const containers = [main('main', 'busybox:1.36', restartOn(42)), ignoreExitCodeSidecar('sql-proxy')];
+  t.match(decide(jobPod(containers, { main: 42, 'sql-proxy': 'running' }), normalNode), { outcome: 'wait', code: 'main-restarting' });
+  t.same(actionsOf(decide(jobPod(containers, { main: 1, 'sql-proxy': 'running' }), normalNode)), [
+    { type: 'markTerminal', phase: 'Failed' },
+    { type: 'kill', container: 'sql-proxy' },
+  ], 'an exit no rule restarts: the phase from the mains, as before');
+});
+
+t.test("restart rules: a sidecar the kubelet restarts by its own policy or rule is not settled", async (t) => {
+  const ownOnFailure = [main(), killSidecar('proxy', { restartPolicy: 'OnFailure' })];
+  t.match(decide(jobPod(ownOnFailure, { main: 0, proxy: 143 }), normalNode), { outcome: 'wait', code: 'sidecars-restarting' }, 'Never pod, sidecar OnFailure, exit 143: it comes back');
+  t.match(decide(jobPod(ownOnFailure, { main: 0, proxy: 0 }), normalNode), { outcome: 'finished' }, 'exit 0: down for good');
+  t.match(decide(jobPod([main(), killSidecar('proxy', restartOn(1))], { main: 'running', proxy: 1 }), normalNode), { outcome: 'wait', code: 'mains-running' }, 'a crashed sidecar its rule restarts is not finished');
+  const ownNever = [main(), killSidecar('proxy', { restartPolicy: 'Never' })];
+  t.match(decide(jobPod(ownNever, { main: 0, proxy: 143 }, { spec: { restartPolicy: 'OnFailure' } }), normalNode), { outcome: 'finished' }, 'OnFailure pod, sidecar Never, exit 143: down for good');
+  t.match(decide(jobPod(ownOnFailure, { main: 0, proxy: 143 }, { phase: 'Failed' }), normalNode), { outcome: 'finished' }, 'terminal phase: nothing restarts');
+});

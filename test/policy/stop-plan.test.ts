@@ -278,3 +278,9 @@ t.test('two sidecars ended by the phase: one phase step; a pod already in a term
 t.test('a pod without a spec has nothing to stop', async (t) => {
   t.same(planStop({ metadata: { name: 'p', namespace: 'n' }, status: { phase: 'Running' } }, normalNode, signal, NOW).steps, []);
 });
+
+t.test('a main that its restart rule brings back: nothing is planned, no phase above all', async (t) => {
+  const rule = { restartPolicy: 'Never', restartPolicyRules: [{ action: 'Restart', exitCodes: { operator: 'In', values: [42] } }] };
+  const pod = jobPod([main('main', 'busybox:1.36', rule), ignoreExitCodeSidecar('sql')], { main: 42, sql: 'running' });
+  t.same(planStop(pod, normalNode, signal, NOW), { code: 'main-restarting', stopping: [], steps: [] });
+});
