@@ -18,6 +18,7 @@ import {
 } from './markers.ts';
 import { POD_ANNOTATIONS } from './names.ts';
 import { targetsVirtualNodes } from './nodes.ts';
+import { restartCause, restartOfContainerAt, type Restart } from './restarts.ts';
 import { parseGracePeriod, parseStopMethod } from './stop-method.ts';
 import { podMetadataPrefix } from './templates.ts';
 import { arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from './types.ts';
@@ -305,14 +306,16 @@ function validatePodLevel(
   }
 
   const onVirtualNodes = targetsVirtualNodes(spec);
+  const markersApply = restartPolicy === 'Never' || restartPolicy === 'OnFailure';
   for (const sidecar of sidecars) {
     const path = `${containersPath}[${sidecar.index}]`;
-    if (restartPolicy === 'OnFailure' && sidecar.markers.whenJobExit && !sidecar.markers.ignoreExitCode && sidecar.markers.stop.kind === 'signal') {
+    const afterSigterm = restartOfContainerAt(spec, sidecar.index, SIGTERM_EXIT_CODE);
+    if (markersApply && afterSigterm.restarts && sidecar.markers.whenJobExit && !sidecar.markers.ignoreExitCode && sidecar.markers.stop.kind === 'signal') {
       const marked = markerEntries(arrayOf(spec.containers)[sidecar.index] as Container).some((entry) => entry.name === ENV_WHEN_JOB_EXIT);
       report('warning', {
         rule: 'on-failure-kill-exit-code',
         field: marked ? `${path}.env[${ENV_WHEN_JOB_EXIT}]` : `${podMetadataPrefix(options.fieldPrefix)}.annotations[${POD_ANNOTATIONS.sidecars}]`,
-        detail: `with restartPolicy OnFailure, kubelet restarts a sidecar that exits non-zero when it is stopped by signal (143 on SIGTERM is common); set ${ENV_IGNORE_EXIT_CODE}="true", or make the sidecar exit 0 on SIGTERM`,
+        detail: restartedAfterSignalStop(afterSigterm),
       });
     }
     if (onVirtualNodes && sidecar.markers.quickExitImage === undefined) {
@@ -323,6 +326,19 @@ function validatePodLevel(
       });
     }
   }
+}
+
+/** The exit code of a process SIGTERM ends (128 + 15), the one a stop by signal leaves most often. */
+const SIGTERM_EXIT_CODE = 143;
+
+/** Why the kubelet restarts a sidecar stopped by signal, and the fixes that apply. */
+function restartedAfterSignalStop(restart: Restart): string {
+  const cause = restartCause(restart);
+  if (restart.decidedBy.by !== 'rule' && restart.decidedBy.policy === 'OnFailure') {
+    return `with ${cause}, kubelet restarts a sidecar that exits non-zero when it is stopped by signal (143 on SIGTERM is common); set ${ENV_IGNORE_EXIT_CODE}="true", or make the sidecar exit 0 on SIGTERM`;
+  }
+  // Its own restartPolicy Always, or a rule: exiting 0 may not keep it down.
+  return `kubelet restarts this sidecar if it exits ${restart.exitCode}, as SIGTERM makes it, when it is stopped by signal (${cause}); set ${ENV_IGNORE_EXIT_CODE}="true", or change its restartPolicy or restartPolicyRules`;
 }
 
 /**

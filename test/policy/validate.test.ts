@@ -327,3 +327,16 @@ t.test("the add-on's own settings: each mistake once, at its field", async (t) =
     /stop\.sidecar-terminator\.io\/proxy\]: Invalid value: "\[\\"envoy\\"\]": not a stop method/,
   ]);
 });
+
+t.test("a sidecar the kubelet restarts after SIGTERM by its own restartPolicy or rule is warned about, in any pod the markers apply to", async (t) => {
+  const warned = (sidecar: V1Container, restartPolicy = 'Never') =>
+    validatePodSpec(podSpec([main(), sidecar], restartPolicy), job).filter((f) => f.rule === 'on-failure-kill-exit-code').map((f) => f.detail);
+  t.match(warned(killSidecar('proxy', { restartPolicy: 'OnFailure' })), [/^with the container's restartPolicy OnFailure, kubelet restarts a sidecar that exits non-zero when it is stopped by signal/], 'Never pod, sidecar OnFailure');
+  t.match(warned(killSidecar('proxy', { restartPolicy: 'Never', restartPolicyRules: [{ action: 'Restart', exitCodes: { operator: 'NotIn', values: [0] } }] })), [
+    /^kubelet restarts this sidecar if it exits 143, as SIGTERM makes it, when it is stopped by signal \(rule 1: exit code 143 NotIn \[0\]\); .*change its restartPolicy or restartPolicyRules$/,
+  ], 'Never pod, a rule that restarts on 143');
+  t.match(warned(killSidecar('proxy', { restartPolicy: 'Always' })), [/\(the container's restartPolicy Always\)/], 'its own Always: exiting 0 would not help, so the fix says so');
+  t.same(warned(killSidecar('proxy', { restartPolicy: 'Never' }), 'OnFailure'), [], 'OnFailure pod, sidecar Never: not restarted, no warning');
+  t.same(warned(killSidecar('proxy', { restartPolicy: 'Never', restartPolicyRules: [{ action: 'Restart', exitCodes: { operator: 'In', values: [1] } }] })), [], 'a rule that does not match 143');
+  t.same(warned(killSidecar('proxy', { restartPolicy: 'OnFailure' }), 'Always'), [], 'an Always pod: the markers do not apply, restart-policy-always says so');
+});
