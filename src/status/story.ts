@@ -3,7 +3,7 @@
 // what the user can do; or, for a pod the add-on does not manage, why not. Pure: the policy's
 // own decisions (classifyContainers, decide, inspectObject) explain, nothing is re-derived, and
 // what the watcher did is read from the codes of its events (their `action`), never their words.
-import type { CoreV1Event, V1Node, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Event, V1Node, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import {
   CODES,
   CRR,
@@ -17,12 +17,15 @@ import {
   POD_ANNOTATIONS,
   errorsOf,
   exitCodesByName,
+  explainRestart,
   formatFinding,
   inspectObject,
   markerEntries,
   migratedSidecars,
   nodeKindOf,
+  restartOfContainerAt,
   restartPolicyOf,
+  setsOwnRestartPolicy,
   stopMechanism,
   TERMINATED_CONDITION,
   isCode,
@@ -157,7 +160,7 @@ export function podStory(facts: PodFacts): PodStory {
     ...(last ? { lastEvent: { ...optional('time', eventTime(last)), type: last.type ?? '', reason: last.reason ?? '', ...optional('code', eventCode(last)), message: last.message ?? '' } } : {}),
     restartPolicy,
     containers: roles.map((role) => containerStory(role, pod, mechanisms.get(role.name))),
-    trigger: triggerRule(restartPolicy),
+    trigger: triggerRule(restartPolicy, ownRestartPolicies(spec, roles)),
     actions: actionsOf(pod, events, crr, roles),
     notManaged: [],
     advice: [],
@@ -288,10 +291,19 @@ function containerStatus(pod: V1Pod, name: string): string {
   return `waiting (${waiting?.reason ?? 'unknown'}${waiting?.message ? `: ${waiting.message}` : ''})${restarts}`;
 }
 
-function triggerRule(restartPolicy: string): string {
-  if (restartPolicy === 'Never') return 'restartPolicy Never: the sidecars are stopped once every main container has exited, whatever its exit code';
-  if (restartPolicy === 'OnFailure') return 'restartPolicy OnFailure: the sidecars are stopped once every main container has exited 0 (a main container that fails is restarted, and the sidecars keep running for it)';
+function triggerRule(restartPolicy: string, ownPolicies: string[]): string {
+  const one = ownPolicies.length === 1;
+  const own = ownPolicies.length === 0
+    ? ''
+    : `; ${ownPolicies.join(', ')} ${one ? 'sets its' : 'set their'} own restartPolicy, which decides instead, with ${one ? 'its' : 'their'} restartPolicyRules, whether the kubelet restarts ${one ? 'it' : 'them'}: the sidecars keep running for a restart`;
+  if (restartPolicy === 'Never') return `restartPolicy Never: the sidecars are stopped once every main container has exited, whatever its exit code${own}`;
+  if (restartPolicy === 'OnFailure') return `restartPolicy OnFailure: the sidecars are stopped once every main container has exited 0 (a main container that fails is restarted, and the sidecars keep running for it)${own}`;
   return `restartPolicy ${restartPolicy}: no trigger applies (only Never and OnFailure pods have their sidecars stopped)`;
+}
+
+/** The main containers that set their own restartPolicy (Kubernetes 1.35+), which the kubelet reads in place of the pod's. */
+function ownRestartPolicies(spec: V1PodSpec, roles: ContainerRole[]): string[] {
+  return roles.filter((role) => role.role === 'main' && setsOwnRestartPolicy(spec.containers[role.index] ?? {})).map((role) => role.name);
 }
 
 function actionsOf(pod: V1Pod, events: CoreV1Event[], crr: CrrView | undefined, roles: ContainerRole[]): Action[] {
@@ -349,11 +361,17 @@ function timedLines(message: string): { steps: Action[]; rest: string } {
   return { steps, rest: rest.join(' ') };
 }
 
+/** The main containers not done: still running, or exited and to be restarted by the kubelet (with the policy's explanation). */
 function mainWait(pod: V1Pod, roles: ContainerRole[], exitCodes: Map<string, number>, decision: Decision): string {
   if (decision.outcome === 'ignore') return `the pod to start (${pod.status?.phase ?? 'Pending'})`;
-  const mains = roles.filter((r) => r.role === 'main');
-  const pending = mains.filter((m) => !exitCodes.has(m.name) || (restartPolicyOf(pod.spec ?? {}) === 'OnFailure' && exitCodes.get(m.name) !== 0));
-  return `the main container${pending.length === 1 ? '' : 's'} to finish: ${pending.map((m) => `${m.name} (${containerStatus(pod, m.name)})`).join(', ')}`;
+  const restartOf = (main: ContainerRole) => {
+    const code = exitCodes.get(main.name);
+    return code === undefined ? undefined : restartOfContainerAt(pod.spec ?? {}, main.index, code);
+  };
+  const pending = roles.filter((r) => r.role === 'main').map((main) => ({ main, restart: restartOf(main) })).filter(({ restart }) => restart?.restarts !== false);
+  const restarting = pending.flatMap(({ main, restart }) => (restart ? [`${main.name} ${explainRestart(restart)}`] : []));
+  const finishing = `the main container${pending.length === 1 ? '' : 's'} to finish: ${pending.map(({ main }) => `${main.name} (${containerStatus(pod, main.name)})`).join(', ')}`;
+  return [finishing, ...restarting].join('; ');
 }
 
 function stopWait(sidecar: ContainerRole, mechanism: Mechanism, pod: V1Pod, crr: CrrView | undefined, events: CoreV1Event[]): string {

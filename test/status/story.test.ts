@@ -35,7 +35,22 @@ t.test('OnFailure: a failed main container is restarted, so the pod waits for ma
   const story = podStory(facts(pod({ restartPolicy: 'OnFailure', statuses: [containerStatus('main', 1, { restartCount: 1 }), containerStatus('proxy', 'running')] })));
   t.match(story, { state: 'waiting for main', since: T0 });
   t.match(story.waitingFor, /the main container to finish: main \(exited 1 \(?.*1 restart\)/);
+  t.match(story.waitingFor, /; main will be restarted \(restartPolicy OnFailure\)$/);
   t.match(story.trigger, /OnFailure: the sidecars are stopped once every main container has exited 0/);
+});
+
+t.test('a main its own restart rule brings back: the pod waits for main, and the rule is named', async (t) => {
+  const restartOn42 = main('main', 'busybox:1.36', { restartPolicy: 'Never', restartPolicyRules: [{ action: 'Restart', exitCodes: { operator: 'In', values: [42] } }] });
+  const exited = (code: number) => {
+    const p = jobPod([restartOn42, killSidecar('proxy')], {}, { metadata: { ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'job', uid: 'j1' }] } });
+    p.status!.containerStatuses = [containerStatus('main', code), containerStatus('proxy', 'running')];
+    return podStory(facts(p));
+  };
+  const story = exited(42);
+  t.match(story, { state: 'waiting for main', code: 'main-restarting', since: T0 });
+  t.match(story.waitingFor, /^the main container to finish: main \(exited 42 at [^)]*\); main will be restarted \(rule 1: exit code 42 In \[42\]\)$/);
+  t.match(story.trigger, /^restartPolicy Never: .*; main sets its own restartPolicy, which decides instead, with its restartPolicyRules, whether the kubelet restarts it/);
+  t.match(exited(1), { state: 'stopping', code: 'mains-done' }, 'an exit no rule restarts: the sidecars are stopped');
 });
 
 t.test("each of the policy's reasons to wait or ignore gives its state", async (t) => {
