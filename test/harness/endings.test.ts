@@ -50,7 +50,13 @@ t.test('a signal container: signal; one that sent the shutdown request: http, un
   t.same(await steps(signal(['--grace-period=30', '--url=http://localhost:15000/quitquitquit'], 'POST http://localhost:15000/quitquitquit answered 200 OK')), { proxy: ['http'] });
   t.same(await steps(signal(['--url=http://localhost:15000/quitquitquit'], 'POST ... answered 404 Not Found: sending SIGTERM instead')), { proxy: ['signal'] });
   const ending = await podEnding(clients([stopped]), signal(['--grace-period=30'], 'SIGTERM sent'));
-  t.match(ending, { stopRequested: true, warnings: [], sidecars: [{ signal: { name: 'stop-proxy', exitCode: 0, message: 'SIGTERM sent' } }] });
+  t.match(ending, { stopRequested: true, warnings: [], sidecars: [{ signal: { name: 'stop-proxy', ran: true, exitCode: 0, message: 'SIGTERM sent' } }] });
+  const neverRan = pod([marked('proxy')], {
+    spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'stop-sidecar', targetContainerName: 'proxy' }] },
+    status: { ephemeralContainerStatuses: [{ name: 'stop-proxy', image: 'stop-sidecar', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ErrImagePull' } } }] },
+  });
+  t.same(await steps(neverRan), { proxy: [] }, 'a signal container that never ran stopped nothing');
+  t.match((await podEnding(clients(), neverRan)).sidecars[0]?.signal, { ran: false, exitCode: undefined });
 });
 
 t.test("the pod's ContainerRecreateRequest: crr, with kruise-daemon's state of the sidecar", async (t) => {
@@ -59,14 +65,25 @@ t.test("the pod's ContainerRecreateRequest: crr, with kruise-daemon's state of t
   t.same(ending.sidecars.map((s) => [s.container, s.steps, s.crr]), [['proxy', ['crr'], { phase: 'Succeeded', message: undefined }], ['other', [], undefined]]);
 });
 
-t.test("an image unlike the Job template's, or a quick-exit image on a pod no Job owns: image", async (t) => {
-  const replaced = pod([marked('proxy', { image: 'quick-exit:1' })], { owner: 'job' });
+t.test("an image unlike the Job template's, or a quick-exit image on a pod no Job owns, once the kubelet ran it: image", async (t) => {
+  const ran = (container: V1Container, reported = container.image!) =>
+    pod([container], { owner: 'job', status: { containerStatuses: [{ name: container.name, image: reported, imageID: '', ready: false, restartCount: 1, state: { terminated: { exitCode: 0, startedAt: new Date(1) } } }] } });
+  const replaced = ran(marked('proxy', { image: 'quick-exit:1' }));
   t.same(await steps(replaced, clients([], { template: [marked('proxy')] })), { proxy: ['image'] });
   t.same(await steps(replaced, clients([], { template: [marked('proxy', { image: 'quick-exit:1' })] })), { proxy: [] }, "the template's own image is no replacement");
-  t.same(await steps(pod([marked('proxy', { image: SERVE_FLAGS.quickExitImage.default })])), { proxy: ['image'] }, "serve's quick-exit image");
-  const withImage = marked('logs', { image: 'qe:2', env: [{ name: ENV_WITH_IMAGE, value: 'qe:2' }] });
-  t.same(await steps(pod([withImage])), { logs: ['image'] }, 'its own quick-exit image');
-  t.same(await steps(pod([marked('proxy')])), { proxy: [] }, 'its own image: nothing');
+  const condition = { type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping, message: 'phase set to Succeeded: the main containers are done' };
+  const notRun = ran(marked('proxy', { image: 'quick-exit:1' }), 'proxy:1');
+  t.same(await steps(notRun, clients([], { template: [marked('proxy')] })), { proxy: ['image'] }, 'replaced: the kubelet killed the sidecar for it, whether or not it ran the new image');
+  const phased = { ...notRun, status: { ...notRun.status, conditions: [condition] } };
+  t.same(await steps(phased, clients([], { template: [marked('proxy')] })), { proxy: ['phase'] }, 'written, but the phase set before it ran: the phase');
+  t.same(await steps({ ...phased, status: { ...phased.status, containerStatuses: replaced.status!.containerStatuses! } }, clients([], { template: [marked('proxy')] })), { proxy: ['image', 'phase'] }, 'ran, then the phase set');
+  const pulling = [{ name: 'proxy', image: 'quick-exit:1', imageID: '', ready: false, restartCount: 1, state: { waiting: { reason: 'ErrImagePull' } } }];
+  t.same(await steps({ ...phased, status: { ...phased.status, containerStatuses: pulling } }, clients([], { template: [marked('proxy')] })), { proxy: ['phase'] }, 'waiting to pull it, then the phase set: the phase');
+  t.same(await steps(ran(marked('proxy', { image: 'busybox:9' }), 'docker.io/library/busybox:9'), clients([], { template: [marked('proxy')] })), { proxy: ['image'] }, 'the kubelet names docker.io images in full');
+  const bare = (container: V1Container) => ({ ...ran(container), metadata: { ...ran(container).metadata, ownerReferences: [] } });
+  t.same(await steps(bare(marked('proxy', { image: SERVE_FLAGS.quickExitImage.default }))), { proxy: ['image'] }, "no Job: serve's quick-exit image");
+  t.same(await steps(bare(marked('logs', { image: 'qe:2', env: [{ name: ENV_WITH_IMAGE, value: 'qe:2' }] }))), { logs: ['image'] }, 'no Job: its own quick-exit image');
+  t.same(await steps(bare(marked('proxy'))), { proxy: [] }, 'no Job, its own image: nothing');
 });
 
 t.test('the phase set by the add-on: phase, after how each sidecar was told; a migrated native sidecar: native', async (t) => {
@@ -75,7 +92,9 @@ t.test('the phase set by the add-on: phase, after how each sidecar was told; a m
     spec: { ephemeralContainers: [{ name: 'stop-sql', image: 'stop-sidecar', targetContainerName: 'sql' }] },
     status: { conditions: [condition] },
   });
-  t.same(await steps(phased), { sql: ['signal', 'phase'] });
+  t.same(await steps(phased), { sql: ['phase'] }, 'the signal container added after the phase never ran');
+  const signalRan = { name: 'stop-sql', image: 'stop-sidecar', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 0 } } };
+  t.same(await steps({ ...phased, status: { ...phased.status, ephemeralContainerStatuses: [signalRan] } }), { sql: ['signal', 'phase'] });
   const waiting = pod([marked('sql')], { status: { conditions: [{ ...condition, message: 'stopping sidecars: sql' }] } });
   t.same(await steps(waiting), { sql: [] }, 'the condition alone, without the phase: nothing');
   const native = pod([], { spec: { initContainers: [{ name: 'proxy', image: 'p', restartPolicy: 'Always' }, { name: 'setup', image: 's' }] }, annotations: { [MIGRATED_ANNOTATION]: 'proxy' } });

@@ -12,11 +12,14 @@ import { eventsOf, type Clients } from './stack.ts';
 import { waitFor } from './wait.ts';
 
 /**
- * One way a sidecar was acted on. Told to stop: `signal` (a signal container sent SIGTERM),
- * `http` (it sent the sidecar's shutdown request, which was answered), `crr` (a
- * ContainerRecreateRequest). Ended from outside: `image` (its image replaced in place by a
- * quick-exit image), `phase` (the pod's phase set, so the kubelet kills what still runs). `native`:
- * a native sidecar, which the kubelet stops by itself once the main containers are done.
+ * One way a sidecar was acted on, counted where it took effect. Told to stop: `signal` (a signal
+ * container ran and sent SIGTERM), `http` (it sent the sidecar's shutdown request, which was
+ * answered), `crr` (a ContainerRecreateRequest for it). Ended from outside: `image` (its image
+ * replaced in place by a quick-exit image: the kubelet kills the container and runs that image),
+ * `phase` (the pod's phase set, so the kubelet kills what still runs). `native`: a native sidecar,
+ * which the kubelet stops by itself once the main containers are done. A signal container that
+ * never ran, or an image written but not run before the phase was set (the kubelet starts nothing
+ * in a pod once its phase is terminal), is no step: it stopped nothing.
  */
 export type StopPath = 'signal' | 'http' | 'crr' | 'image' | 'phase' | 'native';
 
@@ -28,8 +31,8 @@ export interface SidecarEnding {
   steps: StopPath[];
   /** Its exit code as the kubelet last reported it; undefined while it runs. */
   exitCode: number | undefined;
-  /** Its signal container's end, when one ran: exit code and termination message (what it did, line by line). */
-  signal?: { name: string; exitCode: number | undefined; message: string };
+  /** Its signal container, when one was added: whether it ran, its exit code and termination message (what it did, line by line). */
+  signal?: { name: string; ran: boolean; exitCode: number | undefined; message: string };
   /** Its entry in the ContainerRecreateRequest's status, when there is one (kruise-daemon's progress). */
   crr?: { phase: string | undefined; message: string | undefined };
 }
@@ -56,7 +59,9 @@ export interface EndingOptions {
 export async function podEnding(clients: EndingClients, pod: V1Pod, options: EndingOptions = {}): Promise<PodEnding> {
   const namespace = pod.metadata!.namespace!;
   const name = pod.metadata!.name!;
-  const [events, template, crr] = await Promise.all([eventsOf(clients, namespace, name), jobTemplate(clients.batch, pod), readCrr(clients.custom, pod)]);
+  const [named, template, crr] = await Promise.all([eventsOf(clients, namespace, name), jobTemplate(clients.batch, pod), readCrr(clients.custom, pod)]);
+  // This pod's, not those of an earlier pod of the same name.
+  const events = named.filter((e) => e.involvedObject.uid === undefined || e.involvedObject.uid === pod.metadata?.uid);
   const migrated = new Set((pod.metadata?.annotations?.[MIGRATED_ANNOTATION] ?? '').split(',').filter((each) => each !== ''));
   const phaseSet = pod.status?.conditions?.some((c) => c.type === TERMINATED_CONDITION && c.reason === CONDITION_REASONS.stopping && /^phase set to /.test(c.message ?? '')) ?? false;
   const quickExitImages = options.quickExitImages ?? [SERVE_FLAGS.quickExitImage.default];
@@ -71,9 +76,10 @@ export async function podEnding(clients: EndingClients, pod: V1Pod, options: End
     if (signal) {
       const signalStatus = pod.status?.ephemeralContainerStatuses?.find((s) => s.name === signal.name);
       const message = signalStatus?.state?.terminated?.message ?? '';
-      ending.signal = { name: signal.name, exitCode: exitCode(signalStatus), message };
+      const ran = signalStatus?.state?.running !== undefined || signalStatus?.state?.terminated !== undefined;
+      ending.signal = { name: signal.name, ran, exitCode: exitCode(signalStatus), message };
       const asked = signal.args?.some((arg) => arg.startsWith('--url=')) ?? false;
-      steps.add(asked && !/sending SIGTERM instead/.test(message) ? 'http' : 'signal');
+      if (ran) steps.add(asked && !/sending SIGTERM instead/.test(message) ? 'http' : 'signal');
     }
     const crrEntry = crr?.containers.includes(role.name) ? crr : undefined;
     if (crrEntry) {
@@ -83,7 +89,9 @@ export async function podEnding(clients: EndingClients, pod: V1Pod, options: End
     }
     const original = template?.find((c) => c.name === role.name)?.image;
     const replaced = original !== undefined ? role.image !== original : role.image !== undefined && (quickExitImages.includes(role.image) || role.image === role.markers.quickExitImage);
-    if (replaced) steps.add('image');
+    // The kubelet kills a container whose image changed, then runs the new one (it reports the image
+    // it last ran): a replacement ended the sidecar unless the pod's phase was set before it ran.
+    if (replaced && (!phaseSet || ranImage(status, role.image))) steps.add('image');
     if (phaseSet) steps.add('phase');
     sidecars.push({ ...ending, steps: order(steps) });
   }
@@ -104,6 +112,17 @@ export async function podEnding(clients: EndingClients, pod: V1Pod, options: End
 function order(steps: Set<StopPath>): StopPath[] {
   const told = TOLD.filter((step) => steps.has(step));
   return [...told, ...(['image', 'phase'] as const).filter((step) => steps.has(step))];
+}
+
+/**
+ * Whether the container's last run was of this image: it runs, or ran (a start time), with that
+ * image; one waiting to pull it never ran it. The kubelet names `busybox:1.35` in full
+ * (`docker.io/library/busybox:1.35`).
+ */
+function ranImage(status: V1ContainerStatus | undefined, image: string | undefined): boolean {
+  const started = status?.state?.running !== undefined || status?.state?.terminated?.startedAt !== undefined;
+  const full = (reference: string) => reference.replace(/^docker\.io\//, '').replace(/^library\//, '');
+  return started && status?.image !== undefined && image !== undefined && full(status.image) === full(image);
 }
 
 function exitCode(status: V1ContainerStatus | undefined): number | undefined {
@@ -154,7 +173,7 @@ export interface ExpectedEnding extends EndingOptions {
 /**
  * Asserts how each sidecar of the pod ended: the steps for each (a path alone means exactly that
  * one step), the add-on's warnings (none unless named), a SidecarTerminator event where the add-on
- * told a sidecar to stop, and that each signal container that ran succeeded (0, or 137 when the
+ * acted, and that each signal container that ran succeeded (0, or 137 when the
  * sidecar's exit ended their shared PID namespace first) unless a warning is expected. Returns
  * what it read, for the test's own checks.
  */
@@ -174,13 +193,13 @@ export async function expectStoppedBy(
   if (told) t.ok(ending.stopRequested, `pod ${ending.pod}: the SidecarTerminator event`);
   if (!options.warnings?.length) {
     for (const { container, signal } of ending.sidecars) {
-      if (signal) t.ok(signal.exitCode === 0 || signal.exitCode === 137, `pod ${ending.pod}: ${signal.name} stopped ${container} (exit code ${signal.exitCode}${signal.message ? `: ${signal.message.trim()}` : ''})`);
+      if (signal?.ran) t.ok(signal.exitCode === 0 || signal.exitCode === 137, `pod ${ending.pod}: ${signal.name} stopped ${container} (exit code ${signal.exitCode}${signal.message ? `: ${signal.message.trim()}` : ''})`);
     }
   }
   return ending;
 }
 
-/** The pods of a Job, once each has a recorded end for every sidecar the add-on told to stop: what expectStoppedBy reads. */
+/** The pods of a Job, once each has ended (Succeeded or Failed): what expectStoppedBy reads. */
 export async function endedPodsOfJob(clients: Pick<Clients, 'core'>, namespace: string, job: string): Promise<V1Pod[]> {
   return waitFor(`the pods of Job ${job} to end`, async () => {
     const pods = (await clients.core.listNamespacedPod({ namespace, labelSelector: `job-name=${job}` })).items;
