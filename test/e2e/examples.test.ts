@@ -75,7 +75,7 @@ if (canRunRealNode(t)) {
     const paths: Record<string, Record<string, StopPath | StopPath[]>> = {
       'log-shipper': { 'log-shipper': 'signal' },
       'proxy-on-virtual-node': { proxy: 'image' },
-      'ignore-exit-code': { 'sql-proxy': ['signal', 'phase'] },
+      'ignore-exit-code': { 'sql-proxy': 'phase' },
     };
     for (const [job, expected] of Object.entries(paths)) await expectJobStoppedBy(t, clients, 'default', job, expected);
   });

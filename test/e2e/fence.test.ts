@@ -18,6 +18,7 @@ import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL,
 import { argsOf, helmEnv, helmRelease, type Manifest } from '../chart/helm.ts';
 import { serviceAccountKubeconfig } from '../support/service-account.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
+import { expectJobStoppedBy, expectStoppedBy, type StopPath } from '../support/endings.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { postJson, registeringWebhooks, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
@@ -437,6 +438,13 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
 
     const done = async (name: string) =>
       waitFor(`the watcher to be finished with pod ${name}`, async () => finishedByWatcher({ core }, [await core.readNamespacedPod({ namespace: jobs, name })]), { timeoutMs: 120_000 });
+    /** How each Job's sidecar was stopped: its signal container; ignore-exit-code, the phase set too; on the virtual node, its quick-exit image. */
+    const paths: Record<string, Record<string, StopPath | StopPath[]>> = {
+      signal: { proxy: 'signal' },
+      'signal-as-user': { proxy: 'signal' },
+      'ignore-exit-code': { proxy: 'phase' },
+      'quick-exit': { logs: 'image' },
+    };
     for (const job of ['signal', 'signal-as-user', 'ignore-exit-code', 'quick-exit']) {
       await waitForJob(cluster, jobs, job, 'Complete', 120_000);
       const pod = await done((await podOfJob(cluster, jobs, job)).metadata!.name!);
@@ -447,9 +455,11 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
       if (job === 'signal-as-user') t.match(pod.spec?.ephemeralContainers?.[0]?.securityContext, { runAsUser: 1234, runAsGroup: 1234 }, `${job}: as the sidecar's user`);
       if (job === 'ignore-exit-code') t.equal(pod.status?.phase, 'Succeeded', `${job}: the phase from the main container, whatever the sidecar's exit code`);
       if (job === 'quick-exit') t.equal(pod.spec?.containers.find((c) => c.name === 'logs')?.image, QUICK_EXIT, `${job}: the quick-exit image, in place`);
+      await expectStoppedBy(t, cluster, pod, paths[job]!);
     }
     const missed = await done('missed');
     t.same(missed.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['proxy'], 'the pod the webhook missed: labelled by the sweeper, then stopped');
+    await expectStoppedBy(t, cluster, missed, { proxy: 'signal' });
     t.notMatch(watcher.output(), /denied request|forbidden/i, 'no write was refused');
   });
 
@@ -466,6 +476,7 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
     };
     t.same(crr.spec?.containers?.map((container) => container.name), ['proxy'], 'created through the fence, for the sidecar');
     t.notOk(pod.spec?.ephemeralContainers, 'no signal container');
+    await expectJobStoppedBy(t, cluster, jobs, 'crr', { proxy: 'crr' });
     t.notMatch(watcher.output(), /denied request|forbidden/i, 'no write was refused');
   });
 }

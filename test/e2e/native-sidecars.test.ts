@@ -9,6 +9,7 @@ import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, EVENT_REASONS, MANAGED_LABEL, 
 import { findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { apply, eventsOf, finishedByWatcher, podOfJob, startStack, waitForJob, waitForNativeSidecarsInEffect, type Stack } from '../support/stack.ts';
+import { expectJobStoppedBy, expectStoppedBy } from '../support/endings.ts';
 import { imageSidecar, jobYaml, killSidecar, main, podYaml } from '../support/pods.ts';
 
 // Debug logs: the watcher says when it looked at a pod and found nothing to do.
@@ -76,6 +77,7 @@ t.test('labelled namespace: the sidecars become native sidecars, the kubelet sto
   t.equal(pod.status?.phase, 'Succeeded');
   for (const name of ['proxy', 'sql-proxy']) t.ok(findContainerStatus(pod, name)?.state?.terminated, `${name} stopped by the kubelet`);
   t.same(await watcherTraces(stack, namespace, pod), NO_TRACES, 'no event, label, ephemeral container or condition from the watcher');
+  await expectStoppedBy(t, stack, pod, { proxy: 'native', 'sql-proxy': 'native' });
 });
 
 t.test('the same Job in a namespace without the label: labelled and stopped by the watcher', async (t) => {
@@ -86,6 +88,7 @@ t.test('the same Job in a namespace without the label: labelled and stopped by t
   t.equal(pod.spec?.initContainers, undefined, 'nothing moved');
   t.equal(pod.metadata?.annotations?.[MIGRATED_ANNOTATION], undefined);
   t.match(await stoppedByWatcher(namespace, pod), { events: [EVENT_REASONS.stopping], ephemeralContainers: 1 });
+  await expectJobStoppedBy(t, stack, namespace, 'watched', { proxy: 'signal' });
 });
 
 t.test('labelled namespace, a sidecar with a startup probe: it stays, the pod is annotated why, the watcher stops it', async (t) => {
@@ -97,6 +100,7 @@ t.test('labelled namespace, a sidecar with a startup probe: it stays, the pod is
   t.equal(pod.spec?.initContainers, undefined);
   t.equal(pod.metadata?.annotations?.[SKIPPED_ANNOTATION], 'spec.containers[1].startupProbe: as a native sidecar, proxy would hold back the main containers until this probe succeeds');
   t.match(await stoppedByWatcher(namespace, pod), { events: [EVENT_REASONS.stopping], ephemeralContainers: 1 });
+  await expectJobStoppedBy(t, stack, namespace, 'probed', { proxy: 'signal' });
 });
 
 t.test('labelled namespace, a pod template annotated native-sidecars: disabled stays with the watcher', async (t) => {
@@ -107,6 +111,7 @@ t.test('labelled namespace, a pod template annotated native-sidecars: disabled s
   t.equal(pod.spec?.initContainers, undefined);
   t.same(Object.keys(pod.metadata?.annotations ?? {}).filter((key) => key.startsWith('sidecar-terminator.io/native-sidecars-')), [], 'no migration annotation');
   t.match(await stoppedByWatcher(namespace, pod), { events: [EVENT_REASONS.stopping], ephemeralContainers: 1 }, 'stopped by the watcher');
+  await expectJobStoppedBy(t, stack, namespace, 'opted-out', { proxy: 'signal' });
 });
 
 t.test('kubectl shows why a bare pod is not moved', async (t) => {
@@ -137,4 +142,5 @@ t.test('a migrated pod labelled managed by hand: the watcher sees it and does no
   await stack.sim.exitContainer(namespace, pod.metadata!.name!, 'main', 0);
   await waitForJob(stack, namespace, 'by-hand', 'Complete');
   t.same(await watcherTraces(stack, namespace, pod), { ...NO_TRACES, label: 'true' }, 'the label as the user set it, and nothing else');
+  await expectJobStoppedBy(t, stack, namespace, 'by-hand', { proxy: 'native' });
 });

@@ -12,6 +12,7 @@ import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { containerRecreateRequest } from '../../src/watcher/crr.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
+import { expectJobStoppedBy } from '../support/endings.ts';
 import { startKruise } from '../support/kruise.ts';
 import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
@@ -91,6 +92,7 @@ if (canRunRealNode(t)) {
     );
     const reasons = (await eventsOf(cluster, namespace, podName)).map((e) => e.reason);
     t.notOk(reasons.includes('SidecarTerminationFailed'), `no failure event (events: ${reasons.join(', ')})`);
+    await expectJobStoppedBy(t, cluster, namespace, 'crr', { proxy: 'crr' });
 
     const deleted = await cp.kubectl(['delete', 'job', 'crr', '--cascade=foreground', '--wait=true', '--timeout=120s'], { namespace });
     t.equal(deleted.code, 0, deleted.stderr);
@@ -124,10 +126,13 @@ if (canRunRealNode(t)) {
     t.equal(killed.state?.terminated?.exitCode, 137, 'kruise-daemon stopped it with SIGKILL after SIGTERM was ignored');
     t.match(await containerLog(cp, namespace, failed.metadata!.name!, 'proxy'), /received SIGTERM, ignoring it/, 'it got SIGTERM first');
     t.equal(failed.status?.phase, 'Failed', 'restartPolicy Never: exit 137 fails the pod, and the Job');
+    // Told by the CRR alone: kruise-daemon's SIGKILL after the grace period is the CRR's own, no fallback of the add-on.
+    await expectJobStoppedBy(t, cluster, namespace, 'ignores-sigterm', { proxy: 'crr' });
 
     await waitForJob(cluster, namespace, 'ignores-sigterm-exit-code-ignored', 'Complete', 180_000);
     const complete = await podOfJob(cluster, namespace, 'ignores-sigterm-exit-code-ignored');
     t.equal(complete.status?.phase, 'Succeeded', 'with KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE the pod is Succeeded and the Job completes');
+    await expectJobStoppedBy(t, cluster, namespace, 'ignores-sigterm-exit-code-ignored', { proxy: ['crr', 'phase'] });
   });
 
   const fenceSkip = !apiFeatures(version).validatingAdmissionPolicy && `Kubernetes ${version.gitVersion} serves no ValidatingAdmissionPolicy, so there is no fence`;

@@ -16,6 +16,7 @@ import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, POD_ANNOTATIONS } from '../../src/po
 import { alertGroups, chartDir, helm, render } from '../chart/helm.ts';
 import { repoRoot } from '../support/repo.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
+import { expectJobStoppedBy } from '../support/endings.ts';
 import { startPrometheus } from '../support/prometheus.ts';
 import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
@@ -98,6 +99,9 @@ else if (canRunRealNode(t)) {
     t.equal(signal?.image, 'ghcr.io/sidecar-terminator/stop-sidecar:0.1.0', 'the signal container ran the stop-sidecar image beside the chart\'s own');
     const proxy = await podOfJob(cluster, namespace, 'ignore-exit-code');
     t.equal(proxy.status?.phase, 'Succeeded', 'the pod whose sidecar exits 143 is Succeeded');
+    // The chart's kill mechanism, auto, is signal here (no OpenKruise); ignore-exit-code sets the phase too.
+    await expectJobStoppedBy(t, cluster, namespace, 'log-shipper', { 'log-shipper': 'signal' });
+    await expectJobStoppedBy(t, cluster, namespace, 'ignore-exit-code', { 'sql-proxy': 'phase' });
     const logs = await kubectl(['logs', '--selector', 'app.kubernetes.io/component=watcher', '--tail', '-1', '--prefix'], NS);
     t.equal(logs.code, 0, `kubectl logs of the watcher: ${logs.stderr}`);
     t.notMatch(logs.stdout, REFUSED, 'no write of the watcher was refused, by RBAC or by the fence');

@@ -4,6 +4,7 @@
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { kubernetesVersion } from '../support/control-plane.ts';
+import { expectJobStoppedBy, podEnding } from '../support/endings.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { TEST_IMAGE, containerLog, containerStatus, startRealStack, type RealStack } from '../support/real-stack.ts';
 import { apply, eventsOf, podOfJob, waitForJob } from '../support/stack.ts';
@@ -65,6 +66,7 @@ if (canRunRealNode(t)) {
       const proxy = await containerStatus(stack, namespace, pod.metadata!.name!, 'proxy', (s) => s.state?.terminated !== undefined);
       t.equal(proxy.state?.terminated?.exitCode, 143, 'kubelet reports the sidecar exited 143');
       t.match(await containerLog(cp, namespace, pod.metadata!.name!, 'proxy'), /received SIGTERM, exiting with code 143/, 'the sidecar logged SIGTERM');
+      await expectJobStoppedBy(t, stack, namespace, 'ignore-exit-code', { proxy: 'phase' });
     });
 
     t.test('OnFailure: main fails twice, kubelet restarts it; the sidecar is stopped only after main succeeds', { buffered: true }, async (t) => {
@@ -109,6 +111,7 @@ if (canRunRealNode(t)) {
       } else {
         t.equal(log.match(/received SIGTERM/g)?.length, 1, 'the sidecar got SIGTERM once', { log });
       }
+      await expectJobStoppedBy(t, stack, namespace, 'on-failure', { proxy: 'signal' });
     });
     t.test('a sidecar with only a quick-exit image that cannot be pulled is still stopped', { buffered: true }, async (t) => {
       const namespace = await cp.createNamespace();
@@ -145,6 +148,14 @@ if (canRunRealNode(t)) {
       t.notOk(proxy?.state?.running, `its sidecar no longer runs (${JSON.stringify(proxy?.state)})`);
       const warnings = (await eventsOf(stack, namespace, onFailure.metadata!.name!)).filter((e) => e.type === 'Warning').map((e) => e.message ?? '');
       t.match(warnings.join('\n'), new RegExp(missing.replace(/[.:/]/g, '\\$&')), `a Warning event names the image that could not be pulled (${warnings.join(' | ')})`);
+      // The fallback this test is about: the image replaced, then the phase set when it cannot be pulled.
+      await expectJobStoppedBy(t, stack, namespace, 'unpullable-on-failure', { proxy: 'phase' }, { warnings: ['quick-exit-image-not-pulled'] });
+      // Never: the kubelet kills the sidecar for its new image and, every container done, may end the
+      // pod itself before the pull fails (the image), or report the pull first (the phase, with the warning).
+      const ending = await podEnding(stack, never);
+      const steps = ending.sidecars.map((sidecar) => sidecar.steps.join('+')).join();
+      const codes = ending.warnings.map((warning) => warning.code).join();
+      t.ok((steps === 'image' && codes === '') || (steps === 'phase' && codes === 'quick-exit-image-not-pulled'), `Never: ended by its replaced image, or by the phase with the pull's warning (${steps}; warnings: ${codes || 'none'})`);
     });
   });
 
@@ -186,5 +197,6 @@ if (canRunRealNode(t)) {
       /Container proxy definition changed, will be restarted/,
       'kubelet stopped the original sidecar because its definition changed',
     );
+    await expectJobStoppedBy(t, stack, namespace, 'quick-exit', { proxy: 'image' });
   });
 }

@@ -15,6 +15,7 @@ import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT } from '../../src/policy/index.
 import { chartDir, helm, helmEnv } from '../chart/helm.ts';
 import { repoRoot } from '../support/repo.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
+import { expectStoppedBy, podEnding } from '../support/endings.ts';
 import { startKruise, type Kruise } from '../support/kruise.ts';
 import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
@@ -89,6 +90,10 @@ else if (canRunRealNode(t)) {
       t.notOk(pod.spec?.ephemeralContainers, `${name}: no signal container`);
       const proxy = pod.status?.containerStatuses?.find((status) => status.name === 'proxy');
       t.match(proxy, { restartCount: 0, state: { terminated: { exitCode: 0 } } }, `${name}: the sidecar was stopped once, and exited 0`);
+      // By a ContainerRecreateRequest, whichever controller made it (expectStoppedBy, for the add-on's alone, below), and nothing else.
+      const ending = await podEnding(cluster, pod);
+      t.same(ending.sidecars.map((sidecar) => [sidecar.container, sidecar.steps]), [['proxy', ['crr']]], `${name}: how the sidecar was stopped`);
+      t.same(ending.warnings, [], `${name}: no warning of the add-on`);
     }
     t.equal(crrs.length, pods.length, 'no other ContainerRecreateRequest');
     // Who wrote each request's spec: its creator.
@@ -146,9 +151,13 @@ else if (canRunRealNode(t)) {
     const namespace = await cp.createNamespace();
     for (const name of ['after-1', 'after-2']) t.equal((await kubectl(['apply', '-f', '-'], namespace, job(name, 2))).code, 0);
     const pods = await completedOnce(t, namespace, ['after-1', 'after-2']);
-    for (const pod of pods) t.same(await stopEvents(namespace, pod), ['sidecar-terminator'], `${pod.metadata!.name}: stopped by the add-on alone`);
+    for (const pod of pods) {
+      t.same(await stopEvents(namespace, pod), ['sidecar-terminator'], `${pod.metadata!.name}: stopped by the add-on alone`);
+      await expectStoppedBy(t, cluster, pod, { proxy: 'crr' });
+    }
     const [across] = await completedOnce(t, straddling, ['straddling']);
     t.same(await stopEvents(straddling, across!), ['sidecar-terminator'], 'the Job running across the restart: the add-on stopped its sidecar');
+    await expectStoppedBy(t, cluster, across!, { proxy: 'crr' });
   });
 
   t.test('step 3, the rules enforced: a Job Kruise would accept with a mistake is denied at kubectl apply', async (t) => {

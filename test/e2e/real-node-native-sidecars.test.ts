@@ -6,6 +6,7 @@
 // show it acted: the same Job in a namespace without the label gets one.
 import t from 'tap';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, MANAGED_LABEL, MIGRATED_ANNOTATION } from '../../src/policy/index.ts';
+import { expectJobStoppedBy } from '../support/endings.ts';
 import { findContainerStatus } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
@@ -72,6 +73,7 @@ if (canRunRealNode(t)) {
     t.equal(current.spec?.ephemeralContainers, undefined, 'no ephemeral container');
     t.equal(current.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), undefined, 'no condition');
     t.same(await crrs(namespace), [], 'no ContainerRecreateRequest');
+    await expectJobStoppedBy(t, stack, namespace, 'native', { sidecar: 'native', 'sql-proxy': 'native' });
   });
 
   t.test('the same Job in a namespace without the label: the watcher asks for a ContainerRecreateRequest', { buffered: true }, async (t) => {

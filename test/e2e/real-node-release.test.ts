@@ -19,6 +19,7 @@ import { helmBinary } from '../chart/helm.ts';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { runCommand } from '../support/command.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
+import { expectJobStoppedBy } from '../support/endings.ts';
 import { buildScriptOutput } from '../support/managed-process.ts';
 import { commandBlocks, readDoc, section } from '../support/markdown.ts';
 import { repoRoot } from '../support/repo.ts';
@@ -203,6 +204,8 @@ else if (canRunRealNode(t)) {
     const signal = pod.status?.ephemeralContainerStatuses?.[0];
     t.equal(pod.spec?.ephemeralContainers?.[0]?.image, `${prefix}/stop-sidecar:${version}`, "the signal container runs the release's stop-sidecar");
     t.match(signal?.imageID, new RegExp(`^${prefix}/stop-sidecar@sha256:`), 'pulled from the registry');
+    // The chart's kill mechanism, auto, is signal here (no OpenKruise): its signal container stopped the shipper.
+    await expectJobStoppedBy(t, cluster, JOBS_NS, 'log-shipper', { 'log-shipper': 'signal' });
   });
 
   t.test(`helm upgrade to the next release (${next}) with Jobs in flight leaves none hanging`, async (t) => {
@@ -226,6 +229,7 @@ else if (canRunRealNode(t)) {
     for (const name of jobs) {
       await waitForJob(cluster, JOBS_NS, name, 'Complete', 240_000);
       t.pass(`Job ${name}, in flight during the upgrade, completes`);
+      await expectJobStoppedBy(t, cluster, JOBS_NS, name, { 'log-shipper': 'signal' });
     }
   });
 

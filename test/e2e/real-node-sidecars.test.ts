@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import type { V1Container, V1ContainerStatus, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import t from 'tap';
 import { ENV_IGNORE_EXIT_CODE, ENV_STOP, ENV_WHEN_JOB_EXIT, POD_ANNOTATIONS, STOP_EXIT_CODES } from '../../src/policy/index.ts';
+import { expectJobStoppedBy, type StopPath } from '../support/endings.ts';
 import { startInjector } from '../support/injector.ts';
 import { startKruise } from '../support/kruise.ts';
 import { jobYaml } from '../support/pods.ts';
@@ -59,6 +60,8 @@ interface Case {
     signalExit?: number[];
     /** The code of the Warning event saying how the sidecar was ended from outside. */
     warning?: string;
+    /** How the sidecar was stopped: told (signal, http, crr), then ended from outside (image, phase). */
+    stoppedBy: StopPath | StopPath[];
   };
 }
 
@@ -90,7 +93,8 @@ for (const { program, port, sidecar, http } of programs) {
         watcher,
         restartPolicy,
         sidecar: sidecar(method),
-        expect: { job: 'Complete', exitCode: 0, restarts: 0, ...(method === 'crr' ? {} : { signalExit: [0, 137] }) },
+        // An HTTP stop is sent by a signal container under either watcher: crr is for what SIGTERM stops.
+        expect: { job: 'Complete', exitCode: 0, restarts: 0, ...(method === 'crr' ? {} : { signalExit: [0, 137] }), stoppedBy: method === 'http' ? 'http' : method === 'crr' ? 'crr' : 'signal' },
       });
     }
   }
@@ -106,7 +110,7 @@ cases.push({
   restartPolicy: 'Never',
   sidecar: { name: 'web', image: image('nginx') },
   annotations: { [POD_ANNOTATIONS.sidecars]: 'web' },
-  expect: { job: 'Complete', exitCode: 0, restarts: 0, signalExit: [0, 137] },
+  expect: { job: 'Complete', exitCode: 0, restarts: 0, signalExit: [0, 137], stoppedBy: 'signal' },
 });
 
 // Sidecars that ignore SIGTERM, with each mechanism; a well-behaved one in a shared PID namespace.
@@ -114,31 +118,32 @@ const ignoring: Array<{ program: string; sidecar: (env: Array<{ name: string; va
   {
     program: "PID 1 a shell with trap '' TERM (sets command)",
     sidecar: (env) => ({ name: 'shell', image: 'busybox:1.35', command: ['sh', '-c', IGNORES_TERM], env }),
-    // No quick-exit image can run its command: the phase is set from the main container, the kubelet kills it.
-    signal: { job: 'Complete', exitCode: 137, restarts: 0, signalExit: [STOP_EXIT_CODES.noHandler], warning: 'sigterm-unhandled' },
+    // No quick-exit image can run its command: the phase is set from the main container, the kubelet kills it. The
+    // quick-exit image is written too, only to make the kubelet act at once: it never runs in a pod in a terminal phase.
+    signal: { job: 'Complete', exitCode: 137, restarts: 0, signalExit: [STOP_EXIT_CODES.noHandler], warning: 'sigterm-unhandled', stoppedBy: ['signal', 'phase'] },
     crr: 'ignore-exit-code',
   },
   {
     program: 'PID 1 sleep infinity (args only)',
     sidecar: (env) => ({ name: 'sleeper', image: 'busybox:1.35', args: ['sleep', 'infinity'], env }),
     // The quick-exit image in its place: the kubelet kills it and runs that image, which exits 0.
-    signal: { job: 'Complete', exitCode: 0, restarts: 1, signalExit: [STOP_EXIT_CODES.noHandler], warning: 'sigterm-unhandled' },
+    signal: { job: 'Complete', exitCode: 0, restarts: 1, signalExit: [STOP_EXIT_CODES.noHandler], warning: 'sigterm-unhandled', stoppedBy: ['signal', 'image'] },
     crr: 'ignore-exit-code',
   },
   {
     program: 'a child ignoring SIGTERM under tini',
     sidecar: (env) => ({ name: 'tini', image: image('tini'), args: ['sh', '-c', IGNORES_TERM], env }),
     // The signal container kills the child at the end of the grace period; tini exits 128+9.
-    signal: { job: 'Failed', exitCode: 137, restarts: 0, signalExit: [0, 137] },
-    signalIgnoreExitCode: { job: 'Complete', exitCode: 137, restarts: 0 },
+    signal: { job: 'Failed', exitCode: 137, restarts: 0, signalExit: [0, 137], stoppedBy: 'signal' },
+    signalIgnoreExitCode: { job: 'Complete', exitCode: 137, restarts: 0, stoppedBy: 'phase' },
     crr: 'ignore-exit-code',
   },
   {
     program: 'a well-behaved sidecar with shareProcessNamespace',
     sidecar: (env) => testContainer('shared', ['sidecar'], env),
     spec: { shareProcessNamespace: true },
-    signal: { job: 'Complete', exitCode: 0, restarts: 0, signalExit: [0] },
-    crr: { job: 'Complete', exitCode: 0, restarts: 0 },
+    signal: { job: 'Complete', exitCode: 0, restarts: 0, signalExit: [0], stoppedBy: 'signal' },
+    crr: { job: 'Complete', exitCode: 0, restarts: 0, stoppedBy: 'crr' },
   },
 ];
 for (const [index, entry] of ignoring.entries()) {
@@ -158,8 +163,8 @@ for (const [index, entry] of ignoring.entries()) {
   if (entry.signalIgnoreExitCode) add('signal', '-ignore', entry.signalIgnoreExitCode, true);
   if (entry.crr === 'ignore-exit-code') {
     // kruise-daemon kills it with SIGKILL after the grace period: 137 fails a Never pod, unless the exit code is ignored.
-    add('crr', '', { job: 'Failed', exitCode: 137, restarts: 0 }, false);
-    add('crr', '-ignore', { job: 'Complete', exitCode: 137, restarts: 0 }, true);
+    add('crr', '', { job: 'Failed', exitCode: 137, restarts: 0, stoppedBy: 'crr' }, false);
+    add('crr', '-ignore', { job: 'Complete', exitCode: 137, restarts: 0, stoppedBy: ['crr', 'phase'] }, true);
   } else {
     add('crr', '', entry.crr, false);
   }
@@ -225,6 +230,7 @@ if (canRunRealNode(t)) {
         const warnings = (await eventsOf(cluster, namespace, podName)).filter((e) => e.type === 'Warning');
         if (c.expect.warning) t.ok(warnings.some((e) => e.action === c.expect.warning), `a ${c.expect.warning} warning: ${warnings.map((e) => e.message).join(' | ')}`);
         else t.same(warnings.map((e) => e.message), [], 'no warning');
+        await expectJobStoppedBy(t, cluster, namespace, c.job, { [c.sidecar.name]: c.expect.stoppedBy }, { warnings: c.expect.warning ? [c.expect.warning] : [] });
         const from = mainStatus.state?.terminated?.finishedAt;
         const to = sidecarEnd(sidecar);
         const seconds = from && to ? Math.round((to.getTime() - new Date(from).getTime()) / 1000) : NaN;

@@ -10,6 +10,7 @@ import type { V1Container, V1SecurityContext } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
+import { expectJobStoppedBy } from '../support/endings.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { TEST_IMAGE, containerLog, containerStatus, startRealStack, testContainer } from '../support/real-stack.ts';
 import { apply, eventsOf, podOfJob, waitForJob } from '../support/stack.ts';
@@ -56,6 +57,7 @@ if (canRunRealNode(t)) {
     t.notMatch(signalStatus.state?.terminated?.message ?? '', /EPERM/, 'no permission error');
     const reasons = (await eventsOf(stack, namespace, podName)).map((e) => e.reason);
     t.notOk(reasons.includes('SidecarTerminationFailed'), `no failure event (events: ${reasons.join(', ')})`);
+    await expectJobStoppedBy(t, stack, namespace, name, { sidecar: 'signal' });
   }
 
   t.test('Never: a root sidecar with nothing set on the pod is stopped by SIGTERM, the Job completes', { buffered: true }, async (t) => {
@@ -131,6 +133,8 @@ if (canRunRealNode(t)) {
     const signal = await containerStatus(stack, namespace, podName, 'stop-sidecar', (s) => s.state?.terminated !== undefined);
     t.equal(signal.state?.terminated?.exitCode, 4, 'the signal container said it still ran');
     t.match(signal.state?.terminated?.message, /Z SIGTERM sent to PID 1 \(\/test-container sidecar --ignore-term\)\n.*Z the sidecar still runs 5s after it was told to stop/, 'after its SIGTERM, each step with its time');
+    // The fallback this test is about: told by its signal container, then its image replaced (it sets no command).
+    await expectJobStoppedBy(t, stack, namespace, 'ignores-sigterm', { sidecar: ['signal', 'image'] }, { warnings: ['signal-ignored'] });
   });
 
   t.test('containers proxy and stop-proxy, both marked: both stopped by SIGTERM, no name collides', { buffered: true }, async (t) => {
@@ -155,6 +159,7 @@ ${marked('proxy')}${marked('stop-proxy')}` }));
     }
     const names = [...pod.spec!.containers, ...(pod.spec!.ephemeralContainers ?? [])].map((c) => c.name);
     t.equal(new Set(names).size, names.length, `every container name is unique (${names.join(', ')})`);
+    await expectJobStoppedBy(t, stack, namespace, 'collide', { proxy: 'signal', 'stop-proxy': 'signal' });
   });
 
   t.test('a marker listed twice, "true" then "false": stopped as OpenKruise would, with a warning at kubectl apply', { buffered: true }, async (t) => {

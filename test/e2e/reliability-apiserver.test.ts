@@ -4,6 +4,7 @@
 // container, every pod exactly one SidecarTerminator event.
 import t, { type Test } from 'tap';
 import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
+import { expectStoppedBy } from '../support/endings.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { apply, startStack, waitForJobsComplete, type Stack } from '../support/stack.ts';
@@ -44,7 +45,7 @@ async function signalledPods(namespace: string): Promise<number> {
   return (await core.listNamespacedPod({ namespace })).items.filter(signalled).length;
 }
 
-/** Every pod Succeeded, one ephemeral container per kill sidecar, one SidecarTerminator event. */
+/** Every pod Succeeded, one ephemeral container per kill sidecar, one SidecarTerminator event; each sidecar stopped by its signal container. */
 async function assertNoneLeftOrDuplicated(t: Test, s: Stack, namespace: string, count: number): Promise<void> {
   const pods = (await s.core.listNamespacedPod({ namespace })).items;
   t.equal(pods.length, count, 'one pod per Job');
@@ -72,6 +73,7 @@ async function assertNoneLeftOrDuplicated(t: Test, s: Stack, namespace: string, 
     'exactly one SidecarTerminator event per pod',
   );
   t.same(events.filter((e) => e.type === 'Warning').map((e) => `${e.involvedObject.name}: ${e.message}`), [], 'no SidecarTerminationFailed event');
+  for (const pod of pods) await expectStoppedBy(t, s, pod, { proxy: 'signal', sql: 'signal' });
 }
 
 t.test('the API server restarted (etcd kept) while 200 Jobs are finishing', async (t) => {

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { MANAGED_LABEL } from '../../src/policy/index.ts';
+import { expectStoppedBy } from '../support/endings.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { httpStatus } from '../support/net.ts';
@@ -15,7 +16,7 @@ import { actedOnceEach, startCluster, tryApply, waitForJobsComplete, waitForWebh
 import { jobYaml, killSidecar, main, sidecarMarked } from '../support/pods.ts';
 import { startTcpBalancer } from '../support/tcp-balancer.ts';
 
-const { cp, core, batch } = await startCluster(t, { sim: { restartDelayMs: 200 } });
+const { cp, core, batch, custom } = await startCluster(t, { sim: { restartDelayMs: 200 } });
 const leases = cp.kubeConfig.makeApiClient(CoordinationV1Api);
 const addonNamespace = await cp.createNamespace('st-system');
 
@@ -75,6 +76,7 @@ t.test('two watcher replicas: one leads, a killed leader is replaced, no pod is 
   const pods = await actedOnceEach(t, { core }, namespace);
   t.equal(pods.length, first.length + burst.length + after.length, 'one pod per Job');
   t.same(pods.filter((pod) => pod.status?.phase !== 'Succeeded').map((pod) => pod.metadata?.name), [], 'every pod succeeded');
+  for (const pod of pods) await expectStoppedBy(t, { core, batch, custom }, pod, { proxy: 'signal' });
   const leaseNow = await leases.readNamespacedLease({ namespace: addonNamespace, name: 'sidecar-terminator-watcher' });
   t.equal(leaseNow.spec?.holderIdentity, takeover.identity, 'the Lease names the new leader');
   t.ok((leaseNow.spec?.leaseTransitions ?? 0) >= 1, 'one more lease transition');
@@ -107,7 +109,7 @@ t.test('a leader stopped with SIGTERM releases the lease and the other replica t
   t.equal((await apply(namespace, goodJob('after'))).code, 0, 'applied');
   await waitForJobs(t, namespace, ['after']);
   t.ok(actedOn(standby).some((pod) => pod.startsWith(`${namespace}/after-`)), 'the new leader acts');
-  await actedOnceEach(t, { core }, namespace);
+  for (const pod of await actedOnceEach(t, { core }, namespace)) await expectStoppedBy(t, { core, batch, custom }, pod, { proxy: 'signal' });
 });
 
 t.test('two webhook replicas sharing the certificate Secret behind a round-robin proxy: one killed, admission goes on', async (t) => {

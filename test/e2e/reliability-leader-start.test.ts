@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import t from 'tap';
+import { expectJobStoppedBy } from '../support/endings.ts';
 import { httpStatus, PortLease } from '../support/net.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { jobYaml, killSidecar, main } from '../support/pods.ts';
@@ -19,7 +20,7 @@ import { installCrrCrd, startCluster, waitForJob } from '../support/stack.ts';
 import { waitFor } from '../support/wait.ts';
 import type { ControlPlane } from '../support/control-plane.ts';
 
-const { cp, core, batch } = await startCluster(t, { sim: { restartDelayMs: 200 } });
+const { cp, core, batch, custom } = await startCluster(t, { sim: { restartDelayMs: 200 } });
 const leases = cp.kubeConfig.makeApiClient(CoordinationV1Api);
 const addonNamespace = await cp.createNamespace('st-system');
 
@@ -116,6 +117,7 @@ t.test('discovery fails as the replica wins the Lease: it retries, finds the kil
   t.equal((await cp.kubectl(['apply', '-f', '-'], { namespace, input: goodJob('after-recovery') })).code, 0);
   await waitForJob({ core, batch }, namespace, 'after-recovery', 'Complete');
   t.ok(logged(replica, 'stopping sidecars').some((line) => String(line.pod).startsWith(`${namespace}/`)), 'the recovered leader stopped the sidecars');
+  await expectJobStoppedBy(t, { core, batch, custom }, namespace, 'after-recovery', { proxy: 'crr' });
 });
 
 t.test('discovery keeps failing for the leader: it releases the Lease after --leader-start-timeout, and another replica takes over', async (t) => {
@@ -149,4 +151,6 @@ t.test('discovery keeps failing for the leader: it releases the Lease after --le
   t.equal((await cp.kubectl(['apply', '-f', '-'], { namespace, input: goodJob('after-handover') })).code, 0);
   await waitForJob({ core, batch }, namespace, 'after-handover', 'Complete');
   t.ok(logged(healthy, 'stopping sidecars').some((line) => String(line.pod).startsWith(`${namespace}/`)), 'the new leader stopped the sidecars');
+  // The CRD the test above installed is still served: --kill-mechanism auto chose crr.
+  await expectJobStoppedBy(t, { core, batch, custom }, namespace, 'after-handover', { proxy: 'crr' });
 });

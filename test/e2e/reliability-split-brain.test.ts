@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { auditFlags, readAuditLog, type AuditEvent } from '../support/audit.ts';
+import { expectStoppedBy } from '../support/endings.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { httpStatus } from '../support/net.ts';
 import { registeringWebhooks, startServe, startWatcherProcess, type ServeProcess } from '../support/serve-process.ts';
@@ -129,5 +130,6 @@ t.test("the leader's path to the API server is black-holed while a standby runs:
       .map((event) => [event.objectRef!.name!, event.user?.username]),
   );
   t.same(pods.map((pod) => pod.metadata!.name!).filter((name) => !['replica-a', 'replica-b'].includes(signalledBy.get(name) ?? '')), [], 'every pod was signalled by one replica or the other');
+  for (const pod of pods) await expectStoppedBy(t, cluster, pod, { proxy: 'signal' });
   t.equal(await httpStatus(`${leader.url}/readyz`), 200, 'A, back on a healed path, is ready (a standby, or leading again once B could not renew)');
 });

@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
 import { MANAGED_LABEL } from '../../src/policy/index.ts';
+import { expectJobStoppedBy } from '../support/endings.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, startServe, startWatcherProcess } from '../support/serve-process.ts';
@@ -18,7 +19,7 @@ import { imageSidecar, jobYaml, killSidecar, main, podYaml } from '../support/po
 
 const CONFIG_NAME = 'st-webhook-down';
 
-const { cp, core, batch } = await startCluster(t, { sim: { restartDelayMs: 200 } });
+const { cp, core, batch, custom } = await startCluster(t, { sim: { restartDelayMs: 200 } });
 const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
 t.teardown(() => rm(certDir, { recursive: true, force: true }));
 
@@ -103,6 +104,8 @@ t.test('failurePolicy Ignore, webhook down: the sweeper labels the pods it misse
     t.ok(swept.includes(`${namespace}/${pod?.metadata?.name}`), `${name}: its pod was labelled by the sweeper`);
     t.ok(await finishedByWatcher({ core }, pod ? [pod] : []), `${name}: the watcher finished with it`);
     t.equal(pod?.status?.phase, 'Succeeded', `${name}: its pod succeeded`);
+    // The kill sidecars by their signal container; the one with only a quick-exit image by that image.
+    await expectJobStoppedBy(t, { core, batch, custom }, namespace, name, name.startsWith('image') ? { logs: 'image' } : { proxy: 'signal' });
   }
   const [killPod] = (await core.listNamespacedPod({ namespace, labelSelector: 'job-name=kill-0' })).items;
   t.same(killPod?.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['proxy'], 'stopped by one signal');
@@ -136,6 +139,7 @@ t.test('namespaces opted in by label: the sweeper labels pods in those only, as 
   await waitForJob({ core, batch }, optedIn, 'swept', 'Complete');
   const [opted] = (await core.listNamespacedPod({ namespace: optedIn, labelSelector: 'job-name=swept' })).items;
   t.equal(opted?.metadata?.labels?.[MANAGED_LABEL], 'true', 'the pod of the namespace that opted in was labelled by the sweeper');
+  await expectJobStoppedBy(t, { core, batch, custom }, optedIn, 'swept', { proxy: 'signal' });
 
   await sleep(5000); // two more sweeps
   const [left] = (await core.listNamespacedPod({ namespace: notOptedIn, labelSelector: 'job-name=swept' })).items;

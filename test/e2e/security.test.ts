@@ -14,6 +14,7 @@ import t from 'tap';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { render, type Manifest } from '../chart/helm.ts';
+import { expectJobStoppedBy, expectStoppedBy } from '../support/endings.ts';
 import { findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
 import { handshake, postStatus } from '../support/net.ts';
 import { waitFor } from '../support/wait.ts';
@@ -76,6 +77,7 @@ t.test('the watcher writes exactly the quick-exit image the pod declares, and no
   const withoutReplacedImage = (pod: V1Pod) => pod.spec!.containers.map((c) => (c.name === 'logs' ? { ...c, image: '(replaced)' } : c));
   t.same(withoutReplacedImage(after), withoutReplacedImage(before), 'no other field of any container changed');
   t.notOk(after.spec?.ephemeralContainers, 'no ephemeral container either');
+  await expectJobStoppedBy(t, stack, namespace, 'image', { logs: 'image' });
 });
 
 t.test('a labelled pod whose quick-exit image is outside the allowlist is not given that image', async (t) => {
@@ -99,7 +101,11 @@ t.test('the managed label alone never makes the watcher act', async (t) => {
   await apply(cp, namespace, pod('marker-false', killSidecarWithSecret('false')));
   // A control pod, created last, that the watcher does act on: once it is done, the others were seen.
   await apply(cp, namespace, pod('control', killSidecarWithSecret()));
-  await waitFor('the control pod to succeed', async () => (await core.readNamespacedPod({ namespace, name: 'control' })).status?.phase === 'Succeeded');
+  const control = await waitFor('the control pod to succeed', async () => {
+    const current = await core.readNamespacedPod({ namespace, name: 'control' });
+    return current.status?.phase === 'Succeeded' && current;
+  });
+  await expectStoppedBy(t, stack, control, { proxy: 'signal' });
   for (const name of ['no-markers', 'marker-from-configmap', 'marker-false']) {
     const current = await core.readNamespacedPod({ namespace, name });
     t.ok(findContainerStatus(current, 'main')?.state?.terminated, `${name}: its main container has finished`);
@@ -134,10 +140,12 @@ t.test('no token, key or env value in the logs, errors included', async (t) => {
     t.equal(status, 400, 'a malformed review is refused');
   }
   await waitForJob(stack, namespace, 'secret-env', 'Complete');
+  await expectJobStoppedBy(t, stack, namespace, 'secret-env', { proxy: 'signal' });
   // The API server going away and coming back: watch and client errors, logged with their details.
   await cp.restartApiServer();
   await apply(cp, namespace, jobYaml('after-restart', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers: [mainWithSecret(), killSidecarWithSecret()] }));
   await waitForJob(stack, namespace, 'after-restart', 'Complete');
+  await expectJobStoppedBy(t, stack, namespace, 'after-restart', { proxy: 'signal' });
   t.ok(stack.serve.logs().some((line) => Number(line.level) >= 40), 'errors were logged');
 
   const kubeconfig = JSON.parse(readFileSync(cp.kubeconfigPath, 'utf8')) as { users: Array<{ user: { token: string } }> };

@@ -15,6 +15,7 @@ import { waitFor } from '../support/wait.ts';
 import { commandBlocks } from '../support/markdown.ts';
 import { repoRoot } from '../support/repo.ts';
 import { apply, eventsOf, finishedByWatcher, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { expectJobStoppedBy } from '../support/endings.ts';
 import { jobYaml } from '../support/pods.ts';
 
 const PAGE = 'docs/status-plugin.md';
@@ -102,6 +103,7 @@ t.test('the ContainerRecreateRequest in the story of a pod stopped by crr', asyn
   const parsed = JSON.parse(story.stdout) as { state: string; mechanism: string; actions: Array<{ what: string }> };
   t.match(parsed, { state: 'stopped', mechanism: 'crr' });
   t.match(parsed.actions.map((a) => a.what), [/event Normal SidecarTermina\w+: stopping sidecars: proxy \(ContainerRecreateRequest\)/, /ContainerRecreateRequest sidecar-termination-[0-9a-f-]+ for proxy/]);
+  await expectJobStoppedBy(t, stack, namespace, 'log-shipper', { proxy: 'crr' });
 });
 
 t.test("the page's commands, through kubectl, print what the page shows", async (t) => {

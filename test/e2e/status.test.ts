@@ -11,6 +11,7 @@ import { runCli } from '../cli/run.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { apply, eventsOf, finishedByWatcher, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { expectJobStoppedBy } from '../support/endings.ts';
 import { jobYaml, killSidecar, main, onVirtualNode, podYaml, sidecarMarked } from '../support/pods.ts';
 import { serviceAccountKubeconfig } from '../support/service-account.ts';
 
@@ -111,6 +112,7 @@ t.test('stopped: the actions, in order, with their times', async (t) => {
   const whats = story.actions.map((a) => a.what);
   t.match(whats, [/event Normal SidecarTermina\w+: stopping sidecars: proxy \(SIGTERM\)/, /ephemeral container \S+ targeting proxy started/, /ephemeral container \S+ exited 0/, /sidecar proxy exited 0/]);
   for (const action of story.actions) t.match(action.time, /^\d{4}-\d\d-\d\dT/, `${action.what}: a time`);
+  await expectJobStoppedBy(t, stack, namespace, 'quick', { proxy: 'signal' });
 });
 
 t.test('failed: the reason and the fix', async (t) => {

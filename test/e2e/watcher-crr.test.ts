@@ -8,6 +8,7 @@ import { CustomObjectsApi } from '@kubernetes/client-node';
 import { CRR, findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { apply, eventsOf, podOfJob, startStack, waitForJob, waitForJobsComplete } from '../support/stack.ts';
+import { expectJobStoppedBy, expectStoppedBy } from '../support/endings.ts';
 import { jobYaml, killSidecar, main, sidecarMarked } from '../support/pods.ts';
 
 const stack = await startStack(t, { installCrrCrd: true, sim: { restartDelayMs: 200 } });
@@ -52,6 +53,7 @@ t.test('one ContainerRecreateRequest per pod, owned by it, stops every kill side
   const events = await eventsOf(stack, namespace, name!);
   t.match(events, [{ reason: 'SidecarTerminator', action: 'stop-requested', related: { kind: 'ContainerRecreateRequest', name: `sidecar-termination-${uid}`, namespace } }], 'the event names the request as its related object');
   t.ok(findContainerStatus(pod, 'proxy')?.state?.terminated && findContainerStatus(pod, 'sql')?.state?.terminated);
+  await expectStoppedBy(t, stack, pod, { proxy: 'crr', sql: 'crr' });
 });
 
 t.test('the watcher restarted in the middle of a burst of 200 finishing Jobs', async (t) => {
@@ -82,8 +84,11 @@ t.test('the watcher restarted in the middle of a burst of 200 finishing Jobs', a
   t.ok(handledWhileDown < count, `the restart happened mid-burst (${handledWhileDown} of ${count} handled before it)`);
   t.equal(crrs.length, count, 'one CRR per pod');
   t.equal(pods.size, count, 'no pod got two CRRs');
-  const pendingPods = (await stack.core.listNamespacedPod({ namespace })).items.filter((p) => p.status?.phase !== 'Succeeded');
+  const ended = (await stack.core.listNamespacedPod({ namespace })).items;
+  const pendingPods = ended.filter((p) => p.status?.phase !== 'Succeeded');
   t.same(pendingPods.map((p) => p.metadata?.name), [], 'every pod succeeded');
+  // By its ContainerRecreateRequest, and announced, whichever watcher made it.
+  for (const pod of ended) await expectStoppedBy(t, stack, pod, { proxy: 'crr', sql: 'crr' });
 });
 
 /** The apiVersion the CRR's spec was written with: its managedFields keep the version of each write. */
@@ -96,6 +101,7 @@ t.test("the CRR is written in the version the cluster prefers: v1beta1 with Open
   const [crr] = await listCrrs(namespace);
   t.equal(createdAs(crr!), `${CRR.group}/v1beta1`, 'created through apps.kruise.io/v1beta1');
   t.same(crr!.spec.containers.map((c) => c.name).sort(), ['proxy', 'sql'], 'and read back through v1alpha1 (the simulator, as an older kruise-daemon) the same');
+  await expectJobStoppedBy(t, stack, namespace, 'beta', { proxy: 'crr', sql: 'crr' });
 });
 
 t.test('a cluster that serves ContainerRecreateRequest in v1alpha1 only (OpenKruise up to v1.8): the watcher writes v1alpha1', async (t) => {
@@ -119,4 +125,5 @@ t.test('a cluster that serves ContainerRecreateRequest in v1alpha1 only (OpenKru
   await waitForJob(stack, namespace, 'alpha', 'Complete');
   const [crr] = await listCrrs(namespace);
   t.equal(createdAs(crr!), `${CRR.group}/v1alpha1`, 'created through apps.kruise.io/v1alpha1');
+  await expectJobStoppedBy(t, stack, namespace, 'alpha', { proxy: 'crr', sql: 'crr' });
 });

@@ -9,6 +9,7 @@ import { EVENT_REASONS } from '../../src/policy/index.ts';
 import { CRR, simAnnotations } from '../support/kubelet-simulator.ts';
 import { jobYaml, killSidecar, main } from '../support/pods.ts';
 import { apply, installCrrCrd, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { expectStoppedBy } from '../support/endings.ts';
 import { waitFor } from '../support/wait.ts';
 
 // The Lease lives there: a namespace that exists before serve starts (and that the webhooks skip).
@@ -51,6 +52,7 @@ t.test('no OpenKruise: signal; Kruise installed: crr, while a pod already signal
   const withKruise = await podOfJob(stack, namespace, 'with-kruise');
   t.same((await crrsIn(namespace)).map((crr) => crr.metadata.name), [`sidecar-termination-${withKruise.metadata!.uid}`], 'a new pod is stopped by a ContainerRecreateRequest, without a restart');
   t.notOk(withKruise.spec?.ephemeralContainers, 'and no signal container');
+  await expectStoppedBy(t, stack, withKruise, { proxy: 'crr' });
 
   // The in-flight pod is reconciled after the change: its grace period ran out, the watcher says the
   // sidecar still runs and ends it from outside (its quick-exit image), as the signal mechanism does.
@@ -62,6 +64,8 @@ t.test('no OpenKruise: signal; Kruise installed: crr, while a pod already signal
   t.notOk((await crrsIn(namespace)).some((crr) => crr.metadata.name === `sidecar-termination-${inFlight.metadata!.uid}`), 'the pod signalled before the change gets no ContainerRecreateRequest: it finishes with the signal');
   const finished = await podOfJob(stack, namespace, 'in-flight');
   t.same(finished.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['proxy'], 'one signal container, nothing else');
+  // Signalled, then ended from outside by the quick-exit image: the fallback of a sidecar that ignores SIGTERM.
+  await expectStoppedBy(t, stack, finished, { proxy: ['signal', 'image'] }, { warnings: ['signal-ignored'] });
 
   const removed = await cp.kubectl(['delete', 'crd', `${CRR.plural}.${CRR.group}`]);
   t.equal(removed.code, 0, 'Kruise removed', { stderr: removed.stderr });
@@ -72,6 +76,7 @@ t.test('no OpenKruise: signal; Kruise installed: crr, while a pod already signal
   await waitForJob(stack, namespace, 'without-kruise', 'Complete');
   const withoutKruise = await podOfJob(stack, namespace, 'without-kruise');
   t.same(withoutKruise.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['proxy'], 'a new pod is signalled again');
+  await expectStoppedBy(t, stack, withoutKruise, { proxy: 'signal' });
   t.equal(changes().length, 2, 'two changes, each said once');
   t.equal(stack.serve.logs().filter((line) => line.msg === 'watcher starting').length, 1, 'the watcher was never restarted');
 });

@@ -8,6 +8,7 @@ import { SERVE_FLAGS } from '../../src/config.ts';
 import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { apply, eventsOf, podOfJob, startStack, waitForJobsComplete } from '../support/stack.ts';
+import { expectJobStoppedBy } from '../support/endings.ts';
 import { jobYaml, killSidecar, main } from '../support/pods.ts';
 
 const stack = await startStack(t, {
@@ -47,6 +48,7 @@ t.test('after five Jobs stopped by signal and one refusal, the metrics say so', 
   await waitFor('every pod to leave the watch', () => stack.serve.logs().filter((l) => l.msg === 'sidecars stopped; the pod left the watch' && String(l.pod).startsWith(`${namespace}/`)).length === jobs);
   const pod = await podOfJob(stack, namespace, 'job-0');
   t.match(pod.spec?.ephemeralContainers?.[0]?.securityContext, { runAsUser: 0, capabilities: { drop: ['ALL'], add: ['KILL'] } }, 'the user unknown: root with CAP_KILL alone');
+  for (let i = 0; i < jobs; i++) await expectJobStoppedBy(t, stack, namespace, `job-${i}`, { proxy: 'signal' });
 
   const refusedNamespace = await cp.createNamespace();
   await apply(cp, refusedNamespace, jobYaml('non-root', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, spec: { securityContext: { runAsNonRoot: true } }, containers }));

@@ -10,14 +10,15 @@
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AdmissionregistrationV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { EVENT_REASONS, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { REFUSED_RETRY_MS } from '../../src/watcher/retries.ts';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
 import { CRR, findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
-import { apply, eventsOf, startStack, waitForJob, waitForJobsComplete, type Stack } from '../support/stack.ts';
+import { apply, eventsOf, startStack, waitForJob, waitForJobsComplete, type Clients, type Stack } from '../support/stack.ts';
+import { expectStoppedBy } from '../support/endings.ts';
 import { jobYaml, killSidecar, main, signalled } from '../support/pods.ts';
 
 const OUTAGE_MS = 6 * 60_000;
@@ -45,6 +46,7 @@ t.test('each failure longer than the old retry cap ends with every Job complete'
       t.ok(pod.failedAttempts > 0, `${pod.name}: the watcher tried during the outage and failed (${pod.failedAttempts} attempts)`);
       t.equal(pod.signalContainers, 1, `${pod.name}: signalled once`);
     }
+    for (const pod of outage.ended) await expectStoppedBy(t, outage.clients, pod, { proxy: 'signal' });
     t.comment(`all three complete ${Math.round(outage.completedAfterStartMs / 1000)}s after the API server started again`);
   });
 
@@ -55,6 +57,8 @@ t.test('each failure longer than the old retry cap ends with every Job complete'
     t.equal(denial.crrs, 1, 'one ContainerRecreateRequest, created once allowed');
     t.equal(denial.warnings.length, 1, 'one Warning event on the pod');
     t.match(denial.warnings[0], /^the API server refused a request for this pod \(HTTP 403\): admission webhook "deny-crr.test.sidecar-terminator.io" denied the request: not now; retrying cannot fix that by itself, so it is tried again about every 5m/, 'saying what was refused and what happens next');
+    // Stopped by the ContainerRecreateRequest once allowed; the refusal its one warning.
+    if (denial.complete && denial.pod) await expectStoppedBy(t, denial.clients, denial.pod, { proxy: 'crr' }, { warnings: ['request-refused'] });
     t.comment(`the Job completed ${Math.round(denial.completedAfterAllowMs / 1000)}s after the webhook allowed the request`);
   });
 });
@@ -63,6 +67,9 @@ interface OutageResult {
   complete: number;
   completedAfterStartMs: number;
   pods: Array<{ name: string; failedAttempts: number; signalContainers: number }>;
+  /** The pods as they ended, and the clients that read how. */
+  ended: V1Pod[];
+  clients: Clients;
 }
 
 /**
@@ -104,6 +111,8 @@ async function apiServerStopped(t: Test): Promise<OutageResult> {
       failedAttempts: failuresOf(stack, `${namespace}/${pod.metadata!.name}`).length,
       signalContainers: pod.spec?.ephemeralContainers?.length ?? 0,
     })),
+    ended: after,
+    clients: stack,
   };
 }
 
@@ -116,6 +125,9 @@ interface DenialResult {
   secondAttemptAfterMs: number;
   crrs: number;
   warnings: string[];
+  /** The Job's pod as it was then, and the clients that read how it ended. */
+  pod: V1Pod | undefined;
+  clients: Clients;
 }
 
 async function crrCreationDenied(t: Test): Promise<DenialResult> {
@@ -169,7 +181,7 @@ async function crrCreationDenied(t: Test): Promise<DenialResult> {
   const pod = (await stack.core.listNamespacedPod({ namespace, labelSelector: 'job-name=denied' })).items[0];
   const crrs = ((await custom.listNamespacedCustomObject({ ...CRR, namespace })) as { items: unknown[] }).items;
   const warnings = pod ? (await eventsOf(stack, namespace, pod.metadata!.name!)).filter((e) => e.reason === EVENT_REASONS.failed).map((e) => e.message ?? '') : [];
-  return { denied, complete: job !== undefined, completedAfterAllowMs: Date.now() - allowedAt, secondAttemptAfterMs: (gate.allowed[0] ?? Infinity) - gate.denials[0]!, crrs: crrs.length, warnings };
+  return { denied, complete: job !== undefined, completedAfterAllowMs: Date.now() - allowedAt, secondAttemptAfterMs: (gate.allowed[0] ?? Infinity) - gate.denials[0]!, crrs: crrs.length, warnings, pod, clients: stack };
 }
 
 /** An admission webhook that denies every request until told to allow them, and counts its denials. */

@@ -9,6 +9,7 @@ import { findContainerStatus, simAnnotations } from '../support/kubelet-simulato
 import { waitFor } from '../support/wait.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { apply, eventsOf, podOfJob, startStack, waitForJob } from '../support/stack.ts';
+import { expectJobStoppedBy, expectStoppedBy } from '../support/endings.ts';
 import { QUICK_EXIT, ignoreExitCodeSidecar, imageSidecar, jobYaml, killSidecar, main, onVirtualNode, podYaml } from '../support/pods.ts';
 
 // The signal image runs as USER 1000, as the add-on's image does; the sidecars' images as root.
@@ -46,6 +47,7 @@ t.test('Never, normal node, kill sidecar: stopped by signal, the Job completes',
   t.notOk(events[0]?.related, 'no related object: the signal container is on the pod');
   const logged = stack.serve.logs().filter((l) => l.msg === 'stopping sidecars' && l.pod === `${namespace}/${pod.metadata!.name}`);
   t.equal(logged.length, 1, 'logged once, however many reconciles followed');
+  await expectStoppedBy(t, stack, pod, { proxy: 'signal' });
 });
 
 t.test('Never, the main container fails: the sidecar is still stopped, the Job fails', async (t) => {
@@ -59,6 +61,7 @@ t.test('Never, the main container fails: the sidecar is still stopped, the Job f
   t.equal(findContainerStatus(pod, 'main')?.state?.terminated?.exitCode, 3);
   t.ok(findContainerStatus(pod, 'proxy')?.state?.terminated, 'the sidecar was stopped');
   t.equal(pod.spec?.ephemeralContainers?.length, 1);
+  await expectStoppedBy(t, stack, pod, { proxy: 'signal' });
 });
 
 t.test('OnFailure, the main container fails once: the sidecar runs on until it succeeds', async (t) => {
@@ -75,6 +78,8 @@ t.test('OnFailure, the main container fails once: the sidecar runs on until it s
     'the sidecar stopped after the main container succeeded',
   );
   t.equal(pod.status?.phase, 'Succeeded');
+  // Its exit code ignored: the phase is set first, and the kubelet stops it (the signal container added after never runs).
+  await expectJobStoppedBy(t, stack, namespace, 'retry', { proxy: 'phase' });
 });
 
 t.test('a sidecar exiting 143 with ignore-exit-code: the pod ends Succeeded', async (t) => {
@@ -87,6 +92,7 @@ t.test('a sidecar exiting 143 with ignore-exit-code: the pod ends Succeeded', as
   // The kubelet stops it once the phase is terminal, which the Job controller may see first.
   const proxy = await waitFor('the sidecar to terminate', async () => findContainerStatus(await core.readNamespacedPod({ namespace, name: pod.metadata!.name! }), 'proxy')?.state?.terminated);
   t.ok(proxy, 'the sidecar terminated');
+  await expectJobStoppedBy(t, stack, namespace, 'ignore', { proxy: 'phase' });
 });
 
 t.test('virtual node with a quick-exit image: image replaced, the Job completes', async (t) => {
@@ -98,6 +104,7 @@ t.test('virtual node with a quick-exit image: image replaced, the Job completes'
   t.equal(pod.spec?.containers.find((c) => c.name === 'logs')?.image, QUICK_EXIT, 'the image was replaced in place');
   t.equal(findContainerStatus(pod, 'logs')?.state?.terminated?.exitCode, 0);
   t.notOk(pod.spec?.ephemeralContainers, 'no signal on a virtual node');
+  await expectStoppedBy(t, stack, pod, { logs: 'image' });
 });
 
 t.test('virtual node without a quick-exit image: a Warning event, nothing else touched', async (t) => {
@@ -125,6 +132,7 @@ t.test('normal node with only a quick-exit image: stopped by image', async (t) =
   t.equal(pod.spec?.nodeName, stack.sim.normalNodes[0]);
   t.equal(pod.spec?.containers.find((c) => c.name === 'logs')?.image, QUICK_EXIT);
   t.notOk(pod.spec?.ephemeralContainers);
+  await expectStoppedBy(t, stack, pod, { logs: 'image' });
 });
 
 t.test('two sidecars with different mechanisms in one pod', async (t) => {
@@ -134,6 +142,7 @@ t.test('two sidecars with different mechanisms in one pod', async (t) => {
   const pod = await podOfJob(stack, namespace, 'mixed');
   t.same(pod.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['proxy']);
   t.equal(pod.spec?.containers.find((c) => c.name === 'logs')?.image, QUICK_EXIT);
+  await expectStoppedBy(t, stack, pod, { proxy: 'signal', logs: 'image' });
 });
 
 t.test('three main containers finishing at different times: nothing happens before the last', async (t) => {
@@ -149,6 +158,7 @@ t.test('three main containers finishing at different times: nothing happens befo
   t.ok(finished('proxy') >= finished('c'), 'the sidecar stopped after the last main container');
   t.ok(finished('c') > finished('a'), 'the main containers did finish at different times');
   t.equal(pod.spec?.ephemeralContainers?.length, 1, 'one signal');
+  await expectStoppedBy(t, stack, pod, { proxy: 'signal' });
 });
 
 t.test('pods without the label, and labelled pods with restartPolicy Always, are not touched', async (t) => {
@@ -169,6 +179,7 @@ t.test('pods without the label, and labelled pods with restartPolicy Always, are
     t.ok(findContainerStatus(current, 'proxy')?.state?.running, `${name}: the sidecar still runs`);
     t.same(await eventsOf(stack, namespace, name), [], `${name}: no event`);
   }
+  await expectStoppedBy(t, stack, await core.readNamespacedPod({ name: 'control', namespace }), { proxy: 'signal' });
 });
 
 t.test('a sidecar that ignores SIGTERM: a Warning event after its grace period, and its quick-exit image in its place', async (t) => {
@@ -182,6 +193,7 @@ t.test('a sidecar that ignores SIGTERM: a Warning event after its grace period, 
   t.equal(pod.spec?.containers.find((c) => c.name === 'proxy')?.image, SERVE_FLAGS.quickExitImage.default, 'the quick-exit image in its place');
   t.match(findContainerStatus(pod, 'proxy'), { restartCount: 1, state: { terminated: { exitCode: 0 } } }, 'the kubelet ran it, and it exited 0');
   t.equal(pod.spec?.ephemeralContainers?.length, 1, 'signalled once');
+  await expectStoppedBy(t, stack, pod, { proxy: ['signal', 'image'] }, { warnings: ['signal-ignored'] });
 });
 
 t.test('shareProcessNamespace: the signal container is told the sidecar\'s container ID, and stops it', async (t) => {
@@ -192,6 +204,7 @@ t.test('shareProcessNamespace: the signal container is told the sidecar\'s conta
   const id = findContainerStatus(pod, 'proxy')?.containerID?.replace(/^[a-z0-9-]+:\/\//, '');
   t.match(pod.spec?.ephemeralContainers?.[0]?.args, ['--grace-period=30', `--container-id=${id}`]);
   t.same((await eventsOf(stack, namespace, pod.metadata!.name!)).filter((e) => e.type === 'Warning'), [], 'no warning');
+  await expectStoppedBy(t, stack, pod, { proxy: 'signal' });
 });
 
 t.test("a sidecar running as root (most do) is signalled as root: the signal image's own user could not", async (t) => {
@@ -207,11 +220,13 @@ t.test("a sidecar running as root (most do) is signalled as root: the signal ima
     t.match(pod.spec?.ephemeralContainers?.[0]?.securityContext, { runAsUser: 0, capabilities: { drop: ['ALL'], add: ['KILL'] }, allowPrivilegeEscalation: false, seccompProfile: { type: 'RuntimeDefault' } });
   }
   t.equal(findContainerStatus(pod, 'stop-proxy')?.state?.terminated?.exitCode, 0, 'the signal was allowed');
+  await expectStoppedBy(t, stack, pod, { proxy: 'signal' });
 
   await apply(cp, namespace, jobYaml('as-user', { annotations: exitAfter('main', '1s'), spec: { securityContext: { runAsUser: 1337, runAsNonRoot: true } }, containers: [main(), killSidecar()] }));
   await waitForJob(stack, namespace, 'as-user', 'Complete');
   const asUser = await podOfJob(stack, namespace, 'as-user');
   t.match(asUser.spec?.ephemeralContainers?.[0]?.securityContext, { runAsUser: 1337, capabilities: { drop: ['ALL'] } }, "the pod's runAsUser");
+  await expectStoppedBy(t, stack, asUser, { proxy: 'signal' });
 });
 
 t.test('containers proxy and stop-proxy, both marked: both stopped, no name collides', async (t) => {
@@ -225,6 +240,7 @@ t.test('containers proxy and stop-proxy, both marked: both stopped, no name coll
   t.same(sent.filter((c) => containerNames.includes(c.name)).map((c) => c.name), [], 'none named like a container');
   for (const name of ['proxy', 'stop-proxy']) t.ok(findContainerStatus(pod, name)?.state?.terminated, `${name} stopped`);
   t.same((await eventsOf(stack, namespace, pod.metadata!.name!)).filter((e) => e.type === 'Warning'), [], 'no failure');
+  await expectStoppedBy(t, stack, pod, { proxy: 'signal', 'stop-proxy': 'signal' });
 });
 
 t.test('normal node, a quick-exit image that cannot be pulled: a Warning event, and the pod still ends', async (t) => {
@@ -244,6 +260,8 @@ t.test('normal node, a quick-exit image that cannot be pulled: a Warning event, 
     { reason: 'SidecarTerminationFailed', action: 'quick-exit-image-not-pulled', message: new RegExp(`sidecar logs is not stopped by its quick-exit image ${unpullable}: the node cannot pull it \\((ErrImagePull|ImagePullBackOff)`) },
   ], 'one Warning event, naming the image');
   t.match(pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), { status: 'True', message: /the quick-exit image of logs cannot be pulled/ });
+  // The fallback under test: its image replaced, then the pod's phase set, with the warning.
+  await expectStoppedBy(t, stack, pod, { logs: 'phase' }, { warnings: ['quick-exit-image-not-pulled'] });
 });
 
 t.test('a virtual node that cannot pull the quick-exit image: a Warning event naming it, and the condition says why the pod waits', async (t) => {
@@ -305,6 +323,7 @@ t.test('a pod deleted and created again under the same name is a new pod: it is 
     const pod = await core.readNamespacedPod({ namespace, name: 'reborn' });
     return pod.status?.phase === 'Succeeded' && pod;
   });
+  await expectStoppedBy(t, stack, first, { proxy: 'signal' });
   await core.deleteNamespacedPod({ namespace, name: 'reborn', body: { gracePeriodSeconds: 0 } });
   await waitFor('the first pod to be gone', async () => !(await core.listNamespacedPod({ namespace })).items.some((p) => p.metadata?.uid === first.metadata?.uid));
   await apply(cp, namespace, reborn('4s'));
@@ -319,6 +338,7 @@ t.test('a pod deleted and created again under the same name is a new pod: it is 
   });
   t.equal(done.metadata?.uid, second.metadata?.uid);
   t.equal(done.spec?.ephemeralContainers?.length, 1, 'one signal container, its own');
+  await expectStoppedBy(t, stack, done, { proxy: 'signal' });
   const events = (await eventsOf(stack, namespace, 'reborn')).filter((e) => e.reason === 'SidecarTerminator');
   t.same(events.map((e) => e.involvedObject.uid).sort(), [first.metadata!.uid!, second.metadata!.uid!].sort(), 'one announcement for each pod');
 });

@@ -16,6 +16,7 @@ import { simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
 import { finishedByWatcher, podsOfJob, startCluster, waitForJob } from '../support/stack.ts';
+import { expectJobStoppedBy, expectStoppedBy } from '../support/endings.ts';
 import { cronJobYaml, jobYaml, main, sidecarMarked, type JobOptions } from '../support/pods.ts';
 
 const cluster = await startCluster(t);
@@ -64,6 +65,8 @@ t.test('a Job that ran before the add-on was installed completes: its pod is lab
   await waitForJob(cluster, namespace, 'before-install', 'Complete', JOB_WAIT.timeoutMs);
   const pod = await waitFor('the watcher to be finished with the pod', async () => finishedByWatcher(cluster, await podsOfJob(cluster, namespace, 'before-install')));
   t.equal(pod.status?.phase, 'Succeeded', 'labelled by the sweeper (its Job created it), stopped by the watcher');
+  // "yes" counts as "false": its exit code is not ignored, so no phase is set.
+  await expectStoppedBy(t, cluster, pod, { proxy: 'signal' });
 });
 
 t.test('the same Job written by a person now is denied, with the field and the fix', async (t) => {
@@ -86,6 +89,7 @@ t.test("the CronJob's next Job and its pods are created, the Job completes, and 
   await waitForJob(cluster, namespace, name, 'Complete', JOB_WAIT.timeoutMs);
   const pod = await waitFor('the watcher to be finished with the pod', async () => finishedByWatcher(cluster, await podsOfJob(cluster, namespace, name)));
   t.equal(pod.status?.phase, 'Succeeded', 'labelled at admission, handled by the watcher');
+  await expectStoppedBy(t, cluster, pod, { proxy: 'signal' });
   await kubectl(['patch', 'cronjob', 'nightly', '--type=merge', '-p', '{"spec":{"suspend":true}}']);
 
   const [onJob, ...more] = await waitFor(`the event on Job ${name}`, async () => {
@@ -124,6 +128,7 @@ async function injectedSidecarStopped(t: Test, ours: string): Promise<void> {
   );
   t.same(pod.spec?.containers.map((c) => c.name), ['main', 'log-agent'], 'the injector added its sidecar; labelled at admission');
   t.same(pod.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['log-agent'], 'the injected sidecar was stopped');
+  await expectStoppedBy(t, cluster, pod, { 'log-agent': 'signal' });
   t.ok(injector.calls() >= 1, 'the injector was called');
   const mutations = serve.logs().filter((line) => line.endpoint === 'mutate' && line.namespace === injected && !line.dryRun).map((line) => line.result);
   t.same(mutations, ['allowed', 'patched'], 'called before the injection (nothing to label: the pod can finish, so matchConditions let it through), then again after it (labelled)');
@@ -137,6 +142,7 @@ t.test('a marker listed twice, "true" then "false": a warning at admission, and 
   const [pod] = await podsOfJob(cluster, namespace, 'twice');
   t.same(pod?.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['proxy'], 'stopped, as OpenKruise would');
   t.equal(pod?.status?.phase, 'Succeeded');
+  await expectJobStoppedBy(t, cluster, namespace, 'twice', { proxy: 'signal' });
 });
 
 t.test("the same with the chart's webhook configurations, matchConditions and all, in place of the ones serve registered", async (t) => {
