@@ -41,12 +41,17 @@ function sidecarAnnotations(annotations: Record<string, string> | undefined): { 
 }
 
 /**
- * Name, image, security context (the signal container's user), the sidecar markers alone of its
- * env, in order, and whether it sets a command (a quick-exit image put in its place runs it).
+ * Name, image, security context (the signal container's user), its own restart policy and rules
+ * (whether the kubelet restarts it, restarts.ts), the sidecar markers alone of its env, in order,
+ * and whether it sets a command (a quick-exit image put in its place runs it).
  */
 function retainedContainer(container: V1Container): V1Container {
   const markers = (container.env ?? []).filter((env) => isMarkerName(env.name));
-  return { ...pick(container, ['name', 'image', 'securityContext']), ...(markers.length > 0 && { env: markers }), ...(container.command && { command: [] }) };
+  return {
+    ...pick(container, ['name', 'image', 'securityContext', 'restartPolicy', 'restartPolicyRules']),
+    ...(markers.length > 0 && { env: markers }),
+    ...(container.command && { command: [] }),
+  };
 }
 
 function retainedEphemeralContainer(container: V1EphemeralContainer): V1EphemeralContainer {

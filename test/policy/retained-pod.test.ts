@@ -81,6 +81,9 @@ const cases: Array<[string, V1Pod, NodeState, StopSettings]> = [
   ['a missing node', jobPod([main(), killSidecar()], { main: 0, proxy: 'running' }), 'missing', crr],
   ['duplicate markers', jobPod([main(), { ...killSidecar('proxy'), env: [{ name: ENV_WHEN_JOB_EXIT, value: 'false' }, { name: ENV_WHEN_JOB_EXIT, value: 'TRUE' }] }], { main: 0, proxy: 'running' }), normalNode, crr],
   ['every sidecar stopped', jobPod([main(), killSidecar()], { main: 0, proxy: 143 }), normalNode, signal],
+  ['a main its restart rule restarts (Kubernetes 1.35+)', jobPod([main('main', 'busybox:1.36', { restartPolicy: 'Never', restartPolicyRules: [{ action: 'Restart', exitCodes: { operator: 'In', values: [42] } }] }), killSidecar()], { main: 42, proxy: 'running' }), normalNode, signal],
+  ["a main its own restartPolicy restarts", jobPod([main('main', 'busybox:1.36', { restartPolicy: 'OnFailure' }), ignoreExitCodeSidecar()], { main: 1, sql: 'running' }), normalNode, crr],
+  ['a sidecar its own restartPolicy brings back', jobPod([main(), killSidecar('proxy', { restartPolicy: 'Always' })], { main: 0, proxy: 143 }), normalNode, signal],
   ['being deleted', (() => {
     const pod = jobPod([main(), killSidecar()], { main: 0, proxy: 'running' });
     pod.metadata!.deletionTimestamp = new Date('2026-01-01T00:01:30Z');
