@@ -1,14 +1,17 @@
 // test-container: the one program behind the test images of the real-node end-to-end tests, so each
 // behaviour a test relies on is explicit and logged.
 //
-//	test-container main [--wait-tcp host:port] [--sleep 2s] [--exit 0] [--fail-times N --state /path]
-//	    works for --sleep, then exits with --exit; with --fail-times it exits 1 on its first N runs
-//	    (counted in the --state file, which must survive a restart: an emptyDir), then --exit.
-//	    With --wait-tcp it first waits until that address accepts a connection: a sidecar's port,
-//	    so that the sidecar has started (and installed its signal handlers) when the work ends.
-//	test-container sidecar [--on-term 0] [--ignore-term]
+//	test-container main [--wait-tcp host:port [--wait-timeout 5m]] [--sleep 2s] [--exit 0]
+//	                    [--fail-times N --state /path [--fail-exit 1]]
+//	    works for --sleep, then exits with --exit; with --fail-times it exits --fail-exit on its
+//	    first N runs (counted in the --state file, which must survive a restart: an emptyDir), then
+//	    --exit. With --wait-tcp it first waits until that address accepts a connection: a sidecar's
+//	    port, so that the sidecar has started (and installed its signal handlers) when the work
+//	    ends, and on a later run that it still serves; it exits 2 if it does not within --wait-timeout.
+//	test-container sidecar [--on-term 0] [--ignore-term] [--listen :port]
 //	    runs until it gets SIGTERM or SIGINT, logs the signal and exits with --on-term; with
-//	    --ignore-term it logs SIGTERM and keeps running (only SIGKILL stops it).
+//	    --ignore-term it logs SIGTERM and keeps running (only SIGKILL stops it); with --listen it
+//	    accepts (and closes) TCP connections on that address meanwhile.
 //
 // Every line it prints starts with its uid, so a test can tell which user it ran as.
 package main
@@ -49,12 +52,14 @@ func runMain(args []string) {
 	flags := flag.NewFlagSet("main", flag.ExitOnError)
 	sleep := flags.Duration("sleep", 2*time.Second, "how long to work")
 	exit := flags.Int("exit", 0, "exit code once done")
-	failTimes := flags.Int("fail-times", 0, "exit 1 on the first N runs")
+	failTimes := flags.Int("fail-times", 0, "exit with --fail-exit on the first N runs")
+	failExit := flags.Int("fail-exit", 1, "exit code of the runs --fail-times fails")
+	waitTimeout := flags.Duration("wait-timeout", 5*time.Minute, "how long --wait-tcp waits")
 	state := flags.String("state", "", "file counting the runs (with --fail-times)")
 	waitTCP := flags.String("wait-tcp", "", "host:port to wait for (a sidecar listening) before working")
 	_ = flags.Parse(args)
 	if *waitTCP != "" {
-		waitForListener(*waitTCP, 5*time.Minute)
+		waitForListener(*waitTCP, *waitTimeout)
 	}
 
 	run := 1
@@ -75,8 +80,8 @@ func runMain(args []string) {
 	logf("main: run %d, working for %s", run, *sleep)
 	time.Sleep(*sleep)
 	if run <= *failTimes {
-		logf("main: run %d fails with exit code 1", run)
-		os.Exit(1)
+		logf("main: run %d fails with exit code %d", run, *failExit)
+		os.Exit(*failExit)
 	}
 	logf("main: done, exit code %d", *exit)
 	os.Exit(*exit)
@@ -105,7 +110,25 @@ func runSidecar(args []string) {
 	flags := flag.NewFlagSet("sidecar", flag.ExitOnError)
 	onTerm := flags.Int("on-term", 0, "exit code on SIGTERM or SIGINT")
 	ignoreTerm := flags.Bool("ignore-term", false, "keep running on SIGTERM")
+	listen := flags.String("listen", "", "address to accept TCP connections on while running")
 	_ = flags.Parse(args)
+	if *listen != "" {
+		listener, err := net.Listen("tcp", *listen)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "listening on %s: %v\n", *listen, err)
+			os.Exit(2)
+		}
+		logf("sidecar: listening on %s", *listen)
+		go func() {
+			for {
+				conn, err := listener.Accept()
+				if err != nil {
+					return
+				}
+				conn.Close()
+			}
+		}()
+	}
 
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)

@@ -118,6 +118,8 @@ export const apiFeatures = (version: KubernetesVersion) => ({
   validatingAdmissionPolicy: version.minor >= 30,
   /** status.containerStatuses[].user kept (SupplementalGroupsPolicy beta, on by default): the add-on's own threshold. */
   containerUser: version.minor >= CONTAINER_USER_KEPT_SINCE,
+  /** A container's own restartPolicy and restartPolicyRules (ContainerRestartRules, beta and on by default): 1.35+. */
+  containerRestartRules: version.minor >= 35,
 });
 
 /**
