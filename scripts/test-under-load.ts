@@ -1,7 +1,8 @@
 // Runs test files on a loaded machine, to find the tests that pass alone and fail where CI is slow
 // (a fresh machine building its caches, a neighbour's job): the files as `npm test -- FILES` runs
 // them, while CPU hogs spin beside them, or while a second copy of the same run competes for the
-// machine. Prints each run's failed files, with the failing tests' names, and exits 1 if any failed.
+// machine. Prints each run's failed files, with the failing tests' names (the whole TAP output of
+// each run is kept in a file it names), and exits 1 if any failed.
 // Not part of `make test`; docs/development.md says when to run it.
 //
 //   node scripts/test-under-load.ts [--hogs N] [--twice] [FILE...]
@@ -11,7 +12,7 @@
 // --twice    the same files run twice at once, each as `npm test -- FILES` would (jobs: 2 each)
 // --help     this text
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { cpSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -66,11 +67,16 @@ async function main(): Promise<number> {
 function runTests(label: string, root: string, files: string[]): Promise<RunResult> {
   const started = Date.now();
   const child: ChildProcess = spawn('bash', ['scripts/test.sh', ...files], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  // The whole TAP output, for the failures' details.
+  const log = join(tmpdir(), `test-under-load-${label.replace(' ', '-')}-${process.pid}.tap`);
+  const output = createWriteStream(log);
+  say(`${label}: its output goes to ${log}`);
   const failed = new Map<string, string[]>();
   // tap prints a file's failing tests (`    not ok N - NAME`, indented) before the file's own line (`not ok N - test/...`).
   let failing: string[] = [];
   let pending = '';
   child.stdout!.on('data', (chunk: Buffer) => {
+    output.write(chunk);
     const lines = (pending + chunk.toString('utf8')).split('\n');
     pending = lines.pop() ?? '';
     for (const line of lines) {
@@ -84,7 +90,10 @@ function runTests(label: string, root: string, files: string[]): Promise<RunResu
   });
   return new Promise((resolveRun, reject) => {
     child.on('error', reject);
-    child.on('close', (code) => resolveRun({ label, code: code ?? 1, failed, seconds: (Date.now() - started) / 1000 }));
+    child.on('close', (code) => {
+      output.end();
+      resolveRun({ label, code: code ?? 1, failed, seconds: (Date.now() - started) / 1000 });
+    });
   });
 }
 
