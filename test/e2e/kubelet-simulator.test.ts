@@ -11,13 +11,14 @@ import {
   type V1Pod,
   type V1PodSpec,
 } from '@kubernetes/client-node';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { CRR, findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { installCrrCrd, startCluster, waitForJob } from '../support/stack.ts';
 
 const { cp, sim, core, batch } = await startCluster(t, { sim: { maxGracePeriodMs: 1000, restartDelayMs: 200 } });
+const version = await kubernetesVersion();
 const strategicMerge = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
 
 const main: V1Container = { name: 'main', image: 'busybox:1.36' };
@@ -61,12 +62,20 @@ t.test('Jobs and the real Job controller', async (t) => {
       backoffLimit: 2,
     });
     await waitForJob({ core, batch }, namespace, 'flaky', 'Complete');
-    const pod = await jobPod(namespace, 'flaky');
-    const status = findContainerStatus(pod, 'main');
-    t.equal(pod.status?.phase, 'Succeeded');
-    t.equal(status?.restartCount, 1);
-    t.equal(status?.lastState?.terminated?.exitCode, 1);
-    t.equal(status?.state?.terminated?.exitCode, 0);
+    succeededAfterOneRestart(t, await jobPod(namespace, 'flaky'), 1);
+  });
+
+  const rulesSkip = !apiFeatures(version).containerRestartRules && `Kubernetes ${version.gitVersion} drops a container's restartPolicy and restartPolicyRules (1.35+)`;
+  t.test('Never: a main container its own restart rule restarts after exit code 42 runs again, then the Job completes', { skip: rulesSkip }, async (t) => {
+    const namespace = await cp.createNamespace();
+    const restartedOn42: V1Container = { ...main, restartPolicy: 'Never', restartPolicyRules: [{ action: 'Restart', exitCodes: { operator: 'In', values: [42] } }] };
+    await createJob(namespace, 'rule', {
+      restartPolicy: 'Never',
+      containers: [restartedOn42],
+      annotations: { [simAnnotations.exitAfter('main')]: '500ms', [simAnnotations.exitCode('main')]: '42,0' },
+    });
+    await waitForJob({ core, batch }, namespace, 'rule', 'Complete');
+    succeededAfterOneRestart(t, await jobPod(namespace, 'rule'), 42);
   });
 
   t.test('a native sidecar is stopped after the main container and the Job completes', async (t) => {
@@ -151,6 +160,19 @@ t.test('an in-place image that cannot be pulled: kubelet retries it when it woul
   t.notOk(isRunning(ended, 'sidecar'), 'a terminal phase ends the retries');
 });
 
+t.test('a main container that needs a container fails the run that ends while that one is not running', async (t) => {
+  const namespace = await cp.createNamespace();
+  const needsSidecar = { [simAnnotations.exitAfter('main')]: '1s', [simAnnotations.needs('main')]: 'sidecar' };
+  await createPod(namespace, 'served', [main, sidecar], needsSidecar);
+  await createPod(namespace, 'abandoned', [main, sidecar], { ...needsSidecar, [simAnnotations.exitAfter('sidecar')]: '100ms' });
+
+  const served = findContainerStatus(await waitForContainer(namespace, 'served', 'main', isTerminated), 'main');
+  t.equal(served?.state?.terminated?.exitCode, 0, 'the sidecar ran throughout: the scripted exit code');
+  const abandoned = await waitForContainer(namespace, 'abandoned', 'main', isTerminated);
+  t.equal(findContainerStatus(abandoned, 'main')?.state?.terminated?.exitCode, 1, 'the sidecar was gone when the run ended');
+  t.equal(findContainerStatus(abandoned, 'sidecar')?.state?.terminated?.exitCode, 0);
+});
+
 t.test('a ContainerRecreateRequest stops the container and is reported Completed', async (t) => {
   await installCrrCrd(cp);
   const namespace = await cp.createNamespace();
@@ -206,7 +228,6 @@ t.test('an ephemeral container signals its target', async (t) => {
 });
 
 t.test('a signal reaches another user only from root with CAP_KILL; a refused one exits 1 with EPERM', async (t) => {
-  const version = await kubernetesVersion();
   const reportsUser = apiFeatures(version).containerUser;
   const namespace = await cp.createNamespace();
   const asUser = (uid: number): V1Container => ({ ...sidecar, securityContext: { runAsUser: uid } });
@@ -345,6 +366,15 @@ function waitForContainer(namespace: string, podName: string, container: string,
   return sim.waitForPod(namespace, (pod) => pod.metadata?.name === podName && state(pod, container), {
     description: `container ${container} of pod ${podName} to be ${state.name}`,
   });
+}
+
+/** The pod succeeded; its main container ran twice: the first run exited with this code, the second 0. */
+function succeededAfterOneRestart(t: Test, pod: V1Pod, firstExitCode: number): void {
+  const status = findContainerStatus(pod, 'main');
+  t.equal(pod.status?.phase, 'Succeeded');
+  t.equal(status?.restartCount, 1, `restarted once, under the pod's restartPolicy ${pod.spec?.restartPolicy}`);
+  t.equal(status?.lastState?.terminated?.exitCode, firstExitCode);
+  t.equal(status?.state?.terminated?.exitCode, 0);
 }
 
 function isJobPod(pod: V1Pod, job: string): boolean {

@@ -7,9 +7,13 @@
 //   sim.sidecar-terminator.io/exit-after.<c>  "2s" | "500ms" | "1m" | "never"  exits on its own this long after each start
 //   sim.sidecar-terminator.io/exit-code.<c>   "1" | "1,0"  the code of that exit, one per start, the last repeats (default 0)
 //   sim.sidecar-terminator.io/on-sigterm.<c>  exit0 | exit143 | ignore  (ignore: SIGKILL, 137, after the grace period)
+//   sim.sidecar-terminator.io/needs.<c>       "proxy" | "proxy,sql"  a run that ends on its own while one of these does not run exits 1
 // and per container with exitContainer() / setSigtermReaction(). Without annotations, main
 // containers exit 0 after `defaultMainExitAfterMs` (never, if unset), containers marked as
 // Kruise sidecars (KRUISE_TERMINATE_SIDECAR_* env) and native sidecars run until stopped.
+// A regular container that exited is restarted as the kubelet's ContainerShouldRestart decides: by
+// its own restartPolicy and restartPolicyRules (Kubernetes 1.35+), else the pod's restartPolicy; the
+// pod is terminal once no regular container runs or waits for its restart.
 //
 // It reacts as kubelet / kruise-daemon would to in-place image changes (a quick-exit image
 // exits 0 at once; an image that cannot be pulled waits in ErrImagePull/ImagePullBackOff when

@@ -14,7 +14,15 @@ export const simAnnotations = {
   exitCode: (container: string) => `${SIM_ANNOTATION_PREFIX}exit-code.${container}`,
   /** The reaction to SIGTERM: exit0, exit143 or ignore. */
   onSigterm: (container: string) => `${SIM_ANNOTATION_PREFIX}on-sigterm.${container}`,
+  /**
+   * Containers this one's work needs, "proxy" or "proxy,sql" (a main that talks to its sidecars):
+   * a run that ends on its own while one of them is not running exits NEEDS_FAILURE_EXIT_CODE.
+   */
+  needs: (container: string) => `${SIM_ANNOTATION_PREFIX}needs.${container}`,
 };
+
+/** The exit code of a run whose needed container was not running when it ended (simAnnotations.needs). */
+export const NEEDS_FAILURE_EXIT_CODE = 1;
 
 /** exit0 / exit143: the process exits with that code; ignore: it runs on until SIGKILL (137) after the grace period. */
 export type SigtermReaction = 'exit0' | 'exit143' | 'ignore';
@@ -82,6 +90,12 @@ export class ContainerBehaviour {
     const podLevel = pod.spec?.securityContext;
     const uid = container.securityContext?.runAsUser ?? podLevel?.runAsUser ?? this.defaults.imageUsers[container.image ?? ''] ?? 0;
     return { uid, gid: container.securityContext?.runAsGroup ?? podLevel?.runAsGroup ?? uid };
+  }
+
+  /** The containers a container's work needs (simAnnotations.needs); none without the annotation. */
+  needs(pod: V1Pod, container: string): string[] {
+    const text = annotation(pod, simAnnotations.needs(container)) ?? '';
+    return text.split(',').map((name) => name.trim()).filter((name) => name !== '');
   }
 
   /** How the `run`-th start (1 = first) of a container ends by itself, if it does. */

@@ -3,7 +3,8 @@
 // has it (observe), lets it make progress (advance) and writes status() back. Timers come
 // from the simulator (`later`), which runs them in the pod's lane and syncs afterwards.
 import type { V1Container, V1EphemeralContainer, V1Pod } from '@kubernetes/client-node';
-import type { ContainerBehaviour, ContainerKind } from './container-behaviour.ts';
+import { containerRestart } from '../../../src/policy/restarts.ts';
+import { NEEDS_FAILURE_EXIT_CODE, type ContainerBehaviour, type ContainerKind } from './container-behaviour.ts';
 
 export interface RuntimeTimings {
   /** Pause before a crashed container is started again (kubelet's back-off, shortened). */
@@ -213,9 +214,12 @@ export class PodRuntime {
     }
   }
 
-  /** Succeeded/Failed once every main container has exited for good (native sidecars do not count). */
+  /**
+   * Succeeded/Failed once every main container has exited for good (native sidecars do not count):
+   * none runs or waits for its restart, whichever policy decides it (kubelet's getPhase with
+   * ContainerRestartRules; under the pod's restartPolicy Always, every exit is followed by a restart).
+   */
   private finishedPhase(): TerminalPhase | undefined {
-    if (this.restartPolicy() === 'Always') return undefined;
     const mains = this.mainContainers();
     if (mains.some((c) => c.running || c.awaitingRestart || c.pullFailure || c.runs === 0)) return undefined;
     return mains.every((c) => c.ends.at(-1)?.exitCode === 0) ? 'Succeeded' : 'Failed';
@@ -278,7 +282,14 @@ export class PodRuntime {
       return;
     }
     const ownExit = this.behaviour.ownExit(this.pod, spec, container.kind, container.runs);
-    if (ownExit) this.after(container, ownExit.afterMs, () => this.exited(container, ownExit.exitCode));
+    const needs = this.behaviour.needs(this.pod, container.name);
+    const unknown = needs.filter((name) => !this.containers.has(name));
+    if (unknown.length > 0) throw new Error(`container ${container.name} needs ${unknown.join(', ')}, which pod ${this.pod.metadata?.name} does not have`);
+    if (!ownExit) return;
+    this.after(container, ownExit.afterMs, () => {
+      const missing = needs.some((name) => !this.containers.get(name)?.running);
+      this.exited(container, missing ? NEEDS_FAILURE_EXIT_CODE : ownExit.exitCode);
+    });
   }
 
   /** What kubelet (or kruise-daemon) does to stop a container: SIGTERM, then SIGKILL after the grace period. */
@@ -350,7 +361,8 @@ export class PodRuntime {
       case 'init':
         return exitCode !== 0 && policy !== 'Never';
       case 'main':
-        return policy === 'Always' || (policy === 'OnFailure' && exitCode !== 0);
+        // The container's own restartPolicy and restartPolicyRules first (Kubernetes 1.35+), then the pod's.
+        return containerRestart(this.pod.spec ?? {}, this.spec(container), exitCode).restarts;
       case 'ephemeral':
         return false;
     }
