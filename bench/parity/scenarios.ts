@@ -17,6 +17,9 @@ interface Container {
   name: string;
   image: string;
   env?: Env[];
+  /** The container's own restart policy and rules (Kubernetes 1.35+, container restart rules). */
+  restartPolicy?: 'Always' | 'OnFailure' | 'Never';
+  restartPolicyRules?: Array<{ action: 'Restart'; exitCodes: { operator: 'In' | 'NotIn'; values: number[] } }>;
 }
 
 export interface Scenario {
@@ -30,6 +33,10 @@ export interface Scenario {
   initContainers?: Container[];
   /** Simulator annotations (simAnnotations): exits and SIGTERM reactions. */
   annotations?: Record<string, string>;
+  /** The Job's spec.podFailurePolicy. */
+  podFailurePolicy?: { rules: Array<{ action: 'FailJob' | 'Ignore' | 'Count'; onExitCodes: { containerName?: string; operator: 'In' | 'NotIn'; values: number[] } }> };
+  /** What the API server must keep of the Job (apiFeatures of test/support/control-plane.ts): run.ts skips the Job on an older one. */
+  requires?: 'containerRestartRules';
   /**
    * Why the two differ in these aspects of the table (docs/migrating-from-openkruise.md says
    * the same). Other aspects must come out the same, but for the differences every Job shows
@@ -47,6 +54,14 @@ const whenJobExit = (value = 'true'): Env => ({ name: ENV_WHEN_JOB_EXIT, value }
 const withImage = (value = QUICK_EXIT_IMAGE): Env => ({ name: ENV_WITH_IMAGE, value });
 const ignoreExitCode: Env = { name: ENV_IGNORE_EXIT_CODE, value: 'true' };
 const mainExits = (after: string, codes = '0') => ({ [simAnnotations.exitAfter('main')]: after, [simAnnotations.exitCode('main')]: codes });
+/** The main's work needs the sidecar: a run that ends while it is stopped fails (exit 1), as a client of a proxy that is gone does. */
+const mainNeeds = (sidecarName: string) => ({ [simAnnotations.needs('main')]: sidecarName });
+/** A main its own rule restarts after exit code 42 (its restartPolicy Never otherwise). */
+const restartedOn42: Container = { ...main(), restartPolicy: 'Never', restartPolicyRules: [{ action: 'Restart', exitCodes: { operator: 'In', values: [42] } }] };
+
+/** Why Kruise's controller ends a Job the kubelet would finish when its main container is restarted by the container's own policy. */
+const RESTARTED_MAIN =
+  "Kruise's controller reads only the pod's restartPolicy (Never): it stops the sidecar after the main container's first exit, and the run the kubelet restarts finds it gone and fails; sidecar-terminator reads the container's own restartPolicy and rules, as the kubelet does, and waits for the last run";
 
 const REFUSED = 'the Job would never complete: sidecar-terminator refuses it at `kubectl apply` (a controller-created pod or Job with the same mistake is admitted and handled as Kruise handles it)';
 
@@ -204,6 +219,47 @@ export const SCENARIOS: Scenario[] = [
     annotations: mainExits('1s'),
   },
   {
+    id: 'restart-rule-main',
+    title: 'restartPolicy Never, a restart rule of the main container (`Restart` on exit code 42): it exits 42, is restarted, then exits 0; its work needs the sidecar',
+    restartPolicy: 'Never',
+    requires: 'containerRestartRules',
+    containers: [restartedOn42, sidecar('proxy', whenJobExit())],
+    annotations: { ...mainExits('1s', '42,0'), ...mainNeeds('proxy') },
+    difference: { aspects: ['job', 'pod'], why: RESTARTED_MAIN },
+  },
+  {
+    id: 'container-on-failure-main',
+    title: "restartPolicy Never, the main container's own `restartPolicy: OnFailure`: it exits 1, is restarted, then exits 0; its work needs the sidecar",
+    restartPolicy: 'Never',
+    requires: 'containerRestartRules',
+    containers: [{ ...main(), restartPolicy: 'OnFailure' }, sidecar('proxy', whenJobExit())],
+    annotations: { ...mainExits('1s', '1,0'), ...mainNeeds('proxy') },
+    difference: {
+      aspects: ['job', 'pod'],
+      why: `${RESTARTED_MAIN}; OnFailure restarts each failed run, so under Kruise the main fails again and again and the Job never ends`,
+    },
+  },
+  {
+    id: 'restart-rule-ignore-exit-code',
+    title: 'as `restart-rule-main`, with a sidecar that exits 143 on SIGTERM and `..._IGNORE_EXIT_CODE=true`',
+    restartPolicy: 'Never',
+    requires: 'containerRestartRules',
+    containers: [restartedOn42, sidecar('proxy', whenJobExit(), ignoreExitCode)],
+    annotations: { ...mainExits('1s', '42,0'), ...mainNeeds('proxy'), [simAnnotations.onSigterm('proxy')]: 'exit143' },
+    difference: {
+      aspects: ['job', 'pod'],
+      why: "Kruise's controller reads only the pod's restartPolicy (Never): after the main container's first exit (42) it sets the pod's phase to Failed, and the kubelet, which keeps a terminal phase, never runs the main again; sidecar-terminator waits for the run after the restart and sets the phase from it (Succeeded)",
+    },
+  },
+  {
+    id: 'pod-failure-policy-sidecar',
+    title: 'a podFailurePolicy that fails the Job on any non-zero exit code of any container (`FailJob`, `NotIn [0]`, no `containerName`), the sidecar exits 143 on SIGTERM',
+    restartPolicy: 'Never',
+    podFailurePolicy: { rules: [{ action: 'FailJob', onExitCodes: { operator: 'NotIn', values: [0] } }] },
+    containers: [main(), sidecar('proxy', whenJobExit())],
+    annotations: { ...mainExits('1s'), [simAnnotations.onSigterm('proxy')]: 'exit143' },
+  },
+  {
     id: 'all-sidecars',
     title: 'every container marked as a sidecar',
     restartPolicy: 'Never',
@@ -227,6 +283,7 @@ export function jobManifest(scenario: Scenario): Record<string, unknown> {
     spec: {
       // OnFailure: a container restart counts against the limit, as a failed pod does for Never.
       backoffLimit: scenario.restartPolicy === 'OnFailure' ? 3 : 0,
+      ...(scenario.podFailurePolicy ? { podFailurePolicy: scenario.podFailurePolicy } : {}),
       template: {
         metadata: { annotations: scenario.annotations ?? {} },
         spec: {
