@@ -14,7 +14,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
 const repoRoot = resolve(import.meta.dirname, '..');
@@ -52,7 +52,7 @@ async function main(): Promise<number> {
     // The second run works in a copy of the checkout: tap keeps its state in the checkout (.tap/).
     const roots = options.twice ? [repoRoot, copyOfCheckout()] : [repoRoot];
     const runs = await Promise.all(roots.map((root, index) => runTests(roots.length > 1 ? `run ${index + 1}` : 'run', root, files)));
-    for (const root of roots.slice(1)) rmSync(root, { recursive: true, force: true });
+    for (const root of roots.slice(1)) removeCopy(root);
     for (const run of runs) {
       say(`${run.label}: exit ${run.code} in ${run.seconds.toFixed(0)} s; ${run.failed.size === 0 ? 'no file failed' : `failed: ${[...run.failed.keys()].join(', ')}`}`);
       for (const [file, tests] of run.failed) for (const test of tests) say(`  ${file}: not ok - ${test}`);
@@ -98,18 +98,25 @@ function runTests(label: string, root: string, files: string[]): Promise<RunResu
 }
 
 /**
- * The checkout's files as they are now (uncommitted changes included), and its packages linked one
- * by one: node_modules/.cache (the type-check's incremental state) stays the copy's own.
+ * A worktree of the checkout's commit with its uncommitted changes copied in (some tests read git,
+ * as `make release` does), and its packages linked one by one: node_modules/.cache (the
+ * type-check's incremental state) stays the copy's own.
  */
 function copyOfCheckout(): string {
-  const copy = mkdtempSync(join(tmpdir(), 'st-under-load-'));
-  const tracked = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: repoRoot, encoding: 'utf8' }).split('\0').filter((file) => file !== '' && existsSync(join(repoRoot, file)));
-  for (const file of tracked) cpSync(join(repoRoot, file), join(copy, file), { recursive: true });
+  const copy = join(mkdtempSync(join(tmpdir(), 'st-under-load-')), 'checkout');
+  execFileSync('git', ['worktree', 'add', '--quiet', '--detach', copy, 'HEAD'], { cwd: repoRoot });
+  const changed = execFileSync('git', ['ls-files', '-z', '--modified', '--others', '--exclude-standard'], { cwd: repoRoot, encoding: 'utf8' }).split('\0').filter((file) => file !== '' && existsSync(join(repoRoot, file)));
+  for (const file of changed) cpSync(join(repoRoot, file), join(copy, file), { recursive: true });
   mkdirSync(join(copy, 'node_modules'));
   for (const entry of readdirSync(join(repoRoot, 'node_modules'))) {
     if (entry !== '.cache') symlinkSync(join(repoRoot, 'node_modules', entry), join(copy, 'node_modules', entry));
   }
   return copy;
+}
+
+function removeCopy(copy: string): void {
+  execFileSync('git', ['worktree', 'remove', '--force', copy], { cwd: repoRoot });
+  rmSync(dirname(copy), { recursive: true, force: true });
 }
 
 function usage(): string {
