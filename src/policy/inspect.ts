@@ -27,9 +27,9 @@ export interface Inspection {
 export function inspectObject(object: unknown, quickExitImageAllowlist: readonly string[]): Inspection | undefined {
   const location = podSpecOf(object);
   if (!location) return undefined;
-  const { spec, fieldPrefix, strictRestartPolicy, advisory } = location;
+  const { spec, fieldPrefix, strictRestartPolicy, advisory, job } = location;
   const annotations = podAnnotationsOf(object, location);
-  const findings = validatePodSpec(spec, { fieldPrefix, strictRestartPolicy, quickExitImageAllowlist, migratedSidecars: migratedSidecars(annotations), annotations, containersFinal: fieldPrefix === 'spec' });
+  const findings = validatePodSpec(spec, { fieldPrefix, strictRestartPolicy, quickExitImageAllowlist, migratedSidecars: migratedSidecars(annotations), annotations, containersFinal: fieldPrefix === 'spec', job });
   return { spec, fieldPrefix, annotations, findings: advisory ? applyEnforcement(findings, 'warn') : findings, controller: controllerOf(object) };
 }
 

@@ -13,6 +13,14 @@ export interface PodSpecLocation {
    * findings are reported as warnings, never denials, so such a workload is never broken.
    */
   advisory: boolean;
+  /** The Job spec the template is part of (a Job's, or a CronJob's jobTemplate): its podFailurePolicy judges the pods' exit codes. */
+  job?: JobSpecLocation;
+}
+
+export interface JobSpecLocation {
+  spec: unknown;
+  /** Field path of the Job spec inside the object: `spec`, or `spec.jobTemplate.spec`. */
+  fieldPrefix: string;
 }
 
 /** Workload kinds whose pod template sits at spec.template (Job/CronJob handled apart). */
@@ -34,7 +42,7 @@ export function podSpecOf(object: unknown): PodSpecLocation | undefined {
     return { spec: at(['spec']), fieldPrefix: 'spec', strictRestartPolicy: strict, advisory: false };
   }
   if (kind === 'Job' && apiVersion === 'batch/v1') {
-    return { spec: at(['spec', 'template', 'spec']), fieldPrefix: 'spec.template.spec', strictRestartPolicy: true, advisory: false };
+    return { spec: at(['spec', 'template', 'spec']), fieldPrefix: 'spec.template.spec', strictRestartPolicy: true, advisory: false, job: { spec: at(['spec']), fieldPrefix: 'spec' } };
   }
   if (kind === 'CronJob' && apiVersion === 'batch/v1') {
     return {
@@ -42,6 +50,7 @@ export function podSpecOf(object: unknown): PodSpecLocation | undefined {
       fieldPrefix: 'spec.jobTemplate.spec.template.spec',
       strictRestartPolicy: true,
       advisory: false,
+      job: { spec: at(['spec', 'jobTemplate', 'spec']), fieldPrefix: 'spec.jobTemplate.spec' },
     };
   }
   if (kind === 'PodTemplate' && apiVersion === 'v1') {
