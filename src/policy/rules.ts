@@ -70,8 +70,26 @@ export const RULES: Readonly<Record<RuleId, RuleDescription>> = {
   },
   'on-failure-kill-exit-code': {
     severity: 'warning',
-    summary: 'An OnFailure pod whose sidecar is stopped by signal without KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE: kubelet restarts a sidecar that exits non-zero.',
-    fix: 'Set KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE="true", or make the sidecar exit 0 on SIGTERM.',
+    summary:
+      'A sidecar stopped without KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE that the kubelet restarts after an exit code a stop can leave (0, 137 or 143 when it is told by SIGTERM): by the pod\'s restartPolicy OnFailure, or by its own restartPolicy or restartPolicyRules.',
+    fix: 'Set KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE="true"; or make the sidecar exit 0 on SIGTERM, where exit code 0 does not restart it; or change its restartPolicy or restartPolicyRules.',
+  },
+  'sidecar-restart-policy-always': {
+    severity: 'error',
+    summary:
+      'A sidecar with its own restartPolicy Always: the kubelet restarts it whatever its exit code, so a stop does not keep it down. An error for a sidecar only its quick-exit image stops (the Job never completes), a warning for one the kill mechanism stops (by signal it is ended from outside after its grace period; by a ContainerRecreateRequest it comes back).',
+    fix: 'Remove the container\'s restartPolicy (and restartPolicyRules), or make the sidecar a native sidecar (an init container with restartPolicy: Always).',
+  },
+  'main-restarted-after-success': {
+    severity: 'warning',
+    summary: 'A main container of a pod with sidecars that the kubelet restarts when it exits 0 (its own restartPolicy Always, or a restart rule that matches 0): it is never done, so the sidecars are never stopped and the Job does not complete.',
+    fix: 'Remove its restartPolicy Always, or leave exit code 0 out of its restartPolicyRules (In without 0, or NotIn with 0 among the values).',
+  },
+  'pod-failure-policy-sidecar-exit-code': {
+    severity: 'warning',
+    summary:
+      "A rule of the Job's podFailurePolicy (FailJob, FailIndex or Ignore) that matches exit code 137 or 143 of a sidecar stopped without KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE: a pod whose main containers succeeded fails the Job or its index, or runs again.",
+    fix: 'Set KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE="true" on the sidecar, or make it exit 0 on SIGTERM; and set onExitCodes.containerName to the main container, so that the rule judges it alone.',
   },
   'virtual-node-without-image': {
     severity: 'warning',

@@ -18,10 +18,10 @@ import {
 } from './markers.ts';
 import { POD_ANNOTATIONS } from './names.ts';
 import { targetsVirtualNodes } from './nodes.ts';
-import { restartCause, restartOfContainerAt, type Restart } from './restarts.ts';
 import { parseGracePeriod, parseStopMethod } from './stop-method.ts';
-import { podMetadataPrefix } from './templates.ts';
+import { podMetadataPrefix, type JobSpecLocation } from './templates.ts';
 import { arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from './types.ts';
+import { validateExits } from './validate-exits.ts';
 
 export interface ValidationOptions {
   /** Path of the pod spec inside the admitted object: `spec`, `spec.template.spec`, ... */
@@ -36,6 +36,8 @@ export interface ValidationOptions {
   annotations?: Record<string, unknown>;
   /** The spec is a pod's, with every container injected: a name the annotations give must be one of them. */
   containersFinal?: boolean;
+  /** The Job spec the template is part of, for a Job or a CronJob: its podFailurePolicy is checked too. */
+  job?: JobSpecLocation;
 }
 
 type NewFinding = Omit<Finding, 'severity'>;
@@ -305,40 +307,18 @@ function validatePodLevel(
     });
   }
 
+  if (restartPolicy === 'Never' || restartPolicy === 'OnFailure') validateExits(spec, roles, options.fieldPrefix, options.job, report);
+
   const onVirtualNodes = targetsVirtualNodes(spec);
-  const markersApply = restartPolicy === 'Never' || restartPolicy === 'OnFailure';
   for (const sidecar of sidecars) {
-    const path = `${containersPath}[${sidecar.index}]`;
-    const afterSigterm = restartOfContainerAt(spec, sidecar.index, SIGTERM_EXIT_CODE);
-    if (markersApply && afterSigterm.restarts && sidecar.markers.whenJobExit && !sidecar.markers.ignoreExitCode && sidecar.markers.stop.kind === 'signal') {
-      const marked = markerEntries(arrayOf(spec.containers)[sidecar.index] as Container).some((entry) => entry.name === ENV_WHEN_JOB_EXIT);
-      report('warning', {
-        rule: 'on-failure-kill-exit-code',
-        field: marked ? `${path}.env[${ENV_WHEN_JOB_EXIT}]` : `${podMetadataPrefix(options.fieldPrefix)}.annotations[${POD_ANNOTATIONS.sidecars}]`,
-        detail: restartedAfterSignalStop(afterSigterm),
-      });
-    }
     if (onVirtualNodes && sidecar.markers.quickExitImage === undefined) {
       report('warning', {
         rule: 'virtual-node-without-image',
-        field: path,
+        field: `${containersPath}[${sidecar.index}]`,
         detail: `the pod can run on virtual-kubelet nodes, where a sidecar can only be stopped by replacing its image; add ${ENV_WITH_IMAGE} with a quick-exit image`,
       });
     }
   }
-}
-
-/** The exit code of a process SIGTERM ends (128 + 15), the one a stop by signal leaves most often. */
-const SIGTERM_EXIT_CODE = 143;
-
-/** Why the kubelet restarts a sidecar stopped by signal, and the fixes that apply. */
-function restartedAfterSignalStop(restart: Restart): string {
-  const cause = restartCause(restart);
-  if (restart.decidedBy.by !== 'rule' && restart.decidedBy.policy === 'OnFailure') {
-    return `with ${cause}, kubelet restarts a sidecar that exits non-zero when it is stopped by signal (143 on SIGTERM is common); set ${ENV_IGNORE_EXIT_CODE}="true", or make the sidecar exit 0 on SIGTERM`;
-  }
-  // Its own restartPolicy Always, or a rule: exiting 0 may not keep it down.
-  return `kubelet restarts this sidecar if it exits ${restart.exitCode}, as SIGTERM makes it, when it is stopped by signal (${cause}); set ${ENV_IGNORE_EXIT_CODE}="true", or change its restartPolicy or restartPolicyRules`;
 }
 
 /**

@@ -43,7 +43,7 @@ function reviewOf(object: any, uid: string) {
 
 t.test('lint reports what the webhook answers, word for word', async (t) => {
   const app = testApp();
-  for (const name of ['bad-job', 'warning-job', 'valid-job', 'cronjob', 'deployment', 'multi', 'exported-job']) {
+  for (const name of ['bad-job', 'warning-job', 'valid-job', 'cronjob', 'deployment', 'multi', 'exported-job', 'exit-codes']) {
     const file = manifest(name);
     const lint = findingsByObject((await runCli(['lint', file])).stdout, file);
     let checked = 0;

@@ -14,7 +14,7 @@ import { runCli } from '../cli/run.ts';
 import { readDoc, section, tableRows } from '../support/markdown.ts';
 
 const MANIFESTS = 'test/fixtures/manifests';
-const FIXTURES = ['bad-job', 'warning-job', 'valid-job', 'cronjob', 'deployment', 'multi'].map((name) => `${MANIFESTS}/${name}.yaml`);
+const FIXTURES = ['bad-job', 'warning-job', 'valid-job', 'cronjob', 'deployment', 'multi', 'exit-codes'].map((name) => `${MANIFESTS}/${name}.yaml`);
 
 async function lintJson(args: string[], input?: string) {
   const run = await runCli(['lint', '-o', 'json', ...args], input === undefined ? {} : { input });
@@ -135,6 +135,40 @@ t.test('SARIF: valid against the SARIF 2.1.0 schema, rules with help, results at
   const stdin = sarifRun.results.filter((r: { locations: Array<{ physicalLocation: { artifactLocation: { uri: string; index: number } } }> }) => r.locations[0]!.physicalLocation.artifactLocation.uri === '%3Cstdin%3E');
   t.equal(stdin.length, 3, 'stdin findings too');
   t.equal(stdin[0].locations[0].physicalLocation.artifactLocation.index, FIXTURES.length + 1, 'pointing at its artifact');
+});
+
+t.test('exit codes: the restart and podFailurePolicy findings in text, JSON and SARIF, each at its field', async (t) => {
+  const file = `${MANIFESTS}/exit-codes.yaml`;
+  const text = await runCli(['lint', file]);
+  t.equal(text.code, 1, 'the error of a sidecar only its quick-exit image stops fails the lint');
+  t.match(text.stdout, /^test\/fixtures\/manifests\/exit-codes\.yaml: Job\/export: warning: spec\.podFailurePolicy\.rules\[0\]\.onExitCodes: this rule \(FailJob\) matches exit code 137 or 143 of sidecar cloud-sql-proxy, and 143 of sidecar istio-proxy, /m);
+  t.match(text.stdout, /^test\/fixtures\/manifests\/exit-codes\.yaml: CronJob\/nightly-export: warning: spec\.jobTemplate\.spec\.podFailurePolicy\.rules\[0\]\.onExitCodes: this rule \(FailJob\) matches exit code 143 of sidecar cloud-sql-proxy, /m);
+  t.match(text.stdout, /^test\/fixtures\/manifests\/exit-codes\.yaml: Job\/logs-forever: error: spec\.template\.spec\.containers\[1\]\.restartPolicy: Unsupported value: "Always": /m);
+  t.match(text.stdout, /^3 objects checked in 1 file: 1 error, 5 warnings$/m);
+
+  const { report } = await lintJson([file]);
+  t.match(report.findings, [
+    { object: 'Job/export', container: 'export', field: 'spec.template.spec.containers[0].restartPolicyRules[0]', rule: 'main-restarted-after-success', severity: 'warning', line: 29, column: 15 },
+    { object: 'Job/export', container: 'otel-collector', field: 'spec.template.spec.containers[2].restartPolicy', rule: 'sidecar-restart-policy-always', severity: 'warning', line: 40, column: 11 },
+    { object: 'Job/export', container: 'istio-proxy', field: 'spec.template.spec.containers[3].env[KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT]', rule: 'on-failure-kill-exit-code', severity: 'warning', line: 53, column: 15 },
+    { object: 'Job/export', field: 'spec.podFailurePolicy.rules[0].onExitCodes', rule: 'pod-failure-policy-sidecar-exit-code', severity: 'warning', line: 14, column: 9, fix: RULES['pod-failure-policy-sidecar-exit-code'].fix },
+    { object: 'Job/logs-forever', container: 'fluent-bit', field: 'spec.template.spec.containers[1].restartPolicy', rule: 'sidecar-restart-policy-always', severity: 'error' },
+    { object: 'CronJob/nightly-export', field: 'spec.jobTemplate.spec.podFailurePolicy.rules[0].onExitCodes', rule: 'pod-failure-policy-sidecar-exit-code', severity: 'warning' },
+  ]);
+  t.equal(report.findings.length, 6);
+  t.notOk('container' in report.findings[3]!, 'a podFailurePolicy rule is no container');
+  t.same(report.summary, { files: 1, checked: 3, skipped: 0, errors: 1, warnings: 5, info: 0 });
+
+  const sarif = JSON.parse((await runCli(['lint', '-o', 'sarif', file])).stdout).runs[0];
+  t.same(
+    sarif.results.map((r: { ruleId: string; level: string; locations: Array<{ physicalLocation: { region: { startLine: number } } }> }) => [r.ruleId, r.level, r.locations[0]!.physicalLocation.region.startLine]),
+    report.findings.map((f) => [f.rule, f.severity, f.line]),
+    'one result per finding, at its line',
+  );
+  const rules = sarif.tool.driver.rules as Array<{ id: string; defaultConfiguration: { level: string } }>;
+  for (const id of ['pod-failure-policy-sidecar-exit-code', 'sidecar-restart-policy-always', 'main-restarted-after-success'] as const) {
+    t.match(rules.find((rule) => rule.id === id), { defaultConfiguration: { level: RULES[id].severity } }, `${id}: in the catalogue`);
+  }
 });
 
 t.test('Helm-rendered stdin: lines of the rendered stream, and the template each finding comes from', async (t) => {

@@ -101,3 +101,42 @@ t.test('errorsOf and warningsOf split findings by severity; warn mode leaves war
   t.same(warningsOf(findings), [finding('warning')]);
   t.same(applyEnforcement(findings, 'warn'), [finding('warning'), finding('warning'), finding('warning')]);
 });
+
+t.test("a Job's podFailurePolicy that is malformed judges nothing, part by part", async (t) => {
+  const sidecar = { name: 'proxy', image: 'envoy:1', env: [kill] };
+  const judged = (jobSpec: unknown, containers: unknown[] = [{ name: 'main' }, sidecar]) =>
+    validatePodSpec({ restartPolicy: 'Never', containers }, { ...options, fieldPrefix: 'spec.template.spec', job: { spec: jobSpec, fieldPrefix: 'spec' } })
+      .filter((finding) => finding.rule === 'pod-failure-policy-sidecar-exit-code')
+      .map((finding) => finding.field);
+  const failJob = { action: 'FailJob', onExitCodes: { operator: 'NotIn', values: [0] } };
+  t.same(judged({ podFailurePolicy: { rules: [failJob] } }), ['spec.podFailurePolicy.rules[0].onExitCodes'], 'well-formed: judged');
+  for (const [what, jobSpec] of [
+    ['a Job spec that is not an object', 'spec'],
+    ['a policy that is not an object', { podFailurePolicy: [failJob] }],
+    ['rules that are not a list', { podFailurePolicy: { rules: failJob } }],
+  ] as const) {
+    t.same(judged(jobSpec), [], what);
+  }
+  const rules = [
+    null,
+    3,
+    { action: 'FailJob' },
+    { action: 'FailJob', onExitCodes: 'NotIn [0]' },
+    { action: 'FailJob', onPodConditions: [{ type: 'DisruptionTarget', status: 'True' }] },
+    { action: 'Fail', onExitCodes: { operator: 'NotIn', values: [0] } },
+    { action: 'FailJob', onExitCodes: { operator: 'Maybe', values: [143] } },
+    { action: 'FailJob', onExitCodes: { operator: 'In', values: ['143', null, { code: 137 }] } },
+    { action: 'FailJob', onExitCodes: { operator: 'In', values: 143 } },
+    { action: 'FailJob', onExitCodes: { operator: 'NotIn', values: 'all' } },
+    { action: 'FailJob', onExitCodes: { containerName: ['proxy'], operator: 'NotIn', values: [0] } },
+  ];
+  t.same(judged({ podFailurePolicy: { rules } }), [], 'rules that are not objects, without onExitCodes, with an unknown action or operator, values that are no list or not numbers, a containerName that is no string: none matches');
+  t.same(judged({ podFailurePolicy: { rules: [...rules, { action: 'FailJob', onExitCodes: { containerName: null, operator: 'In', values: [143] } }] } }), ['spec.podFailurePolicy.rules[11].onExitCodes'], 'containerName null is unset: the rule judges every container');
+  t.same(judged({ podFailurePolicy: { rules: [failJob] } }, [{ name: 'main' }, 'proxy', { env: [kill] }]), ['spec.podFailurePolicy.rules[0].onExitCodes'], 'a container that is not an object is skipped; one without a name is judged by a rule for every container');
+});
+
+t.test('restart rules that are malformed restart nothing: no finding about restarts', async (t) => {
+  const rules = [null, { action: 'Restart' }, { action: 'Restart', exitCodes: { operator: 'In', values: ['0', '143'] } }, { action: 'Restart', exitCodes: { operator: 'Sometimes', values: [0] } }];
+  const spec = { restartPolicy: 'Never', containers: [{ name: 'main', restartPolicy: 'Never', restartPolicyRules: rules }, { name: 'proxy', env: [kill], restartPolicy: 'Never', restartPolicyRules: { action: 'Restart' } }] };
+  t.same(validatePodSpec(spec, options), []);
+});

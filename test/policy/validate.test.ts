@@ -22,9 +22,13 @@ import {
   type ValidationOptions,
 } from '../../src/policy/index.ts';
 import type { V1Container, V1EnvVar } from '@kubernetes/client-node';
-import { imageSidecar, killSidecar, main, podSpec } from '../support/pods.ts';
+import { QUICK_EXIT, ignoreExitCodeSidecar, imageSidecar, killSidecar, main, podSpec } from '../support/pods.ts';
 
 const job: ValidationOptions = { fieldPrefix: 'spec.template.spec', strictRestartPolicy: true };
+/** A container's own restartPolicy (Never unless told) with one rule that restarts it on these exit codes. */
+const restartOn = (operator: 'In' | 'NotIn', ...values: number[]) => ({ restartPolicy: 'Never', restartPolicyRules: [{ action: 'Restart', exitCodes: { operator, values } }] });
+/** A podFailurePolicy rule on exit codes, for every container unless one is named. */
+const failureRule = (action: string, operator: string, values: number[], containerName?: string) => ({ action, onExitCodes: { ...(containerName ? { containerName } : {}), operator, values } });
 const container = (name: string, image: string, env: V1EnvVar[], extra: Partial<V1Container> = {}): V1Container => ({ name, image, env, ...extra });
 
 interface RuleCase {
@@ -111,6 +115,25 @@ const cases: Record<AdmissionRuleId, RuleCase> = {
     spec: podSpec([main(), killSidecar()], 'OnFailure'),
     field: `spec.template.spec.containers[1].env[${ENV_WHEN_JOB_EXIT}]`,
     says: /OnFailure, kubelet restarts a sidecar that exits non-zero/,
+  },
+  'sidecar-restart-policy-always': {
+    severity: 'error',
+    spec: podSpec([main(), imageSidecar('logs', QUICK_EXIT, { restartPolicy: 'Always' })]),
+    field: 'spec.template.spec.containers[1].restartPolicy',
+    says: /Unsupported value: "Always": the kubelet restarts this sidecar whatever its exit code: the quick-exit image put in its place exits 0 and is started again and again/,
+  },
+  'main-restarted-after-success': {
+    severity: 'warning',
+    spec: podSpec([main('main', 'busybox:1.36', restartOn('NotIn', 1)), killSidecar()]),
+    field: 'spec.template.spec.containers[0].restartPolicyRules[0]',
+    says: /the kubelet restarts this main container when it exits 0 \(rule 1: exit code 0 NotIn \[1\]\), so it is never done/,
+  },
+  'pod-failure-policy-sidecar-exit-code': {
+    severity: 'warning',
+    spec: podSpec([main(), killSidecar()]),
+    options: { job: { spec: { podFailurePolicy: { rules: [failureRule('FailJob', 'NotIn', [0])] } }, fieldPrefix: 'spec' } },
+    field: 'spec.podFailurePolicy.rules[0].onExitCodes',
+    says: /this rule \(FailJob\) matches exit code 137 or 143 of sidecar proxy, .* fails the whole Job, with no retry/,
   },
   'virtual-node-without-image': {
     severity: 'warning',
@@ -328,15 +351,101 @@ t.test("the add-on's own settings: each mistake once, at its field", async (t) =
   ]);
 });
 
-t.test("a sidecar the kubelet restarts after SIGTERM by its own restartPolicy or rule is warned about, in any pod the markers apply to", async (t) => {
+t.test('a sidecar the kubelet restarts after an exit code a stop can leave (0, 137, 143) is warned about, naming the codes, in any pod the markers apply to', async (t) => {
   const warned = (sidecar: V1Container, restartPolicy = 'Never') =>
     validatePodSpec(podSpec([main(), sidecar], restartPolicy), job).filter((f) => f.rule === 'on-failure-kill-exit-code').map((f) => f.detail);
-  t.match(warned(killSidecar('proxy', { restartPolicy: 'OnFailure' })), [/^with the container's restartPolicy OnFailure, kubelet restarts a sidecar that exits non-zero when it is stopped by signal/], 'Never pod, sidecar OnFailure');
-  t.match(warned(killSidecar('proxy', { restartPolicy: 'Never', restartPolicyRules: [{ action: 'Restart', exitCodes: { operator: 'NotIn', values: [0] } }] })), [
-    /^kubelet restarts this sidecar if it exits 143, as SIGTERM makes it, when it is stopped by signal \(rule 1: exit code 143 NotIn \[0\]\); .*change its restartPolicy or restartPolicyRules$/,
-  ], 'Never pod, a rule that restarts on 143');
-  t.match(warned(killSidecar('proxy', { restartPolicy: 'Always' })), [/\(the container's restartPolicy Always\)/], 'its own Always: exiting 0 would not help, so the fix says so');
+  t.match(warned(killSidecar('proxy', { restartPolicy: 'OnFailure' })), [/^with the container's restartPolicy OnFailure, kubelet restarts a sidecar that exits non-zero when it is stopped by signal \(143 when SIGTERM ends it, 137 when it is killed\)/], 'Never pod, sidecar OnFailure');
+  t.same(warned(killSidecar('proxy', restartOn('NotIn', 0))), [
+    'kubelet restarts this sidecar if it exits 137 (rule 1: exit code 137 NotIn [0]), 143 (rule 1: exit code 143 NotIn [0]), as a stop can leave it (0 when it exits by itself, 143 when SIGTERM ends it, 137 when it is killed); ' +
+      'set KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE="true", or change its restartPolicy or restartPolicyRules, or make the sidecar exit 0 on SIGTERM',
+  ], 'Never pod, a rule that restarts on 137 and 143: exiting 0 is a fix');
+  t.match(warned(killSidecar('proxy', restartOn('In', 137))), [/exits 137 \(rule 1: exit code 137 In \[137\]\), as a stop/], 'killed: 137 counts too');
+  t.match(warned(killSidecar('proxy', restartOn('NotIn', 1))), [/exits 0 \(rule 1: exit code 0 NotIn \[1\]\), 137 \(.*\), 143 \(.*\), as a stop .*restartPolicyRules$/], 'a rule that restarts on 0 too: exiting 0 is no fix');
+  t.match(warned(killSidecar('proxy', { ...restartOn('In', 143), restartPolicy: 'OnFailure' })), [/exits 137 \(the container's restartPolicy OnFailure\), 143 \(rule 1: exit code 143 In \[143\]\)/], 'a rule and the policy: each code with what decided it');
   t.same(warned(killSidecar('proxy', { restartPolicy: 'Never' }), 'OnFailure'), [], 'OnFailure pod, sidecar Never: not restarted, no warning');
-  t.same(warned(killSidecar('proxy', { restartPolicy: 'Never', restartPolicyRules: [{ action: 'Restart', exitCodes: { operator: 'In', values: [1] } }] })), [], 'a rule that does not match 143');
+  t.same(warned(killSidecar('proxy', restartOn('In', 1))), [], 'a rule that matches none of 0, 137, 143');
   t.same(warned(killSidecar('proxy', { restartPolicy: 'OnFailure' }), 'Always'), [], 'an Always pod: the markers do not apply, restart-policy-always says so');
+  t.same(warned(ignoreExitCodeSidecar('proxy', restartOn('NotIn'))), [], 'its exit code ignored: the pod ends before it is stopped');
+  t.same(warned(killSidecar('proxy', { restartPolicy: 'Always' })), [], "its own Always: sidecar-restart-policy-always says so");
+  const envoy = (extra: Partial<V1Container>) => killSidecar('proxy', { ...extra, env: [{ name: 'SIDECAR_TERMINATOR_STOP', value: 'envoy' }] });
+  t.match(warned(envoy(restartOn('In', 0))), [/exits 0 \(rule 1: exit code 0 In \[0\]\)/], 'stopped by its shutdown request: its exit 0 restarts it');
+  t.same(warned(envoy(restartOn('In', 137, 143))), [], 'stopped by its shutdown request: no signal, so neither 137 nor 143');
+});
+
+t.test('sidecar-restart-policy-always: a sidecar with its own restartPolicy Always', async (t) => {
+  const found = (sidecar: V1Container, options: Partial<ValidationOptions> = {}) =>
+    validatePodSpec(podSpec([main(), sidecar]), { ...job, ...options }).filter((f) => f.rule === 'sidecar-restart-policy-always');
+  t.match(found(killSidecar('proxy', { restartPolicy: 'Always' })), [
+    {
+      severity: 'warning',
+      field: 'spec.template.spec.containers[1].restartPolicy',
+      detail: /^the kubelet restarts this sidecar whatever its exit code, so a stop does not keep it down: stopped by signal, it is ended from outside after its grace period .*ContainerRecreateRequest .* the Job does not complete; remove its restartPolicy \(and restartPolicyRules\), or make it a native sidecar/,
+    },
+  ], 'stopped by the kill mechanism: a warning');
+  t.match(found({ name: 'istio-proxy', image: 'istio/proxyv2:1.24', restartPolicy: 'Always' }, { annotations: { [POD_ANNOTATIONS.sidecars]: 'istio-proxy' } }), [{ severity: 'warning' }], 'named by the annotation');
+  t.same(found(ignoreExitCodeSidecar('proxy', { restartPolicy: 'Always' })), [], 'its exit code ignored: the phase is set before it is stopped, and nothing restarts in a terminal phase');
+  t.match(found(imageSidecar('logs', QUICK_EXIT, { restartPolicy: 'Always' })), [{ severity: 'error' }], 'stopped by its quick-exit image only: it never stays down');
+  t.same(found(killSidecar('proxy', { restartPolicy: 'OnFailure' })), [], 'another policy of its own: on-failure-kill-exit-code, if anything');
+});
+
+t.test('main-restarted-after-success: a main container the kubelet restarts when it exits 0', async (t) => {
+  const found = (first: V1Container, restartPolicy = 'Never', sidecar = killSidecar()) =>
+    validatePodSpec(podSpec([first, sidecar], restartPolicy), job).filter((f) => f.rule === 'main-restarted-after-success').map(formatFinding);
+  t.same(found(main('main', 'busybox:1.36', { restartPolicy: 'Always' })), [
+    "spec.template.spec.containers[0].restartPolicy: the kubelet restarts this main container when it exits 0 (the container's restartPolicy Always), so it is never done: its sidecars are never stopped, and the Job does not complete (it would not without the add-on either); remove its restartPolicy, or set it to Never or OnFailure",
+  ], 'its own Always');
+  t.match(found(main('main', 'busybox:1.36', { restartPolicy: 'OnFailure', restartPolicyRules: [{ action: 'Restart', exitCodes: { operator: 'In', values: [3] } }, { action: 'Restart', exitCodes: { operator: 'In', values: [0, 3] } }] })), [
+    /^spec\.template\.spec\.containers\[0\]\.restartPolicyRules\[1\]: .*\(rule 2: exit code 0 In \[0, 3\]\).*; leave exit code 0 out of this rule/,
+  ], 'the rule that matches 0, where it is');
+  t.same(found(main('main', 'busybox:1.36', restartOn('NotIn', 0, 1))), [], 'a rule that leaves 0 out');
+  t.same(found(main('main', 'busybox:1.36', { restartPolicy: 'OnFailure' })), [], 'its own OnFailure: done when it exits 0');
+  t.same(found(main('main', 'busybox:1.36', { restartPolicy: 'Always' }), 'OnFailure', main('other')), [], 'no sidecar: nothing for the add-on to say');
+});
+
+t.test("pod-failure-policy-sidecar-exit-code: a rule of the Job's podFailurePolicy that matches what a stopped sidecar exits with", async (t) => {
+  const found = (rules: unknown[], containers: V1Container[] = [main(), killSidecar()], restartPolicy = 'Never') =>
+    validatePodSpec(podSpec(containers, restartPolicy), { ...job, job: { spec: { podFailurePolicy: { rules } }, fieldPrefix: 'spec' } })
+      .filter((f) => f.rule === 'pod-failure-policy-sidecar-exit-code')
+      .map((f) => `${f.field}: ${f.detail}`);
+  t.same(found([failureRule('FailJob', 'In', [143])]), [
+    'spec.podFailurePolicy.rules[0].onExitCodes: this rule (FailJob) matches exit code 143 of sidecar proxy, which a stop can leave (143 when SIGTERM ends it, 137 when it is killed), so a pod whose main containers succeeded fails the whole Job, with no retry; ' +
+      'set KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE="true" on proxy (the watcher then sets the pod\'s phase from its main containers before stopping it, and the Job controller judges failed pods only) or make it exit 0 on SIGTERM, ' +
+      'and set onExitCodes.containerName to the main container so that this rule judges it alone',
+  ], 'In [143]: the whole finding');
+  const codes = (rules: unknown[], containers?: V1Container[]) => found(rules, containers).map((text) => /matches exit code (.*?) of sidecar/.exec(text)?.[1] ?? text);
+  t.same(codes([failureRule('FailJob', 'NotIn', [0])]), ['137 or 143'], 'NotIn [0] matches 143: 0 is never matched, the rest is');
+  t.same(codes([failureRule('FailJob', 'In', [137, 143])]), ['137 or 143']);
+  t.same(codes([failureRule('FailJob', 'NotIn', [143])]), ['137'], 'NotIn without 137 matches 137');
+  t.same(codes([failureRule('FailJob', 'NotIn', [137, 143])]), [], 'NotIn with both: neither');
+  t.same(codes([failureRule('FailJob', 'In', [1, 42])]), [], 'codes a stop does not leave');
+  t.same(codes([failureRule('FailJob', 'NotIn', [0], 'main')]), [], 'a rule that judges the main container alone');
+  t.same(codes([failureRule('FailJob', 'NotIn', [0], 'proxy')]), ['137 or 143'], 'a rule that names the sidecar');
+  t.same(codes([failureRule('Count', 'NotIn', [0])]), [], 'Count: what a failed pod gets without a rule, nothing more');
+  t.same(codes([failureRule('Count', 'In', [143]), failureRule('FailJob', 'NotIn', [0])]), ['137'], 'the first rule that matches decides: Count takes 143, FailJob 137');
+  t.match(found([failureRule('FailIndex', 'In', [143])]), [/^spec\.podFailurePolicy\.rules\[0\]\.onExitCodes: this rule \(FailIndex\) .* fails its index, with no retry/]);
+  t.match(found([failureRule('Ignore', 'In', [137])]), [/this rule \(Ignore\) matches exit code 137 .* is not counted as failed but replaced, so its work runs again, with no limit/]);
+  t.match(found([failureRule('FailIndex', 'In', [143]), failureRule('FailJob', 'In', [137])]), [/^spec\.podFailurePolicy\.rules\[0\]\.onExitCodes: this rule \(FailIndex\) matches exit code 143/, /^spec\.podFailurePolicy\.rules\[1\]\.onExitCodes: this rule \(FailJob\) matches exit code 137/], 'one finding per rule, in their order');
+
+  const failJob = [failureRule('FailJob', 'NotIn', [0])];
+  t.same(found(failJob, [main(), ignoreExitCodeSidecar('proxy')]), [], 'its exit code ignored: the pod succeeds before it is stopped, and succeeded pods are not judged');
+  t.same(found(failJob, [main(), imageSidecar()]), [], 'stopped by its quick-exit image: exit code 0');
+  t.same(found(failJob, [main(), killSidecar('proxy', { env: [{ name: 'SIDECAR_TERMINATOR_STOP', value: 'envoy' }] })]), [], 'stopped by its shutdown request: its own exit code');
+  t.same(codes(failJob, [main(), killSidecar('proxy', restartOn('In', 143))]), ['137'], 'a code its own rule restarts it after does not end the pod');
+  t.same(found(failJob, [main(), killSidecar('proxy', { restartPolicy: 'Always' })]), [], 'nor does any code, with its own Always');
+  t.same(found(failJob, [main(), killSidecar()], 'OnFailure'), [], 'OnFailure: the API server refuses a podFailurePolicy, and restarts are the kubelet\'s');
+  t.match(found(failJob, [main(), killSidecar('a'), killSidecar('b')]), [/matches exit code 137 or 143 of sidecar a, and 137 or 143 of sidecar b, .* on a and b \(.*before stopping them, .* or make them exit 0/], 'several sidecars');
+  t.match(found(failJob, [main(), ...['a', 'b', 'c', 'd', 'e'].map((name) => killSidecar(name))]), [/of sidecar c, and of 2 more sidecars, .* on a, b, c and 2 more \(/], 'a few named, the rest counted');
+  const many = Array.from({ length: 21 }, () => failureRule('FailJob', 'In', [1]));
+  many[20] = failureRule('FailJob', 'NotIn', [0]);
+  t.same(found(many), [], 'the API server accepts 20 rules: a 21st is not read');
+  t.same(validatePodSpec(podSpec([main(), killSidecar()]), { ...job, job: { spec: { podFailurePolicy: { rules: failJob } }, fieldPrefix: 'spec' } }).length, 1, 'the finding alone');
+});
+
+t.test('inspectObject reads the podFailurePolicy of a Job and of a CronJob, where each keeps it', async (t) => {
+  const podFailurePolicy = { rules: [failureRule('FailJob', 'NotIn', [0])] };
+  const template = { spec: podSpec([main(), killSidecar()]) };
+  const fields = (object: unknown) => (inspectObject(object, [])?.findings ?? []).map((f) => `${f.rule} ${f.field}`);
+  t.same(fields({ apiVersion: 'batch/v1', kind: 'Job', spec: { podFailurePolicy, template } }), ['pod-failure-policy-sidecar-exit-code spec.podFailurePolicy.rules[0].onExitCodes']);
+  t.same(fields({ apiVersion: 'batch/v1', kind: 'CronJob', spec: { jobTemplate: { spec: { podFailurePolicy, template } } } }), ['pod-failure-policy-sidecar-exit-code spec.jobTemplate.spec.podFailurePolicy.rules[0].onExitCodes']);
+  t.same(fields({ apiVersion: 'v1', kind: 'Pod', spec: { ...template.spec, podFailurePolicy } }), [], 'a pod has no podFailurePolicy: its Job judges it');
 });

@@ -4,7 +4,7 @@ import t from 'tap';
 import type { AdmissionRuleId, Severity } from '../../src/policy/index.ts';
 import type { OwnerNotice } from '../../src/webhook/owner-events.ts';
 import { readDoc, section, tableRows } from '../support/markdown.ts';
-import { FIELD_PREFIX, OWNERS, asKind, createdBy, loadReview, post, testApp } from './support.ts';
+import { FIELD_PREFIX, OWNERS, asKind, createdBy, loadReview, post, testApp, type FixtureReview } from './support.ts';
 
 const W = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT';
 const I = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE';
@@ -12,7 +12,7 @@ const X = 'KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE';
 
 interface RuleCase {
   severity: Severity;
-  /** The field below the pod spec; `metadata.` fields are those of the pod or its template. */
+  /** The field below the pod spec; `metadata.` fields are those of the pod or its template, `job:` ones of the Job spec. */
   field: string;
   says: RegExp;
   allowlist?: string[];
@@ -40,6 +40,14 @@ const cases: Record<AdmissionRuleId, RuleCase> = {
   'quick-exit-image-unpinned': { severity: 'warning', field: `containers[1].env[${I}]`, says: /Invalid value: "busybox:latest": .*pin a tag or a digest/ },
   'quick-exit-image-command': { severity: 'warning', field: `containers[1].env[${I}]`, says: /this container sets command/ },
   'on-failure-kill-exit-code': { severity: 'warning', field: `containers[1].env[${W}]`, says: /with restartPolicy OnFailure, kubelet restarts a sidecar/ },
+  'sidecar-restart-policy-always': { severity: 'error', field: 'containers[1].restartPolicy', says: /Unsupported value: "Always": the kubelet restarts this sidecar whatever its exit code: the quick-exit image put in its place/ },
+  'main-restarted-after-success': { severity: 'warning', field: 'containers[0].restartPolicyRules[0]', says: /the kubelet restarts this main container when it exits 0 \(rule 1: exit code 0 NotIn \[1\]\)/ },
+  'pod-failure-policy-sidecar-exit-code': {
+    severity: 'warning',
+    field: 'job:podFailurePolicy.rules[0].onExitCodes',
+    says: /this rule \(FailJob\) matches exit code 137 or 143 of sidecar cloud-sql-proxy/,
+    kinds: ['Job', 'CronJob'],
+  },
   'virtual-node-without-image': { severity: 'warning', field: 'containers[1]', says: /virtual-kubelet nodes/ },
   'marker-on-init-container': { severity: 'warning', field: `initContainers[0].env[${W}]`, says: /markers have no effect on init containers/ },
   'duplicate-marker': { severity: 'warning', field: `containers[1].env[${W}]`, says: /Duplicate value: "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT": defined 2 times/ },
@@ -51,13 +59,24 @@ const cases: Record<AdmissionRuleId, RuleCase> = {
 };
 
 /** Where a case's field is in an object of this kind. */
-const fieldIn = (kind: 'Pod' | 'Job' | 'CronJob', field: string) =>
-  field.startsWith('metadata.') ? `${FIELD_PREFIX[kind].replace(/spec$/, '')}${field}` : `${FIELD_PREFIX[kind]}.${field}`;
+const fieldIn = (kind: 'Pod' | 'Job' | 'CronJob', field: string) => {
+  if (field.startsWith('job:')) return `${FIELD_PREFIX[kind].replace(/template\.spec$/, '')}${field.slice('job:'.length)}`;
+  return field.startsWith('metadata.') ? `${FIELD_PREFIX[kind].replace(/spec$/, '')}${field}` : `${FIELD_PREFIX[kind]}.${field}`;
+};
+
+/** asKind, with the fixture Job's own fields (podFailurePolicy, backoffLimit) in the Job spec of a Job or a CronJob. */
+function asKindWithJobSpec(review: FixtureReview, kind: 'Pod' | 'Job' | 'CronJob'): FixtureReview {
+  const reshaped = asKind(review, kind);
+  const jobFields = Object.fromEntries(Object.entries(review.request.object.spec).filter(([key]) => key !== 'template'));
+  if (kind === 'Job') Object.assign(reshaped.request.object.spec, jobFields);
+  if (kind === 'CronJob') Object.assign(reshaped.request.object.spec.jobTemplate.spec, jobFields);
+  return reshaped;
+}
 
 for (const [rule, c] of Object.entries(cases) as Array<[AdmissionRuleId, RuleCase]>) {
   t.test(`rule ${rule}`, async (t) => {
     for (const kind of c.kinds ?? (['Pod', 'Job', 'CronJob'] as const)) {
-      const review = asKind(loadReview(`job-${rule}`), kind);
+      const review = asKindWithJobSpec(loadReview(`job-${rule}`), kind);
       const field = fieldIn(kind, c.field);
       const expected = (text: string) => text.startsWith(`${field}: `) && c.says.test(text);
 
@@ -100,7 +119,7 @@ t.test('a pod of a Job, or a Job of a CronJob, is never denied: the same finding
     const templateColumn = table.get(rule)?.['template or bare pod'] ?? '';
     const controllerColumn = table.get(rule)?.['pod or Job from an existing controller'] ?? '';
     for (const [kind, owner] of [['Pod', OWNERS.Job], ['Job', OWNERS.CronJob]] as const) {
-      const template = asKind(loadReview(`job-${rule}`), kind);
+      const template = asKindWithJobSpec(loadReview(`job-${rule}`), kind);
       const fromController = createdBy(template, owner);
       const notices: OwnerNotice[] = [];
       const app = testApp({ quickExitImageAllowlist: c.allowlist ?? [], ownerEvents: { record: (notice) => notices.push(notice) } });
@@ -246,4 +265,34 @@ t.test('request.kind decides the kind, whatever the object says', async (t) => {
   delete review.request.object.apiVersion;
   delete review.request.object.kind;
   t.equal((await post(app, 'validate', review)).review.response?.allowed, false);
+});
+
+t.test("a Job whose podFailurePolicy judges its stopped sidecar: admitted, with a warning naming the rule's field, the sidecar and the fixes", async (t) => {
+  const app = testApp();
+  const review = loadReview('job-pod-failure-policy-sidecar-exit-code');
+  t.same((await post(app, 'validate', review)).review.response, {
+    uid: review.request.uid,
+    allowed: true,
+    warnings: [
+      'spec.podFailurePolicy.rules[0].onExitCodes: this rule (FailJob) matches exit code 137 or 143 of sidecar cloud-sql-proxy, which a stop can leave (143 when SIGTERM ends it, 137 when it is killed), ' +
+        'so a pod whose main containers succeeded fails the whole Job, with no retry; ' +
+        `set ${X}="true" on cloud-sql-proxy (the watcher then sets the pod's phase from its main containers before stopping it, and the Job controller judges failed pods only) or make it exit 0 on SIGTERM, ` +
+        'and set onExitCodes.containerName to the main container so that this rule judges it alone',
+    ],
+  });
+
+  const judgedAlone = loadReview('job-pod-failure-policy-sidecar-exit-code');
+  judgedAlone.request.object.spec.podFailurePolicy.rules[0].onExitCodes.containerName = 'backup';
+  t.same((await post(app, 'validate', judgedAlone)).review.response, { uid: review.request.uid, allowed: true }, 'the rule judges the main container alone: nothing to say');
+  const ignored = loadReview('job-pod-failure-policy-sidecar-exit-code');
+  ignored.request.object.spec.template.spec.containers[1].env.push({ name: X, value: 'true' });
+  t.same((await post(app, 'validate', ignored)).review.response, { uid: review.request.uid, allowed: true }, 'its exit code ignored: the pod succeeds before the sidecar is stopped');
+  const cronJob = asKindWithJobSpec(loadReview('job-pod-failure-policy-sidecar-exit-code'), 'CronJob');
+  t.match((await post(app, 'validate', cronJob)).review.response?.warnings, [/^spec\.jobTemplate\.spec\.podFailurePolicy\.rules\[0\]\.onExitCodes: this rule \(FailJob\)/], 'a CronJob: at its jobTemplate');
+  for (const podFailurePolicy of ['FailJob', { rules: 'FailJob' }, { rules: [null, 7, { action: 'FailJob', onExitCodes: { operator: 'NotIn', values: 'all' } }, { action: ['FailJob'], onExitCodes: {} }] }]) {
+    const malformed = loadReview('job-pod-failure-policy-sidecar-exit-code');
+    malformed.request.object.spec.podFailurePolicy = podFailurePolicy;
+    t.same((await post(app, 'validate', malformed)).review.response, { uid: review.request.uid, allowed: true }, `a malformed podFailurePolicy judges nothing: ${JSON.stringify(podFailurePolicy)}`);
+  }
+  await app.close();
 });
