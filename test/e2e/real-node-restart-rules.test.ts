@@ -4,7 +4,9 @@
 // next run. Each main waits for its sidecar's port on every run and gives up (exit 2) after 20 s:
 // a sidecar stopped between two runs fails the Job. Under both kill mechanisms (the signal
 // container, and OpenKruise's ContainerRecreateRequest with kruise-daemon), and with
-// KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE, whose terminal phase must wait for the last run.
+// KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE, whose terminal phase must wait for the last run. And
+// with the gate off, as before 1.35: the API server drops the fields, and the main's first exit
+// is its last, with or without the add-on.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -123,5 +125,23 @@ if (!apiFeatures(version).containerRestartRules) {
   t.test('the seconds from the last main exit to the sidecar exit', async (t) => {
     t.equal(rows.length, CASES.length * mechanisms.length, 'one row per Job');
     t.comment(['| main restarted by | mechanism | stopped by | last main exit to sidecar exit |', '|---|---|---|---|', ...rows.sort()].join('\n'));
+  });
+
+  // RestartAllContainersOnContainerExits (on by default in 1.37) needs ContainerRestartRules: both off.
+  t.test('with the ContainerRestartRules gate off: the API server drops the rules, the first exit is the last, the sidecar is stopped after it', async (t) => {
+    const off = await startRealCluster(t, { node: { images: ['test-container'] }, apiServerArgs: ['--feature-gates=ContainerRestartRules=false,RestartAllContainersOnContainerExits=false'] });
+    const offCerts = mkdtempSync(join(tmpdir(), 'st-e2e-certs-'));
+    t.teardown(() => rmSync(offCerts, { recursive: true, force: true }));
+    const offServe = await startServe((port) => ['--kubeconfig', off.cp.kubeconfigPath, '--cert-dir', offCerts, ...registeringWebhooks(port, 'Fail'), '--kill-mechanism', 'signal']);
+    t.teardown(() => offServe.stop());
+    const namespace = await off.cp.createNamespace();
+    const [rule] = CASES;
+    await apply(off.cp, namespace, jobYaml(rule!.job, { containers: [rule!.main, rule!.sidecar], spec: { volumes: [{ name: 'state', emptyDir: {} }] } }));
+    await waitForJob(off, namespace, rule!.job, 'Failed', 240_000);
+    const pod = await podOfJob(off, namespace, rule!.job);
+    const main = pod.spec?.containers.find((container) => container.name === 'main');
+    t.notOk(main?.restartPolicyRules ?? main?.restartPolicy, 'the API server dropped the container restartPolicy and rules');
+    t.match(pod.status?.containerStatuses?.find((status) => status.name === 'main'), { restartCount: 0, state: { terminated: { exitCode: 42 } } }, "the main's first exit was its last");
+    await expectJobStoppedBy(t, off, namespace, rule!.job, { proxy: 'signal' });
   });
 }

@@ -35,11 +35,13 @@ export interface RealClusterOptions {
   node?: RealNodeOptions;
   /** Pods reach the API server through the `kubernetes` Service (kube-proxy runs on the node). */
   reachableFromPods?: boolean;
+  /** More kube-apiserver flags (a feature gate turned off, as an older release has it). */
+  apiServerArgs?: string[];
 }
 
 /** A control plane and one real node; both stop at `t`'s teardown. */
 export async function startRealCluster(t: Teardown, options: RealClusterOptions = {}): Promise<RealCluster> {
-  const cp = await startControlPlane({ scheduler: true, reachableFromPods: options.reachableFromPods ?? false });
+  const cp = await startControlPlane({ scheduler: true, reachableFromPods: options.reachableFromPods ?? false, ...(options.apiServerArgs ? { apiServerArgs: options.apiServerArgs } : {}) });
   t.teardown(() => cp.stop());
   const node = await startRealNode(cp, { kubeProxy: options.reachableFromPods ?? false, ...options.node });
   // Teardowns run in reverse: the node goes before the control plane.
