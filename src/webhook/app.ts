@@ -41,6 +41,8 @@ export interface AppOptions extends AdmissionSettings {
   ownerEvents?: Pick<OwnerEventRecorder, 'record'>;
   /** Connections open at once (MAX_CONNECTIONS by default); more are closed as they arrive. */
   maxConnections?: number;
+  /** The worker that judges large bodies; one of the app's own by default. Closed with the app. */
+  offload?: Offload;
 }
 
 /** The app; its server is an https.Server when AppOptions.https is given. */
@@ -84,7 +86,7 @@ export function buildApp(options: AppOptions): WebhookApp {
   const registry = options.metrics ?? new Registry();
   const metrics = createAdmissionMetrics(registry);
   const settings: AdmissionSettings = { enforcement: options.enforcement, quickExitImageAllowlist: options.quickExitImageAllowlist, nativeSidecars: options.nativeSidecars ?? false };
-  const offload = new Offload();
+  const offload = options.offload ?? new Offload();
   app.addHook('onClose', () => offload.close());
 
   void app.register(healthRoutes, { readiness: options.readiness, registry });

@@ -62,8 +62,9 @@ export class Offload {
     clearTimeout(this.idle);
     const worker = (this.worker ??= this.start());
     const id = this.nextId++;
-    // Moved, not copied; a Buffer that shares its memory with others is copied first.
-    const owned = body.byteOffset === 0 && body.byteLength === body.buffer.byteLength ? body : Buffer.from(body);
+    // Moved, not copied; a Buffer that shares its memory with others (Node's pool among them,
+    // which cannot be moved) is copied first, into memory of its own.
+    const owned = body.byteOffset === 0 && body.byteLength === body.buffer.byteLength ? body : new Uint8Array(body);
     const task: JudgeTask = { id, endpoint, body: owned, settings, deadline };
     return new Promise<Judgement>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
