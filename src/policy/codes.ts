@@ -59,6 +59,11 @@ export const CODES = {
   'signal-not-started': { kind: 'warning', meaning: 'the signal container cannot start: the sidecar is ended from outside', counted: { mechanism: 'signal', result: 'failed' } },
   'sigterm-unhandled': { kind: 'warning', meaning: "the sidecar's PID 1 has no SIGTERM handler, so the kernel drops SIGTERM sent from inside its PID namespace: it is ended from outside at once", counted: { mechanism: 'signal', result: 'escalated' } },
   'signal-ignored': { kind: 'warning', meaning: 'the sidecar still runs a grace period after SIGTERM or its shutdown request: it is ended from outside', counted: { mechanism: 'signal', result: 'escalated' } },
+  'crr-not-done': {
+    kind: 'warning',
+    meaning: 'the sidecar still runs a grace period and a minute after the main containers finished, though asked to stop by a ContainerRecreateRequest (no kruise-daemon serves the node, or it failed): it is ended from outside',
+    counted: { mechanism: 'crr', result: 'escalated' },
+  },
   'quick-exit-image-not-pulled': { kind: 'warning', meaning: "the sidecar's node cannot pull its quick-exit image", counted: { mechanism: 'image', result: 'failed' } },
   'node-missing': { kind: 'warning', meaning: "the pod's node does not exist" },
   'stop-failed': { kind: 'warning', meaning: 'a request that stops the sidecars failed; it is retried' },

@@ -159,6 +159,12 @@ function imagePullFailure(pod: PodLike, name: string): { reason: string; message
   return { reason: waiting.reason, message: typeof waiting.message === 'string' ? waiting.message : undefined };
 }
 
+/** A time from a pod's status in epoch milliseconds: an RFC 3339 string in JSON, a Date once @kubernetes/client-node has deserialized the pod. */
+export function epochMs(time: unknown): number | undefined {
+  const ms = time instanceof Date ? time.getTime() : typeof time === 'string' ? Date.parse(time) : NaN;
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
 /** When the last main container finished, in epoch milliseconds, once every main container has. */
 export function mainsFinishedAt(pod: PodLike): number | undefined {
   const roles = classifyContainers(pod.spec ?? {}, podAnnotations(pod));
@@ -166,10 +172,8 @@ export function mainsFinishedAt(pod: PodLike): number | undefined {
   const times: number[] = [];
   for (const raw of arrayOf(pod.status?.containerStatuses)) {
     if (!isRecord(raw) || !mains.has(raw.name as string)) continue;
-    // An RFC 3339 string in JSON; a Date once @kubernetes/client-node has deserialized the pod.
-    const finishedAt: unknown = (raw as ContainerStatus).state?.terminated?.finishedAt;
-    const time = finishedAt instanceof Date ? finishedAt.getTime() : typeof finishedAt === 'string' ? Date.parse(finishedAt) : NaN;
-    if (Number.isFinite(time)) times.push(time);
+    const time = epochMs((raw as ContainerStatus).state?.terminated?.finishedAt);
+    if (time !== undefined) times.push(time);
   }
   return mains.size > 0 && times.length === mains.size ? Math.max(...times) : undefined;
 }

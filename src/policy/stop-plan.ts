@@ -10,7 +10,7 @@
 // kubelet then kills it). Pure: src/watcher/executor.ts makes the requests and records the events.
 import type { V1EphemeralContainer, V1Node, V1Pod } from '@kubernetes/client-node';
 import { CODES, type Code, type CountedAs, type WarningCode } from './codes.ts';
-import { decide, exitCodesByName, phaseOfMains, type Action } from './decide.ts';
+import { decide, epochMs, exitCodesByName, mainsFinishedAt, phaseOfMains, type Action } from './decide.ts';
 import { isAllowedImage } from './image.ts';
 import { classifyContainers, podAnnotations, type ContainerRole } from './markers.ts';
 import { CONDITION_REASONS, TERMINATED_CONDITION } from './names.ts';
@@ -96,6 +96,14 @@ const ESCALATION_IMAGE_FAILURES = new Set([...CONTAINER_START_FAILURES, 'CrashLo
 
 /** How long past its grace period a signal container may run before the watcher stops waiting for it (it kills and gives up 5 s after). */
 const SIGNAL_CONTAINER_MARGIN_MS = 15_000;
+
+/**
+ * How long past its grace period a sidecar asked to stop by a ContainerRecreateRequest may run
+ * before the watcher ends it from outside. kruise-daemon acts within a second or two of the
+ * request, and kills the container at the end of its grace period; OpenKruise's manager gives up
+ * on a daemon that has not answered after a minute.
+ */
+const CRR_MARGIN_MS = 60_000;
 
 export function planStop(pod: V1Pod, node: NodeState, settings: StopSettings, now: number): Plan {
   const decision = decide(pod, node === 'missing' ? undefined : node);
@@ -193,6 +201,7 @@ class Planner {
     if (byCrr.length > 0) {
       this.steps.push({ type: 'create-crr', containers: byCrr.map((role) => role.name) });
       this.stopping.push(...byCrr.map((role) => `${role.name} (ContainerRecreateRequest)`));
+      for (const role of byCrr) this.checkCrr(role);
     }
     const send: V1EphemeralContainer[] = [];
     const viaCrr = new Set(byCrr);
@@ -286,6 +295,30 @@ class Planner {
     // Read from the absence of a change: confirmed on the pod as it is now.
     this.confirm = true;
     this.end(role, 'signal-ignored', `sidecar ${sidecar} still runs ${graceSeconds}s after ${describeStop(role.markers.stop)}, ${exit ? 'which its signal container reported done' : 'and its signal container has not finished'}`);
+  }
+
+  /**
+   * A sidecar asked to stop by a ContainerRecreateRequest: still running its grace period and
+   * CRR_MARGIN_MS after the last main container finished (or after it started, if later), the
+   * request did nothing: no kruise-daemon serves the node (OpenKruise's manager then completes
+   * the request after a minute without the container restarted), or the daemon failed. The
+   * sidecar is then ended from outside, as one that ignores its signal.
+   */
+  private checkCrr(role: ContainerRole): void {
+    const started = epochMs(this.pod.status?.containerStatuses?.find((s) => s.name === role.name)?.state?.running?.startedAt);
+    const finished = mainsFinishedAt(this.pod);
+    if (started === undefined || finished === undefined) return;
+    const graceSeconds = this.gracePeriodSeconds(role);
+    const waitedSeconds = graceSeconds + CRR_MARGIN_MS / 1000;
+    const remainingMs = Math.max(started, finished) + waitedSeconds * 1000 - this.now;
+    if (remainingMs > 0) {
+      this.lookAgainIn(remainingMs + 1000);
+      return;
+    }
+    // Read from the absence of a change: confirmed on the pod as it is now.
+    this.confirm = true;
+    const node = this.pod.spec?.nodeName ?? 'its node';
+    this.end(role, 'crr-not-done', `sidecar ${role.name} still runs ${waitedSeconds}s after the main containers finished: its ContainerRecreateRequest did not stop it (no kruise-daemon serves ${node}, or the daemon failed)`);
   }
 
   /**

@@ -122,7 +122,7 @@ export interface PodStory {
 }
 
 /** The warnings that come with the end of a sidecar from outside its PID namespace (src/policy/stop-plan.ts). */
-const ENDED_FROM_OUTSIDE: ReadonlySet<Code> = new Set(['sigterm-unhandled', 'signal-ignored', 'signal-failed', 'signal-not-started', 'signal-user-unknown']);
+const ENDED_FROM_OUTSIDE: ReadonlySet<Code> = new Set(['sigterm-unhandled', 'signal-ignored', 'signal-failed', 'signal-not-started', 'signal-user-unknown', 'crr-not-done']);
 
 /** The waits on the main containers: the watcher has nothing to do yet. */
 const MAIN_WAITS: ReadonlySet<WaitCode | IgnoreCode> = new Set(['mains-running', 'main-restarting', 'pod-not-started']);

@@ -32,6 +32,7 @@ t.test('the warnings the terminations metric counts, under its documented labels
     'signal-not-started': { mechanism: 'signal', result: 'failed' },
     'sigterm-unhandled': { mechanism: 'signal', result: 'escalated' },
     'signal-ignored': { mechanism: 'signal', result: 'escalated' },
+    'crr-not-done': { mechanism: 'crr', result: 'escalated' },
     'quick-exit-image-not-pulled': { mechanism: 'image', result: 'failed' },
     'node-missing': undefined,
     'stop-failed': undefined,

@@ -2,7 +2,7 @@
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { CONDITION_REASONS, EVENT_REASONS, MISSING_NODE_RECHECK_MS, STOP_EXIT_CODES, TERMINATED_CONDITION, planStop, type Plan, type Step, type StopSettings } from '../../src/policy/index.ts';
-import { QUICK_EXIT, containerStatus, ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main, normalNode, virtualNode } from '../support/pods.ts';
+import { FINISHED, QUICK_EXIT, containerStatus, ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main, normalNode, virtualNode } from '../support/pods.ts';
 
 const signal: StopSettings = { killMechanism: 'signal', signal: { image: 'st:1', command: ['/stop-sidecar'] }, quickExitImageAllowlist: [], quickExitImage: 'quick-exit:1' };
 const crr: StopSettings = { ...signal, killMechanism: 'crr' };
@@ -283,4 +283,26 @@ t.test('a main that its restart rule brings back: nothing is planned, no phase a
   const rule = { restartPolicy: 'Never', restartPolicyRules: [{ action: 'Restart', exitCodes: { operator: 'In', values: [42] } }] };
   const pod = jobPod([main('main', 'busybox:1.36', rule), ignoreExitCodeSidecar('sql')], { main: 42, sql: 'running' });
   t.same(planStop(pod, normalNode, signal, NOW), { code: 'main-restarting', stopping: [], steps: [] });
+});
+
+t.test('crr: a sidecar still running a grace period and a minute after the mains finished is ended from outside (no kruise-daemon acted on the request)', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
+  const finished = Date.parse(FINISHED);
+  const waiting = planStop(pod, normalNode, crr, finished + 89_000);
+  t.same(types(waiting), ['create-crr'], 'within 30s (its grace period) and a minute: the request stands');
+  t.equal(waiting.requeueAfterMs, 2_000, 'looked at again when the wait is over, without a change to the pod');
+  const overdue = planStop(pod, normalNode, crr, finished + 90_000);
+  t.same(types(overdue), ['create-crr', 'warn', 'escalate-image'], 'the request again (it may not exist), and the end from outside');
+  t.match(warnings(overdue), [{ code: 'crr-not-done', message: /^sidecar proxy still runs 90s after the main containers finished: its ContainerRecreateRequest did not stop it \(no kruise-daemon serves node-a, or the daemon failed\); ending it from outside: its image is replaced by the quick-exit image quick-exit:1/ }]);
+  t.equal(overdue.confirmOnCurrentPod, true, 'read from the absence of a change: confirmed on the pod as it is now');
+  const withGrace = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { terminationGracePeriodSeconds: 5 } });
+  t.same(types(planStop(withGrace, normalNode, crr, finished + 65_000)), ['create-crr', 'warn', 'escalate-image'], "the pod's grace period counts");
+  const withCommand = jobPod([main(), killSidecar('proxy', { command: ['/proxy'] })], { main: 0, proxy: 'running' });
+  const byPhase = planStop(withCommand, normalNode, crr, finished + 90_000);
+  t.match(stepOf(byPhase, 'escalate-phase'), { phase: 'Succeeded' }, 'no quick-exit image can run in its place: the phase from the mains');
+  const restarted = jobPod([main(), killSidecar('proxy')], { main: 0 });
+  restarted.status!.containerStatuses!.push(containerStatus('proxy', 'running', { state: { running: { startedAt: new Date(finished + 60_000) } } }));
+  t.same(types(planStop(restarted, normalNode, crr, finished + 90_000)), ['create-crr'], 'a sidecar started after the mains finished: the wait counts from its start');
+  const stopped = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 137 });
+  t.notOk(warnings(planStop(stopped, normalNode, crr, finished + 600_000)).some((w) => w.code === 'crr-not-done'), 'a sidecar that stopped: nothing to end');
 });

@@ -109,6 +109,7 @@ t.test("a Warning as the last event: failed, with the fix its code calls for, wh
   t.match(ignored, { state: 'stopping', since: T1, code: 'signal-ignored', waitingFor: /^the kubelet to end the sidecar from outside: sidecar proxy still runs 30s/ }, 'ended from outside: stopping, not failed');
   t.match(ignored.advice, [/run it under an init that forwards signals/]);
   t.match(failedWith('sigterm-unhandled', 'reworded').advice, [/give it a SIGTERM handler/]);
+  t.match(failedWith('crr-not-done', 'sidecar proxy still runs 90s after the main containers finished: its ContainerRecreateRequest did not stop it'), { state: 'stopping', code: 'crr-not-done', waitingFor: /^the kubelet to end the sidecar from outside/ }, 'a request no daemon acted on, ended from outside: stopping');
   t.match(failedWith('stop-failed', 'reworded').advice, [/The watcher retries; its logs say more/]);
 
   const uncoded = failedWith(undefined, 'sidecar proxy still runs 30s after SIGTERM: its PID 1 ignores SIGTERM');
