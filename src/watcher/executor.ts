@@ -8,7 +8,7 @@ import { createCrr } from './crr.ts';
 import { EventRecorder } from './events.ts';
 import type { WatcherMetrics } from './metrics.ts';
 import { PodChanged, PodWriter } from './pod-writes.ts';
-import { REFUSED_RETRY_MS, isRefusal } from './retries.ts';
+import { REFUSED_FIRST_RETRY_MS, REFUSED_RETRY_MS, isRefusal } from './retries.ts';
 
 export interface ExecutorOptions {
   core: CoreV1Api;
@@ -169,7 +169,7 @@ export class Executor {
    */
   async reportRefused(pod: V1Pod, error: unknown): Promise<void> {
     const status = (error as { code?: unknown }).code;
-    const message = `the API server refused a request for this pod (HTTP ${String(status)}): ${apiErrorMessage(error)}; retrying cannot fix that by itself, so it is tried again about every ${REFUSED_RETRY_MS / 60_000}m: check the watcher's RBAC and the admission policies in its way`;
+    const message = `the API server refused a request for this pod (HTTP ${String(status)}): ${apiErrorMessage(error)}; retrying cannot fix that by itself, so it is tried again after ${REFUSED_FIRST_RETRY_MS / 1000}s, then less and less often, up to every ${REFUSED_RETRY_MS / 60_000}m: check the watcher's RBAC and the admission policies in its way`;
     const event = { type: 'Warning' as const, reason: EVENT_REASONS.failed, code: 'request-refused' as const, message, key: `refused\n${String(status)}\n${apiErrorMessage(error)}` };
     await this.events.record(pod, event, this.stateOf(pod).events).catch(() => undefined);
   }

@@ -1,15 +1,22 @@
 // When a failed reconcile is tried again, by the kind of its failure. A refusal that retrying
 // cannot fix (403: RBAC or the fence's admission policy; 422: the object is invalid; 400, 405,
-// 413, 415: the request itself is wrong) is tried again slowly, and the pod gets one Warning event
-// saying so (Executor.reportRefused): a finished pod does not change, so it is never given up,
-// but it does not hammer the API server either. Anything else (the network, a timeout, 429, 5xx,
+// 413, 415: the request itself is wrong) is tried again after 15 s, then less and less often, up
+// to every 5 minutes, and the pod gets one Warning event saying so (Executor.reportRefused): the
+// change that lifts it often comes seconds later (a helm upgrade updates the fence's admission
+// policy after the watcher's Deployment, and the API server applies it a moment later still); a
+// finished pod does not change, so it is never given up, but it does not hammer the API server. Anything else (the network, a timeout, 429, 5xx,
 // a conflict) may pass at the next attempt: retried for as long as it fails, with exponential
 // backoff and jitter, so that pods that failed together do not all come back at the same moment.
 import { isApiError } from '../kube/api-errors.ts';
-import { DEFAULT_BACKOFF } from './queue.ts';
+import { DEFAULT_BACKOFF, exponentialBackoff } from './queue.ts';
 
-/** How often a refused reconcile is tried again: the refusal may be lifted (RBAC or the policy fixed). */
+/** The first retry of a refused reconcile: a policy or role updated with the watcher lifts the refusal within seconds. */
+export const REFUSED_FIRST_RETRY_MS = 15_000;
+
+/** How often, at most, a refused reconcile is tried again once it has been for a while: the refusal may be lifted (RBAC or the policy fixed). */
 export const REFUSED_RETRY_MS = 5 * 60_000;
+
+const REFUSED_BACKOFF = exponentialBackoff(REFUSED_FIRST_RETRY_MS, REFUSED_RETRY_MS);
 
 /** Each delay moves by up to this fraction of itself, either way, at random. */
 const JITTER = 0.2;
@@ -21,6 +28,6 @@ export function isRefusal(error: unknown): boolean {
 
 /** The delay before the n-th retry in a row of a key whose last attempt failed with `error`. */
 export function retryDelay(attempt: number, error: unknown, random: () => number = Math.random): number {
-  const delay = isRefusal(error) ? REFUSED_RETRY_MS : DEFAULT_BACKOFF(attempt);
+  const delay = isRefusal(error) ? REFUSED_BACKOFF(attempt) : DEFAULT_BACKOFF(attempt);
   return Math.round(delay * (1 + JITTER * (2 * random() - 1)));
 }

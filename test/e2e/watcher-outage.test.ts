@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { AdmissionregistrationV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { EVENT_REASONS, MANAGED_LABEL } from '../../src/policy/index.ts';
-import { REFUSED_RETRY_MS } from '../../src/watcher/retries.ts';
+import { REFUSED_FIRST_RETRY_MS, REFUSED_RETRY_MS } from '../../src/watcher/retries.ts';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
 import { CRR, findContainerStatus, simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
@@ -50,13 +50,16 @@ t.test('each failure longer than the old retry cap ends with every Job complete'
     t.comment(`all three complete ${Math.round(outage.completedAfterStartMs / 1000)}s after the API server started again`);
   });
 
-  t.test('ContainerRecreateRequests refused for 2 minutes: one event, no retry loop; once allowed, the Job completes', async (t) => {
-    t.equal(denial.denied, 1, 'refused once in those 2 minutes: a refusal is tried again only every few minutes');
+  t.test('ContainerRecreateRequests refused for 2 minutes: one event, retries further apart each time; once allowed, the Job completes', async (t) => {
+    const gaps = denial.denials.slice(1).map((at, index) => Math.round((at - denial.denials[index]!) / 1000));
+    t.ok(denial.denials.length >= 2 && denial.denials.length <= 5, `refused ${denial.denials.length} times in those 2 minutes, not in a loop (gaps: ${gaps.join(', ')} s)`);
+    t.ok(gaps[0]! * 1000 >= REFUSED_FIRST_RETRY_MS * 0.8 - 2000, `the first retry after about ${REFUSED_FIRST_RETRY_MS / 1000} s (${gaps[0]} s)`);
+    t.ok(gaps.every((gap, index) => index === 0 || gap > gaps[index - 1]! * 1.2), `each retry later than the one before (${gaps.join(', ')} s)`);
     t.equal(denial.complete, true, 'the Job completes');
-    t.ok(denial.secondAttemptAfterMs >= REFUSED_RETRY_MS * 0.8 - 5000, `the next attempt came ${Math.round(denial.secondAttemptAfterMs / 1000)}s after the refusal`);
+    t.ok(denial.secondAttemptAfterMs <= REFUSED_RETRY_MS * 1.2 + 5000, `the first allowed attempt came ${Math.round(denial.secondAttemptAfterMs / 1000)}s after the first refusal`);
     t.equal(denial.crrs, 1, 'one ContainerRecreateRequest, created once allowed');
     t.equal(denial.warnings.length, 1, 'one Warning event on the pod');
-    t.match(denial.warnings[0], /^the API server refused a request for this pod \(HTTP 403\): admission webhook "deny-crr.test.sidecar-terminator.io" denied the request: not now; retrying cannot fix that by itself, so it is tried again about every 5m/, 'saying what was refused and what happens next');
+    t.match(denial.warnings[0], /^the API server refused a request for this pod \(HTTP 403\): admission webhook "deny-crr.test.sidecar-terminator.io" denied the request: not now; retrying cannot fix that by itself, so it is tried again after 15s, then less and less often, up to every 5m/, 'saying what was refused and what happens next');
     // Stopped by the ContainerRecreateRequest once allowed; the refusal its one warning.
     if (denial.complete && denial.pod) await expectStoppedBy(t, denial.clients, denial.pod, { proxy: 'crr' }, { warnings: ['request-refused'] });
     t.comment(`the Job completed ${Math.round(denial.completedAfterAllowMs / 1000)}s after the webhook allowed the request`);
@@ -119,9 +122,11 @@ async function apiServerStopped(t: Test): Promise<OutageResult> {
 
 interface DenialResult {
   denied: number;
+  /** When each refused attempt came (epoch ms). */
+  denials: number[];
   complete: boolean;
   completedAfterAllowMs: number;
-  /** From the refusal to the next attempt, which the allowing webhook let through. */
+  /** From the first refusal to the first attempt the allowing webhook let through. */
   secondAttemptAfterMs: number;
   crrs: number;
   warnings: string[];
@@ -181,7 +186,7 @@ async function crrCreationDenied(t: Test): Promise<DenialResult> {
   const pod = (await stack.core.listNamespacedPod({ namespace, labelSelector: 'job-name=denied' })).items[0];
   const crrs = ((await custom.listNamespacedCustomObject({ ...CRR, namespace })) as { items: unknown[] }).items;
   const warnings = pod ? (await eventsOf(stack, namespace, pod.metadata!.name!)).filter((e) => e.reason === EVENT_REASONS.failed).map((e) => e.message ?? '') : [];
-  return { denied, complete: job !== undefined, completedAfterAllowMs: Date.now() - allowedAt, secondAttemptAfterMs: (gate.allowed[0] ?? Infinity) - gate.denials[0]!, crrs: crrs.length, warnings, pod, clients: stack };
+  return { denied, denials: [...gate.denials], complete: job !== undefined, completedAfterAllowMs: Date.now() - allowedAt, secondAttemptAfterMs: (gate.allowed[0] ?? Infinity) - gate.denials[0]!, crrs: crrs.length, warnings, pod, clients: stack };
 }
 
 /** An admission webhook that denies every request until told to allow them, and counts its denials. */

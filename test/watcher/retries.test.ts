@@ -8,7 +8,7 @@ import type { Plan } from '../../src/policy/index.ts';
 import { Executor } from '../../src/watcher/executor.ts';
 import { WatcherMetrics } from '../../src/watcher/metrics.ts';
 import { DEFAULT_BACKOFF } from '../../src/watcher/queue.ts';
-import { REFUSED_RETRY_MS, isRefusal, retryDelay } from '../../src/watcher/retries.ts';
+import { REFUSED_FIRST_RETRY_MS, REFUSED_RETRY_MS, isRefusal, retryDelay } from '../../src/watcher/retries.ts';
 import { jobPod, killSidecar, main } from '../support/pods.ts';
 
 const apiError = (code: number, message = 'refused') => Object.assign(new Error(`HTTP ${code}`), { code, body: JSON.stringify({ message }) });
@@ -20,9 +20,10 @@ t.test('refusals retrying cannot fix, and failures that may pass', async (t) => 
   t.notOk(isRefusal(Object.assign(new Error('timeout'), { name: 'TimeoutError' })), 'a timeout');
 });
 
-t.test('a refusal is retried every few minutes, whatever the attempt; other failures back off, up to two minutes', async (t) => {
+t.test('a refusal is retried after 15 s, then less and less often, up to every 5 minutes; other failures back off, up to two minutes', async (t) => {
   const middle = () => 0.5;
-  for (const attempt of [1, 2, 10, 100]) t.equal(retryDelay(attempt, apiError(403), middle), REFUSED_RETRY_MS, `attempt ${attempt}, 403`);
+  t.same([1, 2, 3, 4, 5, 6, 100].map((attempt) => retryDelay(attempt, apiError(403), middle)), [15_000, 30_000, 60_000, 120_000, 240_000, REFUSED_RETRY_MS, REFUSED_RETRY_MS], '403: from REFUSED_FIRST_RETRY_MS, doubled, up to REFUSED_RETRY_MS');
+  t.equal(retryDelay(1, apiError(422), middle), REFUSED_FIRST_RETRY_MS, '422: the same');
   t.same([1, 2, 3, 4, 20].map((attempt) => retryDelay(attempt, apiError(503), middle)), [1, 2, 3, 4, 20].map(DEFAULT_BACKOFF), 'the queue\'s backoff, unchanged in the middle');
   t.equal(retryDelay(30, new TypeError('fetch failed'), middle), 2 * 60_000, 'capped at two minutes');
 });
@@ -57,7 +58,7 @@ t.test('a refusal is reported once on the pod, however often it is tried again; 
   const refusals = events.filter((message) => message.startsWith('the API server refused'));
   t.equal(refusals.length, 1, 'one refusal event for three attempts');
   t.equal(actions[events.indexOf(refusals[0]!)], 'request-refused', 'with its code in the action field');
-  t.match(refusals[0], /\(HTTP 403\): admission webhook "policy\.example\.com" denied the request: no restarts here; retrying cannot fix that by itself, so it is tried again about every 5m: check the watcher's RBAC and the admission policies in its way$/);
+  t.match(refusals[0], /\(HTTP 403\): admission webhook "policy\.example\.com" denied the request: no restarts here; retrying cannot fix that by itself, so it is tried again after 15s, then less and less often, up to every 5m: check the watcher's RBAC and the admission policies in its way$/);
   t.notOk(events.some((message) => message.startsWith('could not stop the sidecars')), 'and no second event for the same failure');
 
   failWith = apiError(503, 'the server is shutting down');
