@@ -61,7 +61,7 @@ export const CODES = {
   'signal-ignored': { kind: 'warning', meaning: 'the sidecar still runs a grace period after SIGTERM or its shutdown request: it is ended from outside', counted: { mechanism: 'signal', result: 'escalated' } },
   'crr-not-done': {
     kind: 'warning',
-    meaning: 'the sidecar still runs a grace period and a minute after the main containers finished, though asked to stop by a ContainerRecreateRequest (no kruise-daemon serves the node, or it failed): it is ended from outside',
+    meaning: 'the sidecar still runs a grace period and a minute after the main containers finished, though asked to stop by a ContainerRecreateRequest (no kruise-daemon serves the node, it failed, or the request was refused): it is ended from outside',
     counted: { mechanism: 'crr', result: 'escalated' },
   },
   'quick-exit-image-not-pulled': { kind: 'warning', meaning: "the sidecar's node cannot pull its quick-exit image", counted: { mechanism: 'image', result: 'failed' } },

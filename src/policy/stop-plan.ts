@@ -199,9 +199,10 @@ class Planner {
     // Kruise's request for what SIGTERM stops: kruise-daemon kills a sidecar that ignores it after the grace period.
     const byCrr = this.settings.killMechanism === 'crr' ? roles.filter((role) => role.markers.stop.kind === 'signal') : [];
     if (byCrr.length > 0) {
-      this.steps.push({ type: 'create-crr', containers: byCrr.map((role) => role.name) });
+      // Past its deadline a request is not made again: it did nothing, or it cannot be made (refused).
+      const asked = byCrr.filter((role) => !this.crrOverdue(role));
+      if (asked.length > 0) this.steps.push({ type: 'create-crr', containers: asked.map((role) => role.name) });
       this.stopping.push(...byCrr.map((role) => `${role.name} (ContainerRecreateRequest)`));
-      for (const role of byCrr) this.checkCrr(role);
     }
     const send: V1EphemeralContainer[] = [];
     const viaCrr = new Set(byCrr);
@@ -301,24 +302,26 @@ class Planner {
    * A sidecar asked to stop by a ContainerRecreateRequest: still running its grace period and
    * CRR_MARGIN_MS after the last main container finished (or after it started, if later), the
    * request did nothing: no kruise-daemon serves the node (OpenKruise's manager then completes
-   * the request after a minute without the container restarted), or the daemon failed. The
-   * sidecar is then ended from outside, as one that ignores its signal.
+   * the request after a minute without the container restarted), the daemon failed, or the
+   * request itself was refused (a webhook, RBAC). The
+   * sidecar is then ended from outside, as one that ignores its signal. True once it is.
    */
-  private checkCrr(role: ContainerRole): void {
+  private crrOverdue(role: ContainerRole): boolean {
     const started = epochMs(this.pod.status?.containerStatuses?.find((s) => s.name === role.name)?.state?.running?.startedAt);
     const finished = mainsFinishedAt(this.pod);
-    if (started === undefined || finished === undefined) return;
+    if (started === undefined || finished === undefined) return false;
     const graceSeconds = this.gracePeriodSeconds(role);
     const waitedSeconds = graceSeconds + CRR_MARGIN_MS / 1000;
     const remainingMs = Math.max(started, finished) + waitedSeconds * 1000 - this.now;
     if (remainingMs > 0) {
       this.lookAgainIn(remainingMs + 1000);
-      return;
+      return false;
     }
     // Read from the absence of a change: confirmed on the pod as it is now.
     this.confirm = true;
     const node = this.pod.spec?.nodeName ?? 'its node';
-    this.end(role, 'crr-not-done', `sidecar ${role.name} still runs ${waitedSeconds}s after the main containers finished: its ContainerRecreateRequest did not stop it (no kruise-daemon serves ${node}, or the daemon failed)`);
+    this.end(role, 'crr-not-done', `sidecar ${role.name} still runs ${waitedSeconds}s after the main containers finished: its ContainerRecreateRequest did not stop it (no kruise-daemon serves ${node}, the daemon failed, or the request was refused)`);
+    return true;
   }
 
   /**

@@ -172,7 +172,9 @@ async function crrCreationDenied(t: Test): Promise<DenialResult> {
   gate.denials.length = 0;
 
   const namespace = await cp.createNamespace();
-  await apply(cp, namespace, jobYaml('denied', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, containers }));
+  // A grace period of 10 minutes: the sidecar is ended from outside (crr-not-done) only its grace
+  // period and a minute after the main container, well after the refusal is lifted here.
+  await apply(cp, namespace, jobYaml('denied', { annotations: { [simAnnotations.exitAfter('main')]: '1s' }, spec: '\n      terminationGracePeriodSeconds: 600', containers }));
   await waitFor('the first denial', async () => gate.denials.length > 0, { timeoutMs: 120_000 });
   t.comment('the watcher is denied its ContainerRecreateRequest');
   await sleep(DENIAL_MS);
