@@ -86,6 +86,7 @@ export class PodReflector {
       resourceVersion = page.metadata?.resourceVersion;
     } while (continueToken);
 
+    if (this.stopped) return;
     // The cache is replaced before anyone hears of the change: handlers read it at once.
     const previous = new Map(this.cache);
     this.cache.clear();
@@ -104,6 +105,7 @@ export class PodReflector {
   }
 
   private async watch(): Promise<void> {
+    if (this.stopped) return;
     const { labelSelector, fieldSelector, watchTimeoutSeconds = 300 } = this.options;
     const params = { labelSelector, ...(fieldSelector ? { fieldSelector } : {}), resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: watchTimeoutSeconds };
     let gone = false;
@@ -112,6 +114,8 @@ export class PodReflector {
       this.path,
       params,
       (type: string, object: Record<string, unknown>) => {
+        // Lines already received are still delivered after abort(): a stopped reflector tells no one.
+        if (this.stopped) return;
         if (type === 'ERROR') {
           gone ||= object.code === 410;
           return;
