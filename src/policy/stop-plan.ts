@@ -200,7 +200,8 @@ class Planner {
     const byCrr = this.settings.killMechanism === 'crr' ? roles.filter((role) => role.markers.stop.kind === 'signal') : [];
     if (byCrr.length > 0) {
       // Past its deadline a request is not made again: it did nothing, or it cannot be made (refused).
-      const asked = byCrr.filter((role) => !this.crrOverdue(role));
+      const mainsFinished = mainsFinishedAt(this.pod);
+      const asked = byCrr.filter((role) => !this.endOverdueCrr(role, mainsFinished));
       if (asked.length > 0) this.steps.push({ type: 'create-crr', containers: asked.map((role) => role.name) });
       this.stopping.push(...byCrr.map((role) => `${role.name} (ContainerRecreateRequest)`));
     }
@@ -300,19 +301,19 @@ class Planner {
 
   /**
    * A sidecar asked to stop by a ContainerRecreateRequest: still running its grace period and
-   * CRR_MARGIN_MS after the last main container finished (or after it started, if later), the
-   * request did nothing: no kruise-daemon serves the node (OpenKruise's manager then completes
-   * the request after a minute without the container restarted), the daemon failed, or the
-   * request itself was refused (a webhook, RBAC). The
-   * sidecar is then ended from outside, as one that ignores its signal. True once it is.
+   * CRR_MARGIN_MS after the last main container finished (`mainsFinished`; or after it started,
+   * if later), the request did nothing: no kruise-daemon serves the node (OpenKruise's manager
+   * then completes the request after a minute without the container restarted), the daemon
+   * failed, or the request itself was refused (a webhook, RBAC). The sidecar is then ended from
+   * outside, as one that ignores its signal; true when it is. Before then, the pod is looked at
+   * again when the wait is over.
    */
-  private crrOverdue(role: ContainerRole): boolean {
+  private endOverdueCrr(role: ContainerRole, mainsFinished: number | undefined): boolean {
     const started = epochMs(this.pod.status?.containerStatuses?.find((s) => s.name === role.name)?.state?.running?.startedAt);
-    const finished = mainsFinishedAt(this.pod);
-    if (started === undefined || finished === undefined) return false;
+    if (started === undefined || mainsFinished === undefined) return false;
     const graceSeconds = this.gracePeriodSeconds(role);
     const waitedSeconds = graceSeconds + CRR_MARGIN_MS / 1000;
-    const remainingMs = Math.max(started, finished) + waitedSeconds * 1000 - this.now;
+    const remainingMs = Math.max(started, mainsFinished) + waitedSeconds * 1000 - this.now;
     if (remainingMs > 0) {
       this.lookAgainIn(remainingMs + 1000);
       return false;

@@ -4,9 +4,10 @@
 // to every 5 minutes, and the pod gets one Warning event saying so (Executor.reportRefused): the
 // change that lifts it often comes seconds later (a helm upgrade updates the fence's admission
 // policy after the watcher's Deployment, and the API server applies it a moment later still); a
-// finished pod does not change, so it is never given up, but it does not hammer the API server. Anything else (the network, a timeout, 429, 5xx,
-// a conflict) may pass at the next attempt: retried for as long as it fails, with exponential
-// backoff and jitter, so that pods that failed together do not all come back at the same moment.
+// finished pod does not change, so it is never given up, but it does not hammer the API server.
+// Anything else (the network, a timeout, 429, 5xx, a conflict) may pass at the next attempt:
+// retried for as long as it fails, with exponential backoff and jitter, so that pods that failed
+// together do not all come back at the same moment.
 import { isApiError } from '../kube/api-errors.ts';
 import { DEFAULT_BACKOFF, exponentialBackoff } from './queue.ts';
 
