@@ -305,4 +305,10 @@ t.test('crr: a sidecar still running a grace period and a minute after the mains
   t.same(types(planStop(restarted, normalNode, crr, finished + 90_000)), ['create-crr'], 'a sidecar started after the mains finished: the wait counts from its start');
   const stopped = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 137 });
   t.notOk(warnings(planStop(stopped, normalNode, crr, finished + 600_000)).some((w) => w.code === 'crr-not-done'), 'a sidecar that stopped: nothing to end');
+  const noStart = jobPod([main(), killSidecar('proxy')], { main: 0 });
+  noStart.status!.containerStatuses!.push(containerStatus('proxy', 'running', { state: { running: {} } }));
+  t.same(types(planStop(noStart, normalNode, crr, finished + 600_000)), ['create-crr'], 'no start time on the status yet: no wait can be counted, the request stands');
+  const noNodeName = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
+  delete noNodeName.spec!.nodeName;
+  t.match(warnings(planStop(noNodeName, normalNode, crr, finished + 90_000)), [{ code: 'crr-not-done', message: /no kruise-daemon serves its node,/ }], 'a pod without a node name on its spec: its node, unnamed');
 });
