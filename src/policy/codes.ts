@@ -66,6 +66,10 @@ export const CODES = {
   },
   'quick-exit-image-not-pulled': { kind: 'warning', meaning: "the sidecar's node cannot pull its quick-exit image", counted: { mechanism: 'image', result: 'failed' } },
   'node-missing': { kind: 'warning', meaning: "the pod's node does not exist" },
+  'sidecar-exit-failed-pod': {
+    kind: 'warning',
+    meaning: "the pod failed although its main containers succeeded: a sidecar exited non-zero when it was stopped (restartPolicy Never), and the Job counted the pod as failed or a podFailurePolicy rule judged the sidecar's exit code",
+  },
   'stop-failed': { kind: 'warning', meaning: 'a request that stops the sidecars failed; it is retried' },
   'request-refused': { kind: 'warning', meaning: 'the API server refused a request for the pod in a way retrying cannot fix (403 from RBAC or the fence, 422); it is retried after 15s, then less and less often, up to every 5m' },
 } as const satisfies Record<string, CodeInfo>;

@@ -16,3 +16,4 @@ export * from './signal-container.ts';
 export * from './stop-plan.ts';
 export * from './retained-pod.ts';
 export * from './native-sidecars.ts';
+export * from './sidecar-exit-failure.ts';

@@ -48,6 +48,14 @@ export function podFailureRules(policy: unknown): { ruleFor: (container: string,
   };
 }
 
+/** What the Job controller makes of a failed pod that a rule with this action judges (Count: what it does without a rule). */
+export const POD_FAILURE_OUTCOMES: Record<PodFailureAction, string> = {
+  FailJob: 'fails the whole Job, with no retry',
+  FailIndex: 'fails its index, with no retry',
+  Ignore: 'is not counted as failed but replaced, so its work runs again, with no limit',
+  Count: "counts as failed toward the Job's backoffLimit, and is replaced",
+};
+
 const ACTIONS: ReadonlySet<unknown> = new Set<PodFailureAction>(['FailJob', 'FailIndex', 'Ignore', 'Count']);
 
 function exitCodeRule(rule: Record<string, unknown>, index: number): ExitCodeRule | undefined {

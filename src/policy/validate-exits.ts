@@ -6,7 +6,7 @@
 import { clip, type Finding, type Severity } from './findings.ts';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, markerEntries, type ContainerRole } from './markers.ts';
 import { POD_ANNOTATIONS } from './names.ts';
-import { podFailureRules, type PodFailureRule } from './pod-failure-policy.ts';
+import { POD_FAILURE_OUTCOMES, podFailureRules, type PodFailureRule } from './pod-failure-policy.ts';
 import { restartCause, restartOfContainerAt, type Restart } from './restarts.ts';
 import { podMetadataPrefix, type JobSpecLocation } from './templates.ts';
 import { arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from './types.ts';
@@ -114,12 +114,6 @@ function restartedAfterStop(restarts: Restart[]): string {
 /** The non-zero exit codes a stop can leave: the only ones a podFailurePolicy rule can match. */
 const FAILURE_CODES = (sidecar: ContainerRole) => exitCodesOfStop(sidecar).filter((code) => code !== 0);
 
-/** What a rule's action does to a pod whose main containers succeeded and whose stopped sidecar exited with a code it matches. */
-const OUTCOMES: Record<Exclude<PodFailureRule['action'], 'Count'>, string> = {
-  FailJob: 'fails the whole Job, with no retry',
-  FailIndex: 'fails its index, with no retry',
-  Ignore: 'is not counted as failed but replaced, so its work runs again, with no limit',
-};
 
 /** At most this many sidecars are named in one finding: a hostile pod may have thousands. */
 const MAX_NAMED_SIDECARS = 3;
@@ -132,7 +126,7 @@ const MAX_NAMED_SIDECARS = 3;
  */
 function validatePodFailurePolicy(spec: PodSpec, roles: ContainerRole[], job: JobSpecLocation, report: Report): void {
   const rules = podFailureRules(isRecord(job.spec) ? job.spec.podFailurePolicy : undefined);
-  const judged = new Map<number, { rule: PodFailureRule; action: keyof typeof OUTCOMES; sidecars: Array<{ index: number; name: string; codes: number[] }> }>();
+  const judged = new Map<number, { rule: PodFailureRule; action: Exclude<PodFailureRule['action'], 'Count'>; sidecars: Array<{ index: number; name: string; codes: number[] }> }>();
   for (const sidecar of roles) {
     if (sidecar.role !== 'sidecar' || !exitCodeCounts(sidecar)) continue;
     for (const code of FAILURE_CODES(sidecar)) {
@@ -158,7 +152,7 @@ function validatePodFailurePolicy(spec: PodSpec, roles: ContainerRole[], job: Jo
       rule: 'pod-failure-policy-sidecar-exit-code',
       field: `${job.fieldPrefix}.podFailurePolicy.rules[${rule.index}].onExitCodes`,
       detail:
-        `this rule (${action}) matches exit code ${matched}, which a stop can leave (143 when SIGTERM ends it, 137 when it is killed), so a pod whose main containers succeeded ${OUTCOMES[action]}; ` +
+        `this rule (${action}) matches exit code ${matched}, which a stop can leave (143 when SIGTERM ends it, 137 when it is killed), so a pod whose main containers succeeded ${POD_FAILURE_OUTCOMES[action]}; ` +
         `set ${ENV_IGNORE_EXIT_CODE}="true" on ${names} (the watcher then sets the pod's phase from its main containers before stopping ${one ? 'it' : 'them'}, and the Job controller judges failed pods only) or make ${one ? 'it' : 'them'} exit 0 on SIGTERM, ` +
         'and set onExitCodes.containerName to the main container so that this rule judges it alone',
     });

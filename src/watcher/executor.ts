@@ -1,9 +1,22 @@
 // Executes a stop plan (src/policy/stop-plan.ts) on one pod: the requests, in order, and the
 // events and metrics they come with. The one place where the watcher acts.
-import type { CoreV1Api, CustomObjectsApi, V1ObjectReference, V1Pod } from '@kubernetes/client-node';
+import type { BatchV1Api, CoreV1Api, CustomObjectsApi, V1ObjectReference, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
-import { CRR, EVENT_REASONS, TERMINATED_CONDITION, crrName, mainsFinishedAt, type KillMechanism, type Mechanism, type Plan, type Step } from '../policy/index.ts';
-import { apiErrorMessage } from '../kube/api-errors.ts';
+import {
+  CRR,
+  EVENT_REASONS,
+  TERMINATED_CONDITION,
+  controllerOf,
+  crrName,
+  mainsFinishedAt,
+  mayFailBySidecarExit,
+  sidecarExitFailure,
+  type KillMechanism,
+  type Mechanism,
+  type Plan,
+  type Step,
+} from '../policy/index.ts';
+import { apiErrorMessage, isApiError } from '../kube/api-errors.ts';
 import { createCrr } from './crr.ts';
 import { EventRecorder } from './events.ts';
 import type { WatcherMetrics } from './metrics.ts';
@@ -13,6 +26,8 @@ import { REFUSED_FIRST_RETRY_MS, REFUSED_RETRY_MS, isRefusal } from './retries.t
 export interface ExecutorOptions {
   core: CoreV1Api;
   custom: CustomObjectsApi;
+  /** Reads the Job of a pod a stopped sidecar's exit code failed (its podFailurePolicy); without it, the event names no rule. */
+  batch?: Pick<BatchV1Api, 'readNamespacedJob'>;
   /** The apps.kruise.io version serving ContainerRecreateRequests, with --kill-mechanism crr; read at each request (the watcher's is a getter: the mechanism follows the cluster). */
   readonly crrVersion: string | undefined;
   metrics: WatcherMetrics;
@@ -28,6 +43,8 @@ export interface ExecutorOptions {
 interface PodState {
   /** Its sidecars were told to stop by this watcher: the stop duration is observed when they finish or the pod leaves. */
   told: boolean;
+  /** A plan stopped its sidecars, told by this watcher or by one before it: its end is worth reading (reportEnded). */
+  stopping: boolean;
   /** That stop duration was observed: once per pod. */
   observed: boolean;
   /** Its ContainerRecreateRequest was created or found by this watcher: it is not requested again. */
@@ -81,6 +98,7 @@ export class Executor {
     // (the API server gone mid-write) would end the process. It is awaited, and thrown, below.
     const settled = announced.catch(() => undefined);
     if (plan.stopping.length > 0 && plan.steps.some((step) => STOP_REQUESTS.has(step.type) && !made(state, step))) state.told = true;
+    if (plan.stopping.length > 0) state.stopping = true;
     // The stop requests made just now, by their step codes: the log says how the sidecars are told.
     const requestedNow: Step['type'][] = [];
     try {
@@ -180,11 +198,48 @@ export class Executor {
    * stopped before: a pod usually leaves in the same status write that reports its last sidecar
    * stopped. True when that duration was observed now.
    */
-  forget(pod: V1Pod): boolean {
+  forget(pod: V1Pod): { observed: boolean; readEnd: boolean } {
     const uid = pod.metadata?.uid ?? '';
     const state = this.pods.get(uid);
     this.pods.delete(uid);
-    return state !== undefined && state.told && this.observeStopped(pod, state);
+    return {
+      observed: state !== undefined && state.told && this.observeStopped(pod, state),
+      // Read once it has left: the watch tells of a pod that ended with its state from before the end.
+      readEnd: state !== undefined && state.stopping && mayFailBySidecarExit(pod),
+    };
+  }
+
+  /**
+   * Reads a pod whose sidecars were stopped, once it has left the watch (forget's `readEnd`), and
+   * when a stopped sidecar's exit code failed it although its main containers succeeded
+   * (sidecar-exit-failure.ts), says so in a Warning event on the pod, with the Job as its related
+   * object and the rule of the Job's podFailurePolicy that judged it. True when it did.
+   */
+  async reportEnded(last: V1Pod): Promise<boolean> {
+    const { core, batch } = this.options;
+    const namespace = last.metadata!.namespace!;
+    let pod: V1Pod;
+    try {
+      pod = await core.readNamespacedPod({ name: last.metadata!.name!, namespace });
+    } catch (error) {
+      if (isApiError(error, 404)) return false; // deleted: nothing to say
+      throw error;
+    }
+    if (pod.metadata?.uid !== last.metadata?.uid || !sidecarExitFailure(pod)) return false;
+    const owner = controllerOf(pod);
+    let job: { spec: unknown; related: V1ObjectReference } | undefined;
+    if (batch && owner?.kind === 'Job' && owner.apiVersion === 'batch/v1') {
+      try {
+        const read = await batch.readNamespacedJob({ name: owner.name, namespace });
+        if (read.metadata?.uid === owner.uid) job = { spec: read.spec ?? {}, related: { apiVersion: owner.apiVersion, kind: owner.kind, namespace, name: owner.name, uid: owner.uid } };
+      } catch (error) {
+        // Gone, or not readable (an RBAC without jobs get): the event names no rule then.
+        if (!isApiError(error, 404) && !isApiError(error, 403)) throw error;
+      }
+    }
+    const failure = sidecarExitFailure(pod, job?.spec)!;
+    const event = { type: 'Warning' as const, reason: EVENT_REASONS.exitFailedPod, code: 'sidecar-exit-failed-pod' as const, message: failure.message, ...(job ? { related: job.related } : {}) };
+    return this.events.record(pod, event, new Set());
   }
 
   /**
@@ -195,7 +250,7 @@ export class Executor {
     const uid = pod.metadata?.uid ?? '';
     const kept = this.pods.get(uid);
     if (kept) return kept;
-    const state: PodState = { told: false, observed: false, crr: false, events: new Set() };
+    const state: PodState = { told: false, stopping: false, observed: false, crr: false, events: new Set() };
     if (this.options.inFlight?.(pod) ?? true) this.pods.set(uid, state);
     return state;
   }

@@ -3,7 +3,7 @@
 // (queue.ts), which runs the reconciler (reconciler.ts: plan, then execute) one pod at a time per
 // key; the reconciler reads the pods from the same cache. Besides the watch, a periodic resync
 // queues every managed pod again, and the sweeper labels pods the webhook missed.
-import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { BatchV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
 import { sidecarsPendingSince, signalUserNote, type KillMechanism, type SignalSettings } from '../policy/index.ts';
 import { readServerVersion } from '../kube/server-version.ts';
@@ -110,6 +110,9 @@ export class Watcher {
   }
 }
 
+/** Ended pods read at once: a background task that must not compete with the stops for the API server. */
+const ENDED_CONCURRENCY = 2;
+
 /** The watcher's parts, built in one step: the cache feeds the queue, the queue runs the reconciler, the reconciler reads the cache. */
 class Controller {
   readonly cache: PodCache;
@@ -118,6 +121,9 @@ class Controller {
   private readonly executor: Executor;
   private readonly reconciler: Reconciler;
   private readonly queue: WorkQueue<string>;
+  /** The pods read once they have ended (Executor.reportEnded), by key and uid; apart from the reconciles, two at a time. */
+  private readonly ended: WorkQueue<string>;
+  private readonly endedPods = new Map<string, V1Pod>();
   private readonly timers: NodeJS.Timeout[] = [];
   private sweeper: Sweeper | undefined;
   private stopped = false;
@@ -138,6 +144,7 @@ class Controller {
     const executor = (this.executor = new Executor({
       core: this.core,
       custom: kubeConfig.makeApiClient(CustomObjectsApi),
+      batch: kubeConfig.makeApiClient(BatchV1Api),
       // Read at each request: the version served now.
       get crrVersion() {
         return kill.crrVersion;
@@ -165,6 +172,16 @@ class Controller {
       },
       observer: metrics.queue,
     });
+    this.ended = new WorkQueue({
+      concurrency: ENDED_CONCURRENCY,
+      process: async (key) => {
+        const pod = this.endedPods.get(key);
+        if (pod && (await this.executor.reportEnded(pod))) logger.warn({ pod: podKey(pod), uid: pod.metadata?.uid, code: 'sidecar-exit-failed-pod' }, 'the pod failed by the exit code of a stopped sidecar, although its main containers succeeded');
+        this.endedPods.delete(key);
+      },
+      backoff: retryDelay,
+      onError: (key, error, attempt, retryInMs) => logger.warn({ pod: key.split('\n')[0], attempt, retryInMs, err: error }, 'reading an ended pod failed, will retry'),
+    });
   }
 
   start(): void {
@@ -181,12 +198,21 @@ class Controller {
     this.sweeper?.stop();
     this.cache.stop();
     this.options.metrics.observe(undefined);
-    await this.queue.shutDown();
+    await Promise.all([this.queue.shutDown(), this.ended.shutDown()]);
   }
 
-  /** A pod left the watch when it ended (or was deleted): the last state seen says when its main containers finished. */
+  /**
+   * A pod left the watch when it ended (or was deleted): the last state seen says when its main
+   * containers finished. A pod whose stopped sidecars' exit codes can fail it is read once more.
+   */
   private forget(pod: V1Pod): void {
-    if (this.executor.forget(pod)) this.options.logger.info({ pod: podKey(pod), uid: pod.metadata?.uid }, 'sidecars stopped; the pod left the watch');
+    const { observed, readEnd } = this.executor.forget(pod);
+    if (observed) this.options.logger.info({ pod: podKey(pod), uid: pod.metadata?.uid }, 'sidecars stopped; the pod left the watch');
+    if (readEnd) {
+      const key = `${podKey(pod)}\n${pod.metadata?.uid ?? ''}`;
+      this.endedPods.set(key, pod);
+      this.ended.add(key);
+    }
   }
 
   /** Runs `job` every `intervalMs`, one run at a time. */

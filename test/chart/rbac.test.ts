@@ -69,7 +69,7 @@ const CALLS: Record<string, Call> = {
   listPodForAllNamespaces: { sites: ['src/watcher/sweeper.ts', 'src/status/cluster.ts'], needs: [pods('list')], why: 'the sweeper lists unlabelled running pods' },
   listNamespacedPod: { sites: ['src/watcher/sweeper.ts', 'src/status/cluster.ts'], needs: [pods('list')], why: 'the same, per namespace with --namespaces' },
   'Watch.watch': { sites: ['src/watcher/reflector.ts'], needs: [pods('watch')], why: 'watch the managed pods' },
-  readNamespacedPod: { sites: ['src/watcher/reconciler.ts', 'src/watcher/sweeper.ts', 'src/status/cluster.ts'], needs: [pods('get')], why: 'the pod as it is now, before saying its sidecar ignores SIGTERM; the sweeper re-reads a pod that changed before its label; `status pod/NAME` reads it as the user' },
+  readNamespacedPod: { sites: ['src/watcher/reconciler.ts', 'src/watcher/sweeper.ts', 'src/watcher/executor.ts', 'src/status/cluster.ts'], needs: [pods('get')], why: 'the pod as it is now, before saying its sidecar ignores SIGTERM; a stopped pod once it has ended; the sweeper re-reads a pod that changed before its label; `status pod/NAME` reads it as the user' },
   patchNamespacedPod: { sites: ['src/watcher/pod-writes.ts', 'src/watcher/sweeper.ts'], needs: [pods('patch')], why: "the sweeper's managed label, and the in-place quick-exit image" },
   patchNamespacedPodStatus: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/status')], why: 'the terminal phase with the SidecarTerminated condition; that condition while a quick-exit image cannot be pulled' },
   patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal container: the signal mechanism, and HTTP stop methods with either' },
@@ -126,9 +126,9 @@ const CALLS: Record<string, Call> = {
   patchMutatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('patch', 'mutating')], why: 'set the caBundle', when: ownCertificate },
   patchValidatingWebhookConfiguration: { sites: ['src/kube/webhook-configurations.ts'], needs: [webhookConfigurations('patch', 'validating')], why: 'set the caBundle', when: ownCertificate },
   readNamespacedJob: {
-    sites: ['src/webhook/owner-events.ts'],
+    sites: ['src/webhook/owner-events.ts', 'src/watcher/executor.ts'],
     needs: [{ group: 'batch', resource: 'jobs', verb: 'get', scope: 'watched' }],
-    why: 'the Job a review names as the owner of a pod admitted despite errors, read before its event is written',
+    why: "the Job a review names as the owner of a pod admitted despite errors, read before its event is written; the watcher's, for the podFailurePolicy that judged a pod a stopped sidecar's exit code failed",
   },
   readNamespacedCronJob: {
     sites: ['src/webhook/owner-events.ts'],

@@ -2,7 +2,7 @@
 // told and observed) lives exactly as long as the pod is in the watch: a request that completes
 // after the pod has left, or a reconcile that starts as it leaves, keeps nothing.
 import t from 'tap';
-import type { CoreV1Api, CustomObjectsApi, V1Pod } from '@kubernetes/client-node';
+import type { BatchV1Api, CoreV1Api, CustomObjectsApi, V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import type { Plan } from '../../src/policy/index.ts';
@@ -158,4 +158,48 @@ t.test('the event that announces a stop fails and the request succeeds: the reco
   const custom = { createNamespacedCustomObject: async () => ({}) } as unknown as CustomObjectsApi;
   const executor = new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
   await t.rejects(executor.execute(podWithUid('e'), crrPlan, log), { message: 'fetch failed' });
+});
+
+t.test("a pod whose stopped sidecar's exit code failed it is read once it has left, and the event names its Job's rule", async (t) => {
+  const ended = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 143 }, { phase: 'Failed' });
+  ended.metadata!.ownerReferences = [{ apiVersion: 'batch/v1', kind: 'Job', name: 'job', uid: 'job-uid', controller: true }];
+  const events: Array<{ reason?: string; action?: string; message?: string; related?: unknown }> = [];
+  let current: V1Pod | 404 = ended;
+  let job: object | 403 = { metadata: { name: 'job', uid: 'job-uid' }, spec: { podFailurePolicy: { rules: [{ action: 'FailJob', onExitCodes: { operator: 'In', values: [143] } }] } } };
+  const core = {
+    createNamespacedEvent: async ({ body }: { body: (typeof events)[number] }) => (events.push(body), body),
+    readNamespacedPod: async () => {
+      if (current === 404) throw Object.assign(new Error('not found'), { code: 404 });
+      return current;
+    },
+  } as unknown as CoreV1Api;
+  const batch = {
+    readNamespacedJob: async () => {
+      if (job === 403) throw Object.assign(new Error('forbidden'), { code: 403 });
+      return job;
+    },
+  } as unknown as BatchV1Api;
+  const executor = new Executor({ core, batch, custom: {} as CustomObjectsApi, crrVersion: undefined, metrics: new WatcherMetrics(new Registry()) });
+  const running = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
+  const signal: Plan = { code: 'mains-done', stopping: ['proxy (SIGTERM)'], steps: [] };
+  await executor.execute(running, signal, log);
+  events.length = 0; // the SidecarTerminator event of the stop
+  t.same(executor.forget(running), { observed: false, readEnd: true }, 'its sidecars were being stopped, and their exit codes count: read at its end');
+  t.equal(await executor.reportEnded(running), true);
+  t.match(events.at(-1), { reason: 'SidecarExitFailedPod', action: 'sidecar-exit-failed-pod', message: /podFailurePolicy\.rules\[0\] \(FailJob\)/, related: { kind: 'Job', name: 'job', uid: 'job-uid' } });
+  job = 403;
+  t.equal(await executor.reportEnded(running), true, 'its Job unreadable (RBAC): the event all the same');
+  t.match(events.at(-1), { message: /unless a rule of its podFailurePolicy judges that exit code/ });
+  t.notOk('related' in events.at(-1)!, 'without the Job');
+  current = { ...ended, metadata: { ...ended.metadata, uid: 'another' } };
+  t.equal(await executor.reportEnded(running), false, 'another pod under its name: nothing said');
+  current = 404;
+  t.equal(await executor.reportEnded(running), false, 'deleted: nothing said');
+  current = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 0 }, { phase: 'Succeeded' });
+  t.equal(await executor.reportEnded(running), false, 'succeeded: nothing said');
+  t.equal(events.length, 2);
+  const untouched = jobPod([main(), killSidecar('proxy')], { main: 'running', proxy: 'running' });
+  untouched.metadata!.uid = 'never-stopped';
+  await executor.execute(untouched, { code: 'mains-running', stopping: [], steps: [] }, log);
+  t.same(executor.forget(untouched), { observed: false, readEnd: false }, 'a pod it never stopped is not read');
 });

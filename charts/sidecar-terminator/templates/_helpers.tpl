@@ -193,10 +193,15 @@ terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
 - apiGroups: [""]
   resources: [pods/ephemeralcontainers]
   verbs: [patch]
-# SidecarTerminator and SidecarTerminationFailed events on the pods (createNamespacedEvent).
+# SidecarTerminator, SidecarTerminationFailed and SidecarExitFailedPod events on the pods (createNamespacedEvent).
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+# Executor.reportEnded: the Job of a pod that a stopped sidecar's exit code failed, whose
+# podFailurePolicy the SidecarExitFailedPod event names (readNamespacedJob).
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get]
 {{- if include "sidecar-terminator.usesCrr" . }}
 # createCrr: an OpenKruise ContainerRecreateRequest (createNamespacedCustomObject).
 - apiGroups: [apps.kruise.io]
