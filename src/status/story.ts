@@ -175,6 +175,9 @@ export function podStory(facts: PodFacts): PodStory {
   const lastSidecarExit = latest(roles.filter((r) => r.role === 'sidecar').map((r) => finishedAt(pod, r.name)));
 
   if (managed === DONE || decision.outcome === 'finished') {
+    // Stopped, but a stopped sidecar's exit code failed the pod: the watcher's event says how, and what to change.
+    const exitFailed = events.find((event) => eventCode(event) === 'sidecar-exit-failed-pod');
+    if (exitFailed) return { ...story, state: 'stopped', code: 'sidecar-exit-failed-pod', ...optional('since', lastSidecarExit), advice: [`The pod failed by a stopped sidecar's exit code: ${exitFailed.message ?? ''}`] };
     return { ...story, state: 'stopped', code: 'sidecars-stopped', ...optional('since', lastSidecarExit) };
   }
   if (decision.outcome === 'ignore' || (decision.outcome === 'wait' && MAIN_WAITS.has(decision.code))) {

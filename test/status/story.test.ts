@@ -62,6 +62,15 @@ t.test("each of the policy's reasons to wait or ignore gives its state", async (
   t.match(podStory(facts(pod({ restartPolicy: 'Always', statuses: [containerStatus('main', 'running'), containerStatus('proxy', 'running')] }))), { state: 'failed', waitingFor: /the watcher ignores this pod \(restartPolicy is neither Never nor OnFailure\)/, advice: ['Set restartPolicy: Never or OnFailure.'] });
 });
 
+t.test("a pod a stopped sidecar's exit code failed: stopped, with the watcher's event as the advice", async (t) => {
+  const p = pod({ statuses: [containerStatus('main', 0), containerStatus('proxy', 143)] });
+  p.status!.phase = 'Failed';
+  const message = "the pod failed although its main containers succeeded: sidecar proxy exited 143 after it was stopped; the Job's podFailurePolicy.rules[0] (FailJob) matched that exit code";
+  const failed = event('Warning', 'SidecarExitFailedPod', message, T1, { action: 'sidecar-exit-failed-pod' });
+  t.match(podStory(facts(p, { events: { value: [failed] } })), { state: 'stopped', code: 'sidecar-exit-failed-pod', advice: [`The pod failed by a stopped sidecar's exit code: ${message}`] });
+  t.match(podStory(facts(p)), { state: 'stopped', code: 'sidecars-stopped', advice: [] }, 'without the event: stopped');
+});
+
 t.test("the mechanism is read from the objects and the event's code and related object, never from its words", async (t) => {
   const p = pod({ statuses: [containerStatus('main', 0), containerStatus('proxy', 'running')] });
   const crr = { kind: 'ContainerRecreateRequest', apiVersion: 'apps.kruise.io/v1alpha1', name: 'sidecar-termination-uid-1', namespace: 'default' };
