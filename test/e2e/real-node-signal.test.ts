@@ -5,10 +5,12 @@
 // The users a real cluster has: a root sidecar with nothing set on the pod, a sidecar with
 // runAsUser, a pod that only says runAsNonRoot (the sidecar's user comes from its image), and a
 // namespace that enforces the restricted Pod Security level. And a sidecar that ignores SIGTERM,
-// ended from outside by its quick-exit image (docs/sidecars.md).
+// ended from outside by its quick-exit image (docs/sidecars.md); and one whose exit code 143 a
+// Job's podFailurePolicy judges, which fails the Job as it does under OpenKruise, with the warning
+// at kubectl apply and the watcher's event that name the rule.
 import type { V1Container, V1SecurityContext } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
-import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
+import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, EVENT_REASONS } from '../../src/policy/index.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { expectJobStoppedBy } from '../support/endings.ts';
 import { canRunRealNode } from '../support/real-node.ts';
@@ -38,7 +40,7 @@ if (canRunRealNode(t)) {
   });
   const { cp } = stack;
   // The scenarios run side by side, each in its own namespace: most of their time is waiting.
-  t.jobs = 7;
+  t.jobs = 8;
 
   /** Runs the Job to completion and checks that the sidecar itself got SIGTERM and exited 0. */
   async function stoppedBySigterm(t: Test, namespace: string, name: string, uid: number): Promise<void> {
@@ -160,6 +162,35 @@ ${marked('proxy')}${marked('stop-proxy')}` }));
     const names = [...pod.spec!.containers, ...(pod.spec!.ephemeralContainers ?? [])].map((c) => c.name);
     t.equal(new Set(names).size, names.length, `every container name is unique (${names.join(', ')})`);
     await expectJobStoppedBy(t, stack, namespace, 'collide', { proxy: 'signal', 'stop-proxy': 'signal' });
+  });
+
+  t.test("a podFailurePolicy rule without containerName: warned of at kubectl apply; the sidecar's 143 fails the Job as under OpenKruise, and the watcher's event names the rule; with ignore-exit-code the same Job completes", { buffered: true }, async (t) => {
+    const namespace = await cp.createNamespace();
+    // A retry left: without the rule, the Job would run a second pod; the rule fails it at the first.
+    const jobSpec = { backoffLimit: 2, podFailurePolicy: { rules: [{ action: 'FailJob', onExitCodes: { operator: 'NotIn' as const, values: [0] } }] } };
+    const job = (name: string, env: Array<{ name: string; value: string }>) =>
+      jobYaml(name, { jobSpec, containers: [testContainer('main', ['main', '--sleep', '2s']), testContainer('sidecar', ['sidecar', '--on-term', '143'], [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }, ...env])] });
+    const warnings = await apply(cp, namespace, job('judged', []));
+    t.match(warnings, /Warning: spec\.podFailurePolicy\.rules\[0\]\.onExitCodes: this rule \(FailJob\) matches exit code 137 or 143 of sidecar sidecar/, 'kubectl shows the warning, with the field');
+    t.equal(await apply(cp, namespace, job('ignored', [{ name: ENV_IGNORE_EXIT_CODE, value: 'true' }])), '', 'its exit code ignored: nothing to warn of');
+
+    const failed = await waitForJob(stack, namespace, 'judged', 'Failed', 180_000);
+    t.match(failed.status?.conditions?.find((c) => c.type === 'Failed'), { reason: 'PodFailurePolicy', message: /Container sidecar for pod .* failed with exit code 143 matching FailJob rule at index 0/ }, 'the Job controller failed the Job by the rule, at its first pod');
+    const pod = await podOfJob(stack, namespace, 'judged');
+    const podName = pod.metadata!.name!;
+    const sidecar = await containerStatus(stack, namespace, podName, 'sidecar', (s) => s.state?.terminated !== undefined);
+    t.equal(sidecar.state?.terminated?.exitCode, 143, 'the sidecar exited 143 on SIGTERM');
+    const event = await waitFor('the SidecarExitFailedPod event', async () => (await eventsOf(stack, namespace, podName)).find((e) => e.reason === EVENT_REASONS.exitFailedPod), { timeoutMs: 60_000 });
+    t.match(event, {
+      type: 'Warning',
+      action: 'sidecar-exit-failed-pod',
+      related: { kind: 'Job', name: 'judged' },
+      message: /^the pod failed although its main containers succeeded: sidecar sidecar exited 143 after it was stopped .*; the Job's podFailurePolicy\.rules\[0\] \(FailJob\) matched that exit code, so the pod fails the whole Job, with no retry; set KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE="true" on sidecar .* and set onExitCodes\.containerName to the main container/,
+    });
+    await expectJobStoppedBy(t, stack, namespace, 'judged', { sidecar: 'signal' }, { warnings: ['sidecar-exit-failed-pod'] });
+
+    await waitForJob(stack, namespace, 'ignored', 'Complete', 180_000);
+    await expectJobStoppedBy(t, stack, namespace, 'ignored', { sidecar: 'phase' });
   });
 
   t.test('a marker listed twice, "true" then "false": stopped as OpenKruise would, with a warning at kubectl apply', { buffered: true }, async (t) => {

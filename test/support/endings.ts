@@ -103,7 +103,7 @@ export async function podEnding(clients: EndingClients, pod: V1Pod, options: End
     pod: name,
     phase: pod.status?.phase,
     sidecars,
-    warnings: events.filter((e) => e.reason === EVENT_REASONS.failed).map((e) => ({ code: e.action ?? '', message: e.message ?? '' })),
+    warnings: events.filter((e) => e.reason === EVENT_REASONS.failed || e.reason === EVENT_REASONS.exitFailedPod).map((e) => ({ code: e.action ?? '', message: e.message ?? '' })),
     stopRequested: events.some((e) => e.reason === EVENT_REASONS.stopping),
   };
 }

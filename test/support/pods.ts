@@ -3,7 +3,7 @@
 // them, and nodes. Unit tests use the objects as they are; end-to-end tests give the same
 // containers to jobYaml, which writes the Job a user would `kubectl apply` (cronJobYaml and
 // podYaml the CronJob and the bare pod; barePod the same pod as an object, for the API).
-import type { V1Container, V1ContainerStatus, V1CronJobSpec, V1Node, V1ObjectMeta, V1Pod, V1PodSpec } from '@kubernetes/client-node';
+import type { V1Container, V1ContainerStatus, V1CronJobSpec, V1JobSpec, V1Node, V1ObjectMeta, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
 
@@ -104,6 +104,8 @@ export interface JobOptions {
   containers: V1Container[] | string;
   /** More of the pod spec, or YAML for it, starting with a newline and indented as the template's. */
   spec?: Partial<V1PodSpec> | string;
+  /** More of the Job's spec (its podFailurePolicy, a backoffLimit of its own). */
+  jobSpec?: Partial<Omit<V1JobSpec, 'template'>>;
 }
 
 /** YAML as kubectl reads it: YAML 1.1, where `yes`, `on` and `08` are no strings unless quoted. */
@@ -120,12 +122,13 @@ export function jobYaml(name: string, options: JobOptions): string {
     .join('');
   const containers = typeof options.containers === 'string' ? options.containers : indented(options.containers, 8);
   const spec = options.spec === undefined ? '' : typeof options.spec === 'string' ? options.spec : `\n${indented(options.spec, 6)}`;
+  const jobSpec = { backoffLimit: options.restartPolicy === 'OnFailure' ? 3 : 0, ...options.jobSpec };
   return `apiVersion: batch/v1
 kind: Job
 metadata:
   name: ${name}
 spec:
-  backoffLimit: ${options.restartPolicy === 'OnFailure' ? 3 : 0}
+${indented(jobSpec, 2)}
   template:
     metadata:
       annotations:${annotations || ' {}'}
