@@ -136,20 +136,45 @@ export function skippedAnnotation(findings: readonly Finding[]): string {
 }
 
 /**
- * The migrated sidecars that arrived as plain init containers: the API server drops
- * restartPolicy from init containers when its SidecarContainers feature gate is off (it can be
- * turned off up to Kubernetes 1.32). Such a container never finishes and holds the main
- * containers back forever, so the validating webhook refuses the pod; each message names the field.
+ * The migrated sidecars (MIGRATED_ANNOTATION) that are init containers without restartPolicy:
+ * Always, by position in spec.initContainers. Two things strip it: a mutating webhook that ran
+ * after this one and rewrote the init containers with a client that predates the field (it drops
+ * what it does not know), and the API server itself, after every mutating webhook, when its
+ * SidecarContainers feature gate is off (it can be turned off up to Kubernetes 1.32).
  */
-export function lostNativeSidecars(rawSpec: unknown, annotations: Record<string, unknown>): string[] {
+export function strippedNativeSidecars(rawSpec: unknown, annotations: Record<string, unknown>): Array<{ index: number; name: string }> {
   const spec: PodSpec = isRecord(rawSpec) ? rawSpec : {};
   const migrated = new Set(migratedSidecars(annotations));
-  return arrayOf(spec.initContainers).flatMap((container, index) => {
-    if (!isRecord(container) || typeof container.name !== 'string' || !migrated.has(container.name) || container.restartPolicy === 'Always') return [];
-    return [
-      `spec.initContainers[${index}].restartPolicy: Required value: ${clipValue(container.name)} was moved here as a native sidecar (annotation ${MIGRATED_ANNOTATION}), but the API server dropped its restartPolicy: Always, as it does when the SidecarContainers feature gate is off; as a plain init container it would never finish and the main containers would never start; turn the feature gate on, or set --native-sidecars=none (chart value admission.nativeSidecars)`,
-    ];
-  });
+  return arrayOf(spec.initContainers).flatMap((container, index) =>
+    isRecord(container) && typeof container.name === 'string' && migrated.has(container.name) && container.restartPolicy !== 'Always' ? [{ index, name: container.name }] : [],
+  );
+}
+
+/**
+ * The spec with restartPolicy: Always put back on these init containers (strippedNativeSidecars).
+ * The mutating webhook does it when it is called again after the webhook that stripped them
+ * (reinvocationPolicy IfNeeded); with the feature gate off, the API server strips them again.
+ */
+export function restoreNativeSidecars(spec: Record<string, unknown>, stripped: ReadonlyArray<{ index: number }>): Record<string, unknown> {
+  const indexes = new Set(stripped.map(({ index }) => index));
+  return { ...spec, initContainers: arrayOf(spec.initContainers).map((container, index) => (indexes.has(index) && isRecord(container) ? { ...container, restartPolicy: 'Always' } : container)) };
+}
+
+/**
+ * The migrated sidecars that arrived as plain init containers at validation, after every
+ * mutating webhook and the API server's own defaults: such a container never finishes and holds
+ * the main containers back forever, so the validating webhook refuses the pod; each message names
+ * the field and both causes (the mutating webhook puts back what a later webhook strips when it
+ * is called again, but a webhook that runs after that call, or the feature gate, still wins).
+ */
+export function lostNativeSidecars(rawSpec: unknown, annotations: Record<string, unknown>): string[] {
+  return strippedNativeSidecars(rawSpec, annotations).map(
+    ({ index, name }) =>
+      `spec.initContainers[${index}].restartPolicy: Required value: ${clipValue(name)} was moved here as a native sidecar (annotation ${MIGRATED_ANNOTATION}), but its restartPolicy: Always was dropped, ` +
+      'by a mutating webhook that rewrote the init containers after the last call of the native-sidecars webhook (one built on a client library older than native sidecars drops the field; upgrade it, or exclude these pods from it), ' +
+      'or by the API server when its SidecarContainers feature gate is off (up to Kubernetes 1.32; turn it on); as a plain init container it would never finish and the main containers would never start; ' +
+      'or set --native-sidecars=none (chart value admission.nativeSidecars)',
+  );
 }
 
 /** A Kubernetes version, as the API server's /version reports it. */

@@ -7,7 +7,7 @@ export const ADMISSION_RESULTS = ['allowed', 'denied', 'patched', 'error'] as co
 export type AdmissionResult = (typeof ADMISSION_RESULTS)[number];
 
 /** What /native-sidecars did with a pod that has sidecars: moved them, or kept them where they are. */
-export const MIGRATION_RESULTS = ['migrated', 'kept'] as const;
+export const MIGRATION_RESULTS = ['migrated', 'kept', 'restored'] as const;
 export type MigrationResult = (typeof MIGRATION_RESULTS)[number];
 
 export interface AdmissionMetrics {
@@ -33,7 +33,7 @@ export function createAdmissionMetrics(registry: Registry): AdmissionMetrics {
   });
   const migrations = new Counter({
     name: 'sidecar_terminator_native_sidecar_pods_total',
-    help: 'Pods with sidecars the native-sidecars webhook answered (dry runs included): migrated (their sidecars became native sidecars) or kept (left to the watcher, the pod annotated with why).',
+    help: 'Pods with sidecars the native-sidecars webhook answered (dry runs included): migrated (their sidecars became native sidecars), kept (left to the watcher, the pod annotated with why), or restored (called again after a later webhook dropped restartPolicy: Always from its native sidecars, which it put back).',
     labelNames: ['result'] as const,
     registers: [registry],
   });

@@ -19,7 +19,10 @@ import {
   migratePodSpec,
   migratedAnnotation,
   nativeSidecarPlan,
+  restoreNativeSidecars,
   skippedAnnotation,
+  strippedNativeSidecars,
+  clipValue,
   type Inspection,
 } from '../policy/index.ts';
 import { allowed, patched, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
@@ -49,11 +52,24 @@ function mutatePod(request: AdmissionRequest, settings: AdmissionSettings, migra
   const labelled = (pod: Pod) => (isManaged(inspection) ? withLabel(pod, MANAGED) : pod);
   if (!migrate) return patched(diff(pod, labelled(pod)));
 
+  // Called again after a later webhook stripped restartPolicy from the sidecars moved before: put back.
+  const stripped = strippedNativeSidecars(inspection.spec, inspection.annotations);
+  const restored = stripped.length > 0 ? withNativeSidecarsRestored(pod, stripped) : pod;
+  const restoredWarnings = stripped.map(
+    ({ index, name }) => `spec.initContainers[${index}].restartPolicy: Always put back on native sidecar ${clipValue(name)}: a mutating webhook that ran after this one dropped it (a client library older than native sidecars drops the field)`,
+  );
+  const restoring = stripped.length > 0 ? ({ migration: 'restored' } as const) : {};
+
   const plan = nativeSidecarPlan(inspection);
-  if (plan.outcome === 'migrate') return { ...patched(diff(pod, migrated(pod, inspection, plan.sidecars))), migration: 'migrated' };
-  if (plan.outcome === 'none') return patched(diff(pod, labelled(pod)));
-  const warnings = plan.findings.map((finding) => `not moved to native sidecars (the watcher stops the sidecars): ${formatFinding(finding)}`);
-  return { ...patched(diff(pod, withAnnotations(labelled(pod), { [SKIPPED_ANNOTATION]: skippedAnnotation(plan.findings) })), { warnings }), migration: 'kept' };
+  if (plan.outcome === 'migrate') return { ...patched(diff(pod, migrated(restored, inspection, plan.sidecars)), { warnings: restoredWarnings }), migration: 'migrated' };
+  if (plan.outcome === 'none') return { ...patched(diff(pod, labelled(restored)), { warnings: restoredWarnings }), ...restoring };
+  const warnings = [...restoredWarnings, ...plan.findings.map((finding) => `not moved to native sidecars (the watcher stops the sidecars): ${formatFinding(finding)}`)];
+  return { ...patched(diff(pod, withAnnotations(labelled(restored), { [SKIPPED_ANNOTATION]: skippedAnnotation(plan.findings) })), { warnings }), migration: 'kept' };
+}
+
+/** The pod with restartPolicy: Always back on its stripped native sidecars. */
+function withNativeSidecarsRestored(pod: Pod, stripped: ReadonlyArray<{ index: number }>): Pod {
+  return { ...pod, spec: restoreNativeSidecars(isRecord(pod.spec) ? pod.spec : {}, stripped) };
 }
 
 /** The pod with its sidecars moved, the annotation naming them, and no managed label: nothing is left for the watcher. */

@@ -8,6 +8,8 @@ import {
   formatFinding,
   inspectObject,
   lostNativeSidecars,
+  restoreNativeSidecars,
+  strippedNativeSidecars,
   migratePodSpec,
   migratedAnnotation,
   decide,
@@ -137,8 +139,11 @@ t.test('lostNativeSidecars: a migrated sidecar that arrived without restartPolic
   t.same(lostNativeSidecars(kept, annotations), [], 'both kept');
   const dropped = { containers: [main()], initContainers: [{ name: 'setup' }, killSidecar(), { ...ignoreExitCodeSidecar('sql'), restartPolicy: 'Always' }] };
   t.match(lostNativeSidecars(dropped, annotations), [
-    /^spec.initContainers\[1\].restartPolicy: Required value: proxy was moved here as a native sidecar .* the API server dropped its restartPolicy: Always, as it does when the SidecarContainers feature gate is off; .*set --native-sidecars=none/,
+    /^spec.initContainers\[1\].restartPolicy: Required value: proxy was moved here as a native sidecar .* but its restartPolicy: Always was dropped, by a mutating webhook that rewrote the init containers after the last call of the native-sidecars webhook .*, or by the API server when its SidecarContainers feature gate is off .*set --native-sidecars=none/,
   ]);
+  t.same(strippedNativeSidecars(dropped, annotations), [{ index: 1, name: 'proxy' }]);
+  t.same(restoreNativeSidecars(dropped, [{ index: 1 }]), kept, 'put back where it was dropped, and nowhere else');
+  t.same(restoreNativeSidecars({ initContainers: ['junk'] }, [{ index: 0 }]), { initContainers: ['junk'] }, 'only a container is changed');
   t.same(lostNativeSidecars(dropped, {}), [], 'without the annotation, init containers are the user\'s');
   t.same(lostNativeSidecars({ initContainers: 'x' }, annotations), [], 'a malformed spec');
   t.same(lostNativeSidecars(undefined, annotations), []);

@@ -108,6 +108,27 @@ t.test('a reinvocation after a later webhook injected a marked sidecar moves tha
   t.equal(pod.metadata.labels, undefined);
 });
 
+t.test('a reinvocation after a later webhook dropped restartPolicy: Always from a native sidecar puts it back, and says so', async (t) => {
+  const app = migrating();
+  const review = loadReview('pod-manageable');
+  const moved = (await mutated(review, app)).pod;
+  // What a webhook built on a client library older than native sidecars writes back: the field gone.
+  const stripped = structuredClone(moved);
+  delete stripped.spec.initContainers[0].restartPolicy;
+  review.request.object = stripped;
+  const { pod, response } = await mutated(review, app);
+  t.same(pod, moved, 'the pod as the first call left it');
+  t.same(response.warnings, ['spec.initContainers[0].restartPolicy: Always put back on native sidecar cloud-sql-proxy: a mutating webhook that ran after this one dropped it (a client library older than native sidecars drops the field)']);
+  const metrics = await app.inject({ method: 'GET', url: '/metrics' });
+  t.match(metrics.body, /sidecar_terminator_native_sidecar_pods_total\{result="restored"\} 1/, 'counted');
+  // Stripped, and a marked sidecar injected too: both in one answer.
+  const again = structuredClone(stripped);
+  again.spec.containers.push({ name: 'log-agent', image: 'fluent/fluent-bit:3.1', env: [{ name: W, value: 'true' }] });
+  review.request.object = again;
+  const both = (await mutated(review, app)).pod;
+  t.same(both.spec.initContainers.map((c: { name: string; restartPolicy: string }) => [c.name, c.restartPolicy]), [['cloud-sql-proxy', 'Always'], ['log-agent', 'Always']]);
+});
+
 t.test('/validate: a migrated pod is admitted without warnings about the markers it carries', async (t) => {
   const app = migrating();
   const review = loadReview('pod-manageable');
