@@ -160,6 +160,52 @@ export function restoreNativeSidecars(spec: Record<string, unknown>, stripped: R
   return { ...spec, initContainers: arrayOf(spec.initContainers).map((container, index) => (indexes.has(index) && isRecord(container) ? { ...container, restartPolicy: 'Always' } : container)) };
 }
 
+/** A mutating webhook the API server calls when a pod is created, and whether it calls it again after later ones (reinvocationPolicy IfNeeded). */
+export interface PodMutatingWebhook {
+  /** `configuration/webhook`. */
+  name: string;
+  again: boolean;
+}
+
+const covers = (list: unknown, ...values: string[]) => arrayOf(list).some((value) => value === '*' || values.includes(value as string));
+
+/**
+ * The webhooks of these MutatingWebhookConfigurations whose rules cover the creation of pods
+ * (selectors aside: the namespace's labels are not at hand), other than those of `own`, the
+ * add-on's configuration. Read defensively: the list comes from the cluster.
+ */
+export function podMutatingWebhooks(configurations: readonly unknown[], own: string): PodMutatingWebhook[] {
+  return configurations.flatMap((configuration) => {
+    if (!isRecord(configuration) || !isRecord(configuration.metadata)) return [];
+    const name = configuration.metadata.name;
+    if (typeof name !== 'string' || name === own) return [];
+    return arrayOf(configuration.webhooks).flatMap((webhook) => {
+      if (!isRecord(webhook) || typeof webhook.name !== 'string') return [];
+      const forPods = arrayOf(webhook.rules).some(
+        (rule) => isRecord(rule) && covers(rule.apiGroups, '') && covers(rule.apiVersions, 'v1') && covers(rule.resources, 'pods', '*/*') && covers(rule.operations, 'CREATE'),
+      );
+      return forPods ? [{ name: `${name}/${webhook.name}`, again: webhook.reinvocationPolicy === 'IfNeeded' }] : [];
+    });
+  });
+}
+
+/** At most this many webhooks are named: a cluster may register many. */
+const MAX_NAMED_WEBHOOKS = 10;
+
+/**
+ * Which mutating webhooks may have dropped restartPolicy: Always, in words, for a refusal. A
+ * webhook called once ran before the native-sidecars webhook's second call, which put the field
+ * back: only one called again (IfNeeded) can have dropped it for good.
+ */
+export function suspectWebhooks(webhooks: readonly PodMutatingWebhook[]): string {
+  const named = (list: readonly PodMutatingWebhook[]) =>
+    list.slice(0, MAX_NAMED_WEBHOOKS).map((webhook) => clipValue(webhook.name)).join(', ') + (list.length > MAX_NAMED_WEBHOOKS ? ` and ${list.length - MAX_NAMED_WEBHOOKS} more` : '');
+  const again = webhooks.filter((webhook) => webhook.again);
+  if (again.length > 0) return `the mutating webhooks for pods called again after the others (reinvocationPolicy IfNeeded), one of which dropped it: ${named(again)}`;
+  if (webhooks.length > 0) return `no other mutating webhook for pods is called again after the others (reinvocationPolicy IfNeeded), so none of these dropped it for good: ${named(webhooks)}; the feature gate did`;
+  return 'no other mutating webhook is registered for pods: the feature gate dropped it';
+}
+
 /**
  * The migrated sidecars that arrived as plain init containers at validation, after every
  * mutating webhook and the API server's own defaults: such a container never finishes and holds

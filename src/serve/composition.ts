@@ -142,6 +142,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     { buildApp },
     { registerCertificateExpiry },
     { OwnerEventRecorder },
+    { PodMutatingWebhookList },
   ] = await Promise.all([
     import('../kube/webhook-configurations.ts'),
     import('../kube/server-version.ts'),
@@ -154,6 +155,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     import('../webhook/app.ts'),
     import('../webhook/metrics.ts'),
     import('../webhook/owner-events.ts'),
+    import('../kube/pod-mutating-webhooks.ts'),
   ]);
   const listenAddress = parseListenAddress(config.listenAddress, 'listen-address');
   // The certificate: issued outside and mounted (cert-manager), or issued and renewed here.
@@ -190,8 +192,14 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     metrics,
   });
   const nativeSidecars = await nativeSidecarsOn(config.nativeSidecars, kubeConfig, logger);
+  // With migration on, a pod that lost its native sidecars is refused naming the webhooks that may have stripped them.
+  const podWebhooks = nativeSidecars
+    ? new PodMutatingWebhookList({ admission: kubeConfig.makeApiClient(AdmissionregistrationV1Api), ownConfiguration: config.webhookConfigName, logger })
+    : undefined;
+  await podWebhooks?.start();
   const app = buildApp({
     nativeSidecars,
+    ...(podWebhooks ? { readPodMutatingWebhooks: () => podWebhooks.current() } : {}),
     ownerEvents,
     draining: drain.draining,
     enforcement: config.enforcement,
@@ -240,6 +248,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
       );
     }
   } catch (err) {
+    podWebhooks?.stop();
     await app.close();
     throw err;
   }
@@ -260,6 +269,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
 
   return async () => {
     mounted?.stop();
+    podWebhooks?.stop();
     await rotator?.stop();
     await drain.stop(app);
     await ownerEvents.idle();

@@ -10,7 +10,7 @@ import { Registry } from 'prom-client';
 import { healthRoutes, type Readiness } from '../health.ts';
 import { WEBHOOK_TIMEOUT_SECONDS } from '../config.ts';
 import { secureContextOptions } from '../tls/secure-context.ts';
-import { clip } from '../policy/index.ts';
+import { clip, type PodMutatingWebhook } from '../policy/index.ts';
 import { errored, review } from './admission.ts';
 import { createAdmissionMetrics, ADMISSION_ENDPOINTS, type AdmissionEndpoint, type AdmissionMetrics } from './metrics.ts';
 import { OFFLOAD_BODY_BYTES, Offload, ReviewExpired, WorkerFailure } from './offload.ts';
@@ -43,6 +43,8 @@ export interface AppOptions extends AdmissionSettings {
   maxConnections?: number;
   /** The worker that judges large bodies; one of the app's own by default. Closed with the app. */
   offload?: Offload;
+  /** The cluster's other mutating webhooks for pods, as last read (PodMutatingWebhookList); undefined until read. */
+  readPodMutatingWebhooks?: () => readonly PodMutatingWebhook[] | undefined;
 }
 
 /** The app; its server is an https.Server when AppOptions.https is given. */
@@ -86,6 +88,11 @@ export function buildApp(options: AppOptions): WebhookApp {
   const registry = options.metrics ?? new Registry();
   const metrics = createAdmissionMetrics(registry);
   const settings: AdmissionSettings = { enforcement: options.enforcement, quickExitImageAllowlist: options.quickExitImageAllowlist, nativeSidecars: options.nativeSidecars ?? false };
+  // The webhooks list changes while the app runs: read at each request, where it is kept.
+  const settingsNow = (): AdmissionSettings => {
+    const webhooks = options.readPodMutatingWebhooks?.();
+    return webhooks ? { ...settings, podMutatingWebhooks: webhooks } : settings;
+  };
   const offload = options.offload ?? new Offload();
   app.addHook('onClose', () => offload.close());
 
@@ -121,7 +128,8 @@ export function buildApp(options: AppOptions): WebhookApp {
         // A test's own handler runs here; the default ones in the worker when the body is large.
         // In the worker, a body still queued when the API server stops waiting is dropped unjudged.
         const deadline = Date.now() + timeouts.requestTimeout - reply.elapsedTime;
-        const judgement = !custom && body.length > OFFLOAD_BODY_BYTES ? await offload.judge(endpoint, body, settings, deadline) : judge(body, custom ?? HANDLERS[endpoint], settings);
+        const current = settingsNow();
+        const judgement = !custom && body.length > OFFLOAD_BODY_BYTES ? await offload.judge(endpoint, body, current, deadline) : judge(body, custom ?? HANDLERS[endpoint], current);
         if (judgement.failure) request.log.error({ err: judgement.failure }, 'admission handler failed');
         // Started here, finished in the background: the answer never waits for it.
         if (judgement.ownerNotice) options.ownerEvents?.record(judgement.ownerNotice);

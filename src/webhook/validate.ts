@@ -10,11 +10,13 @@ import {
   listedFindings,
   listedMessages,
   lostNativeSidecars,
+  suspectWebhooks,
   warningsOf,
   isRecord,
   type EnforcementMode,
   type Finding,
   type Inspection,
+  type PodMutatingWebhook,
 } from '../policy/index.ts';
 import { allowed, denied, type AdmissionDecision, type AdmissionRequest, type GroupVersionKind } from './admission.ts';
 import type { MigrationResult } from './metrics.ts';
@@ -26,6 +28,8 @@ export interface AdmissionSettings {
   quickExitImageAllowlist: readonly string[];
   /** Whether /native-sidecars migrates: --native-sidecars is on and the API server runs native sidecars. */
   nativeSidecars?: boolean;
+  /** The cluster's other mutating webhooks for pods, as last read: a pod that lost its native sidecars is refused naming them. */
+  podMutatingWebhooks?: readonly PodMutatingWebhook[];
 }
 
 /**
@@ -68,7 +72,10 @@ export function validate(request: AdmissionRequest, settings: AdmissionSettings)
   if (!inspection) return allowed();
   // Refused whoever created the pod: it could never start its main containers.
   const lost = isPod(request) ? lostNativeSidecars(inspection.spec, inspection.annotations) : [];
-  if (lost.length > 0) return denied(`${lost.length === 1 ? '1 native sidecar' : `${lost.length} native sidecars`} lost: ${listedMessages(lost, 'native sidecar').join('; ')}`);
+  if (lost.length > 0) {
+    const suspects = settings.podMutatingWebhooks ? `; ${suspectWebhooks(settings.podMutatingWebhooks)}` : '';
+    return denied(`${lost.length === 1 ? '1 native sidecar' : `${lost.length} native sidecars`} lost: ${listedMessages(lost, 'native sidecar').join('; ')}${suspects}`);
+  }
 
   let findings = inspection.findings;
   if (request.operation === 'UPDATE') {

@@ -160,7 +160,12 @@ const CALLS: Record<string, Call> = {
   listEventForAllNamespaces: status('the same, with -A'),
   listNamespacedCustomObject: status('the ContainerRecreateRequests'),
   listClusterCustomObject: status('the same, with -A'),
-  listMutatingWebhookConfiguration: status('is the webhook registered, does it serve the namespace?'),
+  listMutatingWebhookConfiguration: {
+    sites: ['src/kube/pod-mutating-webhooks.ts', 'src/status/cluster.ts'],
+    needs: [{ group: 'admissionregistration.k8s.io', resource: 'mutatingwebhookconfigurations', verb: 'list', scope: 'cluster' }],
+    why: 'the mutating webhooks for pods, named when a pod that lost its native sidecars is refused; `status` reads whether the webhook is registered and serves the namespace, as the user',
+    when: (config) => config.nativeSidecars !== 'none',
+  },
   readNamespace: status("the namespace's labels, for the webhook's namespaceSelector"),
 };
 
@@ -170,7 +175,7 @@ function componentOf(file: string): Process | 'user' | undefined {
   if (file === 'src/kube/remove-webhooks.ts') return 'webhooks-cleanup';
   // status reads the same discovery documents with the user's own permissions.
   if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts' || file === 'src/kube/discovery.ts') return 'watcher';
-  if (file.startsWith('src/tls/') || file.startsWith('src/webhook/') || ['src/kube/webhook-configurations.ts', 'src/kube/fence.ts', 'src/kube/server-version.ts'].includes(file)) return 'webhook';
+  if (file.startsWith('src/tls/') || file.startsWith('src/webhook/') || ['src/kube/webhook-configurations.ts', 'src/kube/fence.ts', 'src/kube/server-version.ts', 'src/kube/pod-mutating-webhooks.ts'].includes(file)) return 'webhook';
   return undefined;
 }
 
@@ -327,6 +332,7 @@ const variants: Array<{ label: string; values: object; release?: string; namespa
   { label: '--namespaces, including the release namespace', values: { watcher: { namespaces: ['team-a', 'sidecar-terminator'] } } },
   { label: 'namespaces opted in by label', values: { webhook: { namespaceLabels: { team: 'batch' } } } },
   { label: 'namespaces opted in by label, no sweeper', values: { webhook: { namespaceLabels: { team: 'batch' } }, watcher: { sweepInterval: '0s' } } },
+  { label: 'native sidecars in labelled namespaces', values: { admission: { nativeSidecars: 'labelled' } } },
   { label: '--namespaces with signal, no leader election', values: { watcher: { namespaces: ['team-b'], killMechanism: 'signal', leaderElection: { enabled: false } } } },
   {
     label: 'another release, namespace and names',

@@ -8,8 +8,10 @@ import {
   formatFinding,
   inspectObject,
   lostNativeSidecars,
+  podMutatingWebhooks,
   restoreNativeSidecars,
   strippedNativeSidecars,
+  suspectWebhooks,
   migratePodSpec,
   migratedAnnotation,
   decide,
@@ -193,4 +195,33 @@ t.test("sidecars named by the pod's annotation, and sidecars stopped by HTTP, st
   t.match(obstacles(named), [/^metadata\.annotations\[sidecar-terminator\.io\/sidecars\]: sidecar istio-proxy is named by the pod's annotation, not marked/]);
   const http = plan(podSpec([main(), killSidecar('proxy', { env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }, { name: 'SIDECAR_TERMINATOR_STOP', value: 'envoy' }] })]));
   t.match(obstacles(http), [/^spec\.containers\[1\]: sidecar proxy is stopped by its HTTP shutdown request/]);
+});
+
+t.test('podMutatingWebhooks: the webhooks whose rules cover pod creation, other than our own', async (t) => {
+  const rule = (extra: Record<string, unknown> = {}) => ({ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], ...extra });
+  const configurations = [
+    { metadata: { name: 'sidecar-terminator' }, webhooks: [{ name: 'native-sidecars.sidecar-terminator.io', rules: [rule()], reinvocationPolicy: 'IfNeeded' }] },
+    { metadata: { name: 'mesh' }, webhooks: [{ name: 'inject.mesh.io', rules: [rule()], reinvocationPolicy: 'IfNeeded' }, { name: 'deployments.mesh.io', rules: [rule({ apiGroups: ['apps'], resources: ['deployments'] })] }] },
+    { metadata: { name: 'agent' }, webhooks: [{ name: 'all.agent.io', rules: [rule({ apiGroups: ['*'], apiVersions: ['*'], resources: ['*/*'], operations: ['*'] })] }] },
+    { metadata: { name: 'updates-only' }, webhooks: [{ name: 'u.example.com', rules: [rule({ operations: ['UPDATE'] })] }] },
+    { metadata: { name: 'status-only' }, webhooks: [{ name: 's.example.com', rules: [rule({ resources: ['pods/status'] })] }] },
+    { metadata: {}, webhooks: [] },
+    'junk',
+    { metadata: { name: 'broken' }, webhooks: ['x', { rules: [rule()] }, { name: 'no-rules.example.com' }] },
+  ];
+  t.same(podMutatingWebhooks(configurations, 'sidecar-terminator'), [
+    { name: 'mesh/inject.mesh.io', again: true },
+    { name: 'agent/all.agent.io', again: false },
+  ]);
+});
+
+t.test('suspectWebhooks: a webhook called again is the one that can strip the field for good', async (t) => {
+  t.equal(suspectWebhooks([{ name: 'mesh/inject.mesh.io', again: true }, { name: 'agent/all.agent.io', again: false }]), 'the mutating webhooks for pods called again after the others (reinvocationPolicy IfNeeded), one of which dropped it: mesh/inject.mesh.io');
+  t.equal(
+    suspectWebhooks([{ name: 'agent/all.agent.io', again: false }]),
+    'no other mutating webhook for pods is called again after the others (reinvocationPolicy IfNeeded), so none of these dropped it for good: agent/all.agent.io; the feature gate did',
+  );
+  t.equal(suspectWebhooks([]), 'no other mutating webhook is registered for pods: the feature gate dropped it');
+  const many = Array.from({ length: 12 }, (_, i) => ({ name: `c/w${i}`, again: true }));
+  t.match(suspectWebhooks(many), /c\/w9 and 2 more$/, 'at most ten named');
 });

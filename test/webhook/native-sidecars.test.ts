@@ -151,6 +151,18 @@ t.test('/validate: a pod whose native sidecars the API server dropped is refused
   }
 });
 
+t.test('/validate: the refusal names the mutating webhooks for pods that may have dropped it, as last read', async (t) => {
+  const cluster: { webhooks?: Array<{ name: string; again: boolean }> } = {};
+  const app = testApp({ nativeSidecars: true, readPodMutatingWebhooks: () => cluster.webhooks });
+  const review = loadReview('pod-manageable');
+  const pod = (await mutated(review, app)).pod;
+  delete pod.spec.initContainers[0].restartPolicy;
+  const refusal = async () => (await post(app, 'validate', { ...review, request: { ...review.request, object: pod } })).review.response?.status?.message;
+  t.match(await refusal(), /set --native-sidecars=none \(chart value admission\.nativeSidecars\)$/, 'not read yet: no names');
+  cluster.webhooks = [{ name: 'zz-agent/strip.agent.example.com', again: true }, { name: 'mesh/inject.mesh.io', again: false }];
+  t.match(await refusal(), /; the mutating webhooks for pods called again after the others \(reinvocationPolicy IfNeeded\), one of which dropped it: zz-agent\/strip\.agent\.example\.com$/);
+});
+
 t.test('/validate: every dropped native sidecar is named', async (t) => {
   const app = migrating();
   const review = loadReview('pod-manageable');
