@@ -16,12 +16,17 @@ export interface JudgeTask {
   deadline: number;
 }
 
-// This thread alone at the lowest CPU priority (Linux sets a thread's own nice value), so that
-// the event loop gets the cores first: a stream of large bodies slows the large bodies only. In
-// a container the priority weighs against the webhook's own threads (its cgroup shares the node
-// with others as a whole); on a host shared with busy processes it can slow a large body a lot.
+// This thread alone at a lower CPU priority (Linux sets a thread's own nice value), so that the
+// event loop gets the cores first: a stream of large bodies slows the large bodies only. In a
+// container the priority weighs against the webhook's own threads (its cgroup shares the node
+// with others as a whole), but on a host shared with busy processes (a local run, a test machine)
+// it weighs against them too: at the lowest priority, 19, the scheduler's weight of 15 against a
+// busy process's 1,024 left a 3 MiB body unjudged past the API server's 10 s; at 10, a weight of
+// 110, the event loop still gets about nine times the worker's share, and the worker its answer
+// within the deadline.
+const WORKER_NICE = 10;
 try {
-  setPriority(19);
+  setPriority(WORKER_NICE);
 } catch {
   // Not allowed here: the worker keeps the process's priority.
 }

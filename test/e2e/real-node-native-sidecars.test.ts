@@ -3,10 +3,15 @@
 // native sidecars: they start before the main container, the kubelet sends them SIGTERM once it
 // has exited, and the Job completes with nothing from the watcher on the pod. The watcher runs with
 // the crr mechanism (the CRD is installed, no kruise-daemon), so a ContainerRecreateRequest would
-// show it acted: the same Job in a namespace without the label gets one.
+// show it acted: the same Job in a namespace without the label gets one. And a mutating webhook
+// that rewrites init containers as one built on a client library older than native sidecars does,
+// dropping restartPolicy: Always: called once, what it dropped is put back and the Job completes;
+// called again after the add-on (reinvocationPolicy IfNeeded), the pods are refused, naming it.
 import t from 'tap';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, MANAGED_LABEL, MIGRATED_ANNOTATION } from '../../src/policy/index.ts';
 import { expectJobStoppedBy } from '../support/endings.ts';
+import { startInitContainerRewriter } from '../support/injector.ts';
+import { scrape, sumSamples } from '../support/metrics.ts';
 import { findContainerStatus } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
@@ -23,9 +28,18 @@ const containers = [
 ];
 
 if (canRunRealNode(t)) {
+  // The rewriting webhooks are there before serve starts, as in a cluster the add-on joins: its first read of them names them.
+  const rewritten = { once: '', again: '' };
   const stack = await startRealStack(t, {
     node: { images: ['test-container'] },
-    beforeServe: ({ cp }) => installCrrCrd(cp),
+    beforeServe: async ({ cp }) => {
+      await installCrrCrd(cp);
+      for (const [namespace, policy] of [['once', 'Never'], ['again', 'IfNeeded']] as const) {
+        rewritten[namespace] = await cp.createNamespace();
+        await cp.kubectl(['label', 'namespace', rewritten[namespace], 'sidecar-terminator.io/native-sidecars=enabled']);
+        await startInitContainerRewriter(t, cp, rewritten[namespace], policy);
+      }
+    },
     serveArgs: ['--native-sidecars', 'labelled'],
   });
   const { cp } = stack;
@@ -74,6 +88,33 @@ if (canRunRealNode(t)) {
     t.equal(current.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), undefined, 'no condition');
     t.same(await crrs(namespace), [], 'no ContainerRecreateRequest');
     await expectJobStoppedBy(t, stack, namespace, 'native', { sidecar: 'native', 'sql-proxy': 'native' });
+  });
+
+  t.test('a later webhook on an old client drops restartPolicy: Always: put back when the add-on is called again, the Job completes with native sidecars', { buffered: true }, async (t) => {
+    const namespace = rewritten.once;
+    const restoredBefore = sumSamples(await scrape(`${stack.serve.url}/metrics`), 'sidecar_terminator_native_sidecar_pods_total', { result: 'restored' });
+    await apply(cp, namespace, jobYaml('rewritten', { containers }));
+    await waitForJob(stack, namespace, 'rewritten', 'Complete', 180_000);
+    const pod = await podOfJob(stack, namespace, 'rewritten');
+    t.same(pod.spec?.initContainers?.map((c) => [c.name, c.restartPolicy]), [['sidecar', 'Always'], ['sql-proxy', 'Always']], 'native sidecars, as the first call left them');
+    t.equal(pod.metadata?.annotations?.[MIGRATED_ANNOTATION], 'sidecar,sql-proxy');
+    const restored = sumSamples(await scrape(`${stack.serve.url}/metrics`), 'sidecar_terminator_native_sidecar_pods_total', { result: 'restored' });
+    t.ok(restored > restoredBefore, `counted as restored (${restoredBefore} before, ${restored} after)`);
+    await expectJobStoppedBy(t, stack, namespace, 'rewritten', { sidecar: 'native', 'sql-proxy': 'native' });
+  });
+
+  t.test('a later webhook called again after the add-on drops it for good: the pods are refused, naming that webhook, and the Job says so', { buffered: true }, async (t) => {
+    const namespace = rewritten.again;
+    await apply(cp, namespace, jobYaml('refused', { containers }));
+    const event = await waitFor(
+      "the Job controller's FailedCreate event",
+      async () => (await stack.core.listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.kind=Job,involvedObject.name=refused' })).items.find((e) => e.reason === 'FailedCreate'),
+      { timeoutMs: 60_000 },
+    );
+    t.match(event.message, /admission webhook "validate\.sidecar-terminator\.io" denied the request: 2 native sidecars lost: spec\.initContainers\[0\]\.restartPolicy: Required value: sidecar was moved here as a native sidecar/);
+    t.match(event.message, /; the mutating webhooks for pods called again after the others \(reinvocationPolicy IfNeeded\), one of which dropped it: zz-old-client-ifneeded\/rewrite-init\.ifneeded\.example\.com$/, 'naming the webhook that dropped it');
+    const pods = await stack.core.listNamespacedPod({ namespace });
+    t.same(pods.items, [], 'no pod was created');
   });
 
   t.test('the same Job in a namespace without the label: the watcher asks for a ContainerRecreateRequest', { buffered: true }, async (t) => {
