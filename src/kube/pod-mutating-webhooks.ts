@@ -1,65 +1,44 @@
-// The cluster's mutating webhooks for pods, read every minute while native sidecar migration is
-// on: a pod whose native sidecars lost restartPolicy: Always is refused naming the webhooks that
-// may have dropped it (src/policy/native-sidecars.ts). Read in the background, so that no
-// admission waits for the API server; a refusal names them as they were up to a minute before.
-import type { AdmissionregistrationV1Api } from '@kubernetes/client-node';
-import { apiErrorMessage } from './api-errors.ts';
+// What the native-sidecars webhook reads of the cluster while migration is on, in the background
+// (periodic-read.ts): the other mutating webhooks for pods, named when a pod that lost its native
+// sidecars is refused, and the kubelets that run no native sidecars, where no pod is migrated.
+import type { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
-import { podMutatingWebhooks, type PodMutatingWebhook } from '../policy/index.ts';
+import { kubeletsWithoutNativeSidecars, podMutatingWebhooks, type OldKubelet, type PodMutatingWebhook } from '../policy/index.ts';
+import { PeriodicRead } from './periodic-read.ts';
 
-/** How often the list is read again. */
+/** How often the webhook configurations are read again. */
 export const POD_MUTATING_WEBHOOKS_REFRESH_MS = 60_000;
+/** How often the nodes are read again: a list of every node costs more, and kubelets change slowly. */
+export const KUBELETS_REFRESH_MS = 5 * 60_000;
+/** Nodes per page of the list. */
+const NODES_PAGE = 500;
 
-export interface PodMutatingWebhookListOptions {
-  admission: Pick<AdmissionregistrationV1Api, 'listMutatingWebhookConfiguration'>;
-  /** The add-on's own configuration, left out. */
-  ownConfiguration: string;
-  logger: Logger;
-  refreshMs?: number;
+export function podMutatingWebhookList(admission: Pick<AdmissionregistrationV1Api, 'listMutatingWebhookConfiguration'>, ownConfiguration: string, logger: Logger, everyMs = POD_MUTATING_WEBHOOKS_REFRESH_MS): PeriodicRead<readonly PodMutatingWebhook[]> {
+  return new PeriodicRead({
+    read: async () => podMutatingWebhooks((await admission.listMutatingWebhookConfiguration()).items, ownConfiguration),
+    everyMs,
+    what: 'the mutating webhook configurations',
+    meanwhile: 'a pod refused for lost native sidecars names no webhook until they can be read',
+    logger,
+  });
 }
 
-export class PodMutatingWebhookList {
-  private readonly options: PodMutatingWebhookListOptions;
-  private webhooks: readonly PodMutatingWebhook[] | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private failing = false;
-
-  constructor(options: PodMutatingWebhookListOptions) {
-    this.options = options;
-  }
-
-  /** The list as last read; undefined until the first read succeeds. */
-  current(): readonly PodMutatingWebhook[] | undefined {
-    return this.webhooks;
-  }
-
-  /** Reads the list now, then every refreshMs until stop(). */
-  async start(): Promise<void> {
-    await this.refresh();
-    const every = this.options.refreshMs ?? POD_MUTATING_WEBHOOKS_REFRESH_MS;
-    const next = () => {
-      this.timer = setTimeout(() => void this.refresh().then(next), every);
-      this.timer.unref();
-    };
-    next();
-  }
-
-  stop(): void {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-  }
-
-  /** One read; a failure keeps the last list and is logged once until a read succeeds again. */
-  async refresh(): Promise<void> {
-    const { admission, ownConfiguration, logger } = this.options;
-    try {
-      const list = await admission.listMutatingWebhookConfiguration();
-      this.webhooks = podMutatingWebhooks(list.items, ownConfiguration);
-      if (this.failing) logger.info({ webhooks: this.webhooks.length }, 'mutating webhook configurations read again');
-      this.failing = false;
-    } catch (error) {
-      if (!this.failing) logger.warn({ error: apiErrorMessage(error) }, 'cannot list the mutating webhook configurations: a pod refused for lost native sidecars names no webhook until they can be read');
-      this.failing = true;
-    }
-  }
+/** The nodes whose kubelets run no native sidecars; until the first read succeeds none is known, and pods are migrated as before. */
+export function oldKubeletList(core: Pick<CoreV1Api, 'listNode'>, logger: Logger, everyMs = KUBELETS_REFRESH_MS): PeriodicRead<readonly OldKubelet[]> {
+  return new PeriodicRead({
+    read: async () => {
+      const old: OldKubelet[] = [];
+      let page: string | undefined;
+      do {
+        const list = await core.listNode({ limit: NODES_PAGE, ...(page ? { _continue: page } : {}) });
+        old.push(...kubeletsWithoutNativeSidecars(list.items));
+        page = list.metadata?._continue || undefined;
+      } while (page);
+      return old;
+    },
+    everyMs,
+    what: 'the nodes',
+    meanwhile: 'no pod is migrated to native sidecars until their kubelets can be read',
+    logger,
+  });
 }

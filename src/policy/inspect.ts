@@ -1,7 +1,7 @@
 // Judging a whole object: find its pod spec, validate it, and say what admission makes of the
 // findings. The webhook, the lint command and the watcher's sweeper all judge objects through these.
 import { applyEnforcement, errorsOf, type EnforcementMode, type Finding } from './findings.ts';
-import { migratedSidecars, planNativeSidecars, type MigrationPlan } from './native-sidecars.ts';
+import { migratedSidecars, planNativeSidecars, type MigrationPlan, type OldKubelet } from './native-sidecars.ts';
 import { controllerOf, podAnnotationsOf, podSpecOf, type ControllerReference } from './templates.ts';
 import { isManageable, validatePodSpec } from './validate.ts';
 
@@ -34,9 +34,9 @@ export function inspectObject(object: unknown, quickExitImageAllowlist: readonly
 }
 
 /** Whether the object's pods move to native sidecars under --native-sidecars, and why (not). */
-export function nativeSidecarPlan(inspection: Inspection): MigrationPlan {
+export function nativeSidecarPlan(inspection: Inspection, oldKubelets?: readonly OldKubelet[]): MigrationPlan {
   const { spec, annotations, fieldPrefix, findings } = inspection;
-  return planNativeSidecars({ spec, annotations, fieldPrefix, hasErrors: errorsOf(findings).length > 0 });
+  return planNativeSidecars({ spec, annotations, fieldPrefix, hasErrors: errorsOf(findings).length > 0, oldKubelets });
 }
 
 /** The findings as admission and lint report them: errors become warnings in warn mode, and for an object a controller created. */

@@ -11,7 +11,7 @@
 import { clipValue, listedFindings, type Finding } from './findings.ts';
 import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, annotationNames, classifyContainers, isTrueValue, markerEntries } from './markers.ts';
 import { MIGRATED_ANNOTATION, NATIVE_SIDECARS_OPT_OUT, POD_ANNOTATIONS } from './names.ts';
-import { virtualNodeField } from './nodes.ts';
+import { nodeKindOf, virtualNodeField } from './nodes.ts';
 import { podMetadataPrefix } from './templates.ts';
 import { arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from './types.ts';
 
@@ -27,6 +27,31 @@ export type MigrationPlan =
   /** Nothing to decide: no sidecar, a restartPolicy the markers do not apply to, or the pod opted out. */
   | { outcome: 'none'; reason: string };
 
+/** A node whose kubelet runs no native sidecars. */
+export interface OldKubelet {
+  node: string;
+  /** Its kubelet's version, as the node reports it. */
+  version: string;
+}
+
+/**
+ * The nodes whose kubelets run no native sidecars (older than 1.29): a pod migrated there would
+ * run its sidecar as a plain init container that never finishes (the kubelet ignores the field
+ * it does not know), so no pod is migrated while the cluster has one. Virtual-kubelet nodes are
+ * left out: a pod that can run on them is not migrated anyway, and so is a node whose version
+ * cannot be read (a node object without a kubelet behind it yet).
+ */
+export function kubeletsWithoutNativeSidecars(nodes: readonly unknown[]): OldKubelet[] {
+  return nodes.flatMap((node) => {
+    if (!isRecord(node) || nodeKindOf(node) === 'virtual') return [];
+    const name = isRecord(node.metadata) && typeof node.metadata.name === 'string' ? node.metadata.name : '?';
+    const info = isRecord(node.status) && isRecord(node.status.nodeInfo) ? node.status.nodeInfo : {};
+    const version = typeof info.kubeletVersion === 'string' ? info.kubeletVersion : '';
+    const parsed = parseKubernetesVersion({ gitVersion: version });
+    return !parsed || parsed.major > 1 || parsed.minor >= NATIVE_SIDECARS_SINCE ? [] : [{ node: name, version }];
+  });
+}
+
 export interface MigrationInput {
   /** The pod's spec, or its template's. */
   spec: unknown;
@@ -36,9 +61,11 @@ export interface MigrationInput {
   fieldPrefix: string;
   /** The sidecar configuration has an error: such a pod is left to the watcher, which handles it as OpenKruise does. */
   hasErrors: boolean;
+  /** The cluster's nodes whose kubelets run no native sidecars; undefined when they are not known (not read yet). Without it, none. */
+  oldKubelets?: readonly OldKubelet[] | undefined;
 }
 
-export function planNativeSidecars({ spec: rawSpec, annotations, fieldPrefix, hasErrors }: MigrationInput): MigrationPlan {
+export function planNativeSidecars({ spec: rawSpec, annotations, fieldPrefix, hasErrors, oldKubelets = [] }: MigrationInput): MigrationPlan {
   const spec: PodSpec = isRecord(rawSpec) ? rawSpec : {};
   const restartPolicy = restartPolicyOf(spec);
   if (restartPolicy !== 'Never' && restartPolicy !== 'OnFailure') return { outcome: 'none', reason: 'restartPolicy is neither Never nor OnFailure' };
@@ -59,6 +86,10 @@ export function planNativeSidecars({ spec: rawSpec, annotations, fieldPrefix, ha
   }
   if (hasErrors) {
     obstacle(`${fieldPrefix}.containers`, 'the sidecar configuration has errors, so the pod is handled as OpenKruise handles it; fix them to let its sidecars move');
+  }
+  if (oldKubelets.length > 0) {
+    const named = oldKubelets.slice(0, 3).map(({ node, version }) => `${clipValue(node)} (${clipValue(version)})`).join(', ') + (oldKubelets.length > 3 ? ` and ${oldKubelets.length - 3} more` : '');
+    obstacle(`${fieldPrefix}.containers`, `the cluster has nodes whose kubelet runs no native sidecars (before 1.29): ${named}; there a native sidecar would be a plain init container that never finishes`);
   }
   const virtual = virtualNodeField(spec);
   if (virtual) {

@@ -142,7 +142,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
     { buildApp },
     { registerCertificateExpiry },
     { OwnerEventRecorder },
-    { PodMutatingWebhookList },
+    { oldKubeletList, podMutatingWebhookList },
   ] = await Promise.all([
     import('../kube/webhook-configurations.ts'),
     import('../kube/server-version.ts'),
@@ -193,13 +193,23 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
   });
   const nativeSidecars = await nativeSidecarsOn(config.nativeSidecars, kubeConfig, logger);
   // With migration on, a pod that lost its native sidecars is refused naming the webhooks that may have stripped them.
-  const podWebhooks = nativeSidecars
-    ? new PodMutatingWebhookList({ admission: kubeConfig.makeApiClient(AdmissionregistrationV1Api), ownConfiguration: config.webhookConfigName, logger })
+  // With migration on, what it needs of the cluster, read in the background: the other mutating
+  // webhooks (a pod that lost its native sidecars is refused naming them) and the kubelets (none
+  // is migrated while a node's kubelet runs no native sidecars).
+  const reads = nativeSidecars
+    ? {
+        podMutatingWebhooks: podMutatingWebhookList(kubeConfig.makeApiClient(AdmissionregistrationV1Api), config.webhookConfigName, logger),
+        oldKubelets: oldKubeletList(kubeConfig.makeApiClient(CoreV1Api), logger),
+      }
     : undefined;
-  await podWebhooks?.start();
+  await Promise.all([reads?.podMutatingWebhooks.start(), reads?.oldKubelets.start()]);
+  const stopReads = () => {
+    reads?.podMutatingWebhooks.stop();
+    reads?.oldKubelets.stop();
+  };
   const app = buildApp({
     nativeSidecars,
-    ...(podWebhooks ? { readPodMutatingWebhooks: () => podWebhooks.current() } : {}),
+    ...(reads ? { cluster: () => ({ podMutatingWebhooks: reads.podMutatingWebhooks.current(), oldKubelets: reads.oldKubelets.current() }) } : {}),
     ownerEvents,
     draining: drain.draining,
     enforcement: config.enforcement,
@@ -248,7 +258,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
       );
     }
   } catch (err) {
-    podWebhooks?.stop();
+    stopReads();
     await app.close();
     throw err;
   }
@@ -269,7 +279,7 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
 
   return async () => {
     mounted?.stop();
-    podWebhooks?.stop();
+    stopReads();
     await rotator?.stop();
     await drain.stop(app);
     await ownerEvents.idle();

@@ -10,7 +10,7 @@ import { Registry } from 'prom-client';
 import { healthRoutes, type Readiness } from '../health.ts';
 import { WEBHOOK_TIMEOUT_SECONDS } from '../config.ts';
 import { secureContextOptions } from '../tls/secure-context.ts';
-import { clip, type PodMutatingWebhook } from '../policy/index.ts';
+import { clip } from '../policy/index.ts';
 import { errored, review } from './admission.ts';
 import { createAdmissionMetrics, ADMISSION_ENDPOINTS, type AdmissionEndpoint, type AdmissionMetrics } from './metrics.ts';
 import { OFFLOAD_BODY_BYTES, Offload, ReviewExpired, WorkerFailure } from './offload.ts';
@@ -43,8 +43,12 @@ export interface AppOptions extends AdmissionSettings {
   maxConnections?: number;
   /** The worker that judges large bodies; one of the app's own by default. Closed with the app. */
   offload?: Offload;
-  /** The cluster's other mutating webhooks for pods, as last read (PodMutatingWebhookList); undefined until read. */
-  readPodMutatingWebhooks?: () => readonly PodMutatingWebhook[] | undefined;
+  /**
+   * What the webhooks read of the cluster in the background (src/kube/pod-mutating-webhooks.ts):
+   * its other mutating webhooks for pods, and the nodes whose kubelets run no native sidecars;
+   * undefined until read.
+   */
+  cluster?: () => Pick<AdmissionSettings, 'podMutatingWebhooks' | 'oldKubelets'>;
 }
 
 /** The app; its server is an https.Server when AppOptions.https is given. */
@@ -89,10 +93,7 @@ export function buildApp(options: AppOptions): WebhookApp {
   const metrics = createAdmissionMetrics(registry);
   const settings: AdmissionSettings = { enforcement: options.enforcement, quickExitImageAllowlist: options.quickExitImageAllowlist, nativeSidecars: options.nativeSidecars ?? false };
   // The webhooks list changes while the app runs: read at each request, where it is kept.
-  const settingsNow = (): AdmissionSettings => {
-    const webhooks = options.readPodMutatingWebhooks?.();
-    return webhooks ? { ...settings, podMutatingWebhooks: webhooks } : settings;
-  };
+  const settingsNow = (): AdmissionSettings => (options.cluster ? { ...settings, ...options.cluster() } : settings);
   const offload = options.offload ?? new Offload();
   app.addHook('onClose', () => offload.close());
 

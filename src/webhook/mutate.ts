@@ -60,7 +60,7 @@ function mutatePod(request: AdmissionRequest, settings: AdmissionSettings, migra
   );
   const restoring = stripped.length > 0 ? ({ migration: 'restored' } as const) : {};
 
-  const plan = nativeSidecarPlan(inspection);
+  const plan = nativeSidecarPlan(inspection, settings.oldKubelets);
   if (plan.outcome === 'migrate') return { ...patched(diff(pod, migrated(restored, inspection, plan.sidecars)), { warnings: restoredWarnings }), migration: 'migrated' };
   if (plan.outcome === 'none') return { ...patched(diff(pod, labelled(restored)), { warnings: restoredWarnings }), ...restoring };
   const warnings = [...restoredWarnings, ...plan.findings.map((finding) => `not moved to native sidecars (the watcher stops the sidecars): ${formatFinding(finding)}`)];

@@ -16,6 +16,7 @@ import {
   type EnforcementMode,
   type Finding,
   type Inspection,
+  type OldKubelet,
   type PodMutatingWebhook,
 } from '../policy/index.ts';
 import { allowed, denied, type AdmissionDecision, type AdmissionRequest, type GroupVersionKind } from './admission.ts';
@@ -30,6 +31,8 @@ export interface AdmissionSettings {
   nativeSidecars?: boolean;
   /** The cluster's other mutating webhooks for pods, as last read: a pod that lost its native sidecars is refused naming them. */
   podMutatingWebhooks?: readonly PodMutatingWebhook[];
+  /** The nodes whose kubelets run no native sidecars, as last read: while there is one, no pod is migrated. */
+  oldKubelets?: readonly OldKubelet[];
 }
 
 /**

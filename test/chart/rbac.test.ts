@@ -160,6 +160,12 @@ const CALLS: Record<string, Call> = {
   listEventForAllNamespaces: status('the same, with -A'),
   listNamespacedCustomObject: status('the ContainerRecreateRequests'),
   listClusterCustomObject: status('the same, with -A'),
+  listNode: {
+    sites: ['src/kube/pod-mutating-webhooks.ts'],
+    needs: [{ group: '', resource: 'nodes', verb: 'list', scope: 'cluster' }],
+    why: 'the kubelets that run no native sidecars: while a node has one, no pod is migrated',
+    when: (config) => config.nativeSidecars !== 'none',
+  },
   listMutatingWebhookConfiguration: {
     sites: ['src/kube/pod-mutating-webhooks.ts', 'src/status/cluster.ts'],
     needs: [{ group: 'admissionregistration.k8s.io', resource: 'mutatingwebhookconfigurations', verb: 'list', scope: 'cluster' }],

@@ -337,7 +337,7 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
         reportingComponent: 'sidecar-terminator',
       });
     const pod = { kind: 'Pod', apiVersion: 'v1', namespace: victims, name: 'managed', uid: managed.metadata!.uid };
-    const own = /may create only its own events \(component sidecar-terminator\): SidecarTerminator or SidecarTerminationFailed on a pod of the event's namespace, KillMechanismChanged on its Lease/;
+    const own = /may create only its own events \(component sidecar-terminator\): SidecarTerminator or SidecarTerminationFailed or SidecarExitFailedPod on a pod of the event's namespace, KillMechanismChanged on its Lease/;
     await refused(t, watcherKubeconfig, 'another reason', ['create', '-f', '-'], own, event('Killing', pod));
     await refused(t, watcherKubeconfig, 'an event about a Secret', ['create', '-f', '-'], own, event('SidecarTerminator', { kind: 'Secret', apiVersion: 'v1', namespace: victims, name: 'managed' }));
     await refused(t, watcherKubeconfig, "the Lease's reason on a pod", ['create', '-f', '-'], own, event('KillMechanismChanged', pod));

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { ENV_WHEN_JOB_EXIT } from '../../src/policy/index.ts';
+import { ENV_WHEN_JOB_EXIT, EVENT_REASONS } from '../../src/policy/index.ts';
 import { containerRecreateRequest } from '../../src/watcher/crr.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { expectJobStoppedBy } from '../support/endings.ts';
@@ -126,8 +126,11 @@ if (canRunRealNode(t)) {
     t.equal(killed.state?.terminated?.exitCode, 137, 'kruise-daemon stopped it with SIGKILL after SIGTERM was ignored');
     t.match(await containerLog(cp, namespace, failed.metadata!.name!, 'proxy'), /received SIGTERM, ignoring it/, 'it got SIGTERM first');
     t.equal(failed.status?.phase, 'Failed', 'restartPolicy Never: exit 137 fails the pod, and the Job');
+    // Read once the pod has left the watch: the watcher says what failed it.
+    const said = await waitFor('the SidecarExitFailedPod event', async () => (await eventsOf(cluster, namespace, failed.metadata!.name!)).find((e) => e.reason === EVENT_REASONS.exitFailedPod), { timeoutMs: 60_000 });
+    t.match(said.message, /sidecar proxy exited 137 after it was stopped .*; no rule of the Job's podFailurePolicy matched it, so the pod counts as failed toward the Job's backoffLimit/);
     // Told by the CRR alone: kruise-daemon's SIGKILL after the grace period is the CRR's own, no fallback of the add-on.
-    await expectJobStoppedBy(t, cluster, namespace, 'ignores-sigterm', { proxy: 'crr' });
+    await expectJobStoppedBy(t, cluster, namespace, 'ignores-sigterm', { proxy: 'crr' }, { warnings: ['sidecar-exit-failed-pod'] });
 
     await waitForJob(cluster, namespace, 'ignores-sigterm-exit-code-ignored', 'Complete', 180_000);
     const complete = await podOfJob(cluster, namespace, 'ignores-sigterm-exit-code-ignored');

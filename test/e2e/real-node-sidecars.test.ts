@@ -22,6 +22,7 @@ import { canRunRealNode, type ImageName } from '../support/real-node.ts';
 import { containerStatus, startRealCluster, testContainer } from '../support/real-stack.ts';
 import { registeringWebhooks, startServe, startWatcherProcess } from '../support/serve-process.ts';
 import { apply, eventsOf, podOfJob, waitForJob } from '../support/stack.ts';
+import { waitFor } from '../support/wait.ts';
 
 const IMAGES: ImageName[] = ['test-container', 'busybox', 'tini', 'nginx', 'otelcol', 'cloud-sql-proxy'];
 const image = (name: string) => `sidecar-terminator.local/${name}:1`;
@@ -58,12 +59,15 @@ interface Case {
     restarts: number;
     /** What the sidecar's signal container reports (images/stop-sidecar), when one is sent. */
     signalExit?: number[];
-    /** The code of the Warning event saying how the sidecar was ended from outside. */
+    /** The code of the Warning event saying how the sidecar was ended from outside, or that its exit code failed the pod. */
     warning?: string;
     /** How the sidecar was stopped: told (signal, http, crr), then ended from outside (image, phase). */
     stoppedBy: StopPath | StopPath[];
   };
 }
+
+/** The warning of a Never pod its stopped sidecar's exit code failed, said once the pod has ended. */
+const EXIT_FAILED_POD = 'sidecar-exit-failed-pod';
 
 const cases: Case[] = [];
 const NGINX_PORT = 8080;
@@ -134,7 +138,7 @@ const ignoring: Array<{ program: string; sidecar: (env: Array<{ name: string; va
     program: 'a child ignoring SIGTERM under tini',
     sidecar: (env) => ({ name: 'tini', image: image('tini'), args: ['sh', '-c', IGNORES_TERM], env }),
     // The signal container kills the child at the end of the grace period; tini exits 128+9.
-    signal: { job: 'Failed', exitCode: 137, restarts: 0, signalExit: [0, 137], stoppedBy: 'signal' },
+    signal: { job: 'Failed', exitCode: 137, restarts: 0, signalExit: [0, 137], warning: EXIT_FAILED_POD, stoppedBy: 'signal' },
     signalIgnoreExitCode: { job: 'Complete', exitCode: 137, restarts: 0, stoppedBy: 'phase' },
     crr: 'ignore-exit-code',
   },
@@ -163,7 +167,7 @@ for (const [index, entry] of ignoring.entries()) {
   if (entry.signalIgnoreExitCode) add('signal', '-ignore', entry.signalIgnoreExitCode, true);
   if (entry.crr === 'ignore-exit-code') {
     // kruise-daemon kills it with SIGKILL after the grace period: 137 fails a Never pod, unless the exit code is ignored.
-    add('crr', '', { job: 'Failed', exitCode: 137, restarts: 0, stoppedBy: 'crr' }, false);
+    add('crr', '', { job: 'Failed', exitCode: 137, restarts: 0, warning: EXIT_FAILED_POD, stoppedBy: 'crr' }, false);
     add('crr', '-ignore', { job: 'Complete', exitCode: 137, restarts: 0, stoppedBy: ['crr', 'phase'] }, true);
   } else {
     add('crr', '', entry.crr, false);
@@ -227,6 +231,8 @@ if (canRunRealNode(t)) {
           const code = status?.state?.terminated?.exitCode;
           t.ok(code !== undefined && c.expect.signalExit.includes(code), `the signal container exited ${code} (${c.expect.signalExit.join(' or ')}): ${status?.state?.terminated?.message?.trim() ?? ''}`);
         }
+        // Said once the pod has left the watch, so a moment after it ended: waited for.
+        if (c.expect.warning === EXIT_FAILED_POD) await waitFor(`the ${EXIT_FAILED_POD} warning`, async () => (await eventsOf(cluster, namespace, podName)).some((e) => e.action === EXIT_FAILED_POD), { timeoutMs: 60_000 });
         const warnings = (await eventsOf(cluster, namespace, podName)).filter((e) => e.type === 'Warning');
         if (c.expect.warning) t.ok(warnings.some((e) => e.action === c.expect.warning), `a ${c.expect.warning} warning: ${warnings.map((e) => e.message).join(' | ')}`);
         else t.same(warnings.map((e) => e.message), [], 'no warning');
@@ -237,7 +243,7 @@ if (canRunRealNode(t)) {
         // Where the seconds went: the signal container's run, and when the sidecar was ended from outside (its Warning).
         const after = (time: Date | string | undefined) => (from && time ? Math.round((new Date(time).getTime() - new Date(from).getTime()) / 100) / 10 : undefined);
         const signalState = now.status?.ephemeralContainerStatuses?.find((s) => s.name === signal?.name)?.state?.terminated;
-        const ended = warnings.find((e) => e.action === c.expect.warning);
+        const ended = c.expect.warning === EXIT_FAILED_POD ? undefined : warnings.find((e) => e.action === c.expect.warning);
         const steps = [
           ...(signalState ? [`signal container ${after(signalState.startedAt)}-${after(signalState.finishedAt)} s`] : []),
           ...(ended ? [`ended from outside at ${after(ended.eventTime ?? ended.firstTimestamp)} s`] : []),

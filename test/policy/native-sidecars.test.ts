@@ -8,6 +8,7 @@ import {
   formatFinding,
   inspectObject,
   lostNativeSidecars,
+  kubeletsWithoutNativeSidecars,
   podMutatingWebhooks,
   restoreNativeSidecars,
   strippedNativeSidecars,
@@ -224,4 +225,34 @@ t.test('suspectWebhooks: a webhook called again is the one that can strip the fi
   t.equal(suspectWebhooks([]), 'no other mutating webhook is registered for pods: the feature gate dropped it');
   const many = Array.from({ length: 12 }, (_, i) => ({ name: `c/w${i}`, again: true }));
   t.match(suspectWebhooks(many), /c\/w9 and 2 more$/, 'at most ten named');
+});
+
+t.test('kubeletsWithoutNativeSidecars: the nodes whose kubelet is older than 1.29, virtual ones and unreadable versions aside', async (t) => {
+  const node = (name: unknown, kubeletVersion: unknown, extra: Record<string, unknown> = {}) => ({ metadata: { name }, status: { nodeInfo: { kubeletVersion } }, ...extra });
+  t.same(
+    kubeletsWithoutNativeSidecars([
+      node('new', 'v1.29.0'),
+      node('eks', 'v1.28.15-eks-1234'),
+      node('two', 'v2.0.0'),
+      node('vk', 'v1.19.3', { spec: { taints: [{ key: 'virtual-kubelet.io/provider', effect: 'NoSchedule' }] } }),
+      node('none', ''),
+      node(7, 'v1.27.0'),
+      { metadata: { name: 'no-status' } },
+      'junk',
+    ]),
+    [
+      { node: 'eks', version: 'v1.28.15-eks-1234' },
+      { node: '?', version: 'v1.27.0' },
+    ],
+  );
+});
+
+t.test('planNativeSidecars: while a node runs no native sidecars, no pod moves, and the finding names the nodes', async (t) => {
+  const input = { spec: podSpec([main(), killSidecar()]), annotations: {}, fieldPrefix: 'spec', hasErrors: false };
+  t.match(planNativeSidecars({ ...input, oldKubelets: [] }), { outcome: 'migrate' });
+  const old = ['a', 'b', 'c', 'd', 'e'].map((node) => ({ node, version: 'v1.28.1' }));
+  t.match(planNativeSidecars({ ...input, oldKubelets: old }), {
+    outcome: 'keep',
+    findings: [{ field: 'spec.containers', detail: /^the cluster has nodes whose kubelet runs no native sidecars \(before 1\.29\): a \(v1\.28\.1\), b \(v1\.28\.1\), c \(v1\.28\.1\) and 2 more; / }],
+  });
 });

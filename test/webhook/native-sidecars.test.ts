@@ -129,6 +129,15 @@ t.test('a reinvocation after a later webhook dropped restartPolicy: Always from 
   t.same(both.spec.initContainers.map((c: { name: string; restartPolicy: string }) => [c.name, c.restartPolicy]), [['cloud-sql-proxy', 'Always'], ['log-agent', 'Always']]);
 });
 
+t.test('a cluster with a node whose kubelet runs no native sidecars: no pod is migrated, and the annotation says why', async (t) => {
+  const app = testApp({ nativeSidecars: true, cluster: () => ({ oldKubelets: [{ node: 'node-old', version: 'v1.28.9' }] }) });
+  const { pod, response } = await mutated(loadReview('pod-manageable'), app);
+  t.equal(pod.spec.initContainers, undefined, 'nothing moved');
+  t.equal(pod.metadata.labels[MANAGED_LABEL], MANAGED, 'left to the watcher');
+  t.match(pod.metadata.annotations[SKIPPED_ANNOTATION], /^spec\.containers: the cluster has nodes whose kubelet runs no native sidecars \(before 1\.29\): node-old \(v1\.28\.9\); there a native sidecar would be a plain init container that never finishes/);
+  t.match(response.warnings, [/^not moved to native sidecars \(the watcher stops the sidecars\): spec\.containers: the cluster has nodes whose kubelet/]);
+});
+
 t.test('/validate: a migrated pod is admitted without warnings about the markers it carries', async (t) => {
   const app = migrating();
   const review = loadReview('pod-manageable');
@@ -153,7 +162,7 @@ t.test('/validate: a pod whose native sidecars the API server dropped is refused
 
 t.test('/validate: the refusal names the mutating webhooks for pods that may have dropped it, as last read', async (t) => {
   const cluster: { webhooks?: Array<{ name: string; again: boolean }> } = {};
-  const app = testApp({ nativeSidecars: true, readPodMutatingWebhooks: () => cluster.webhooks });
+  const app = testApp({ nativeSidecars: true, cluster: () => ({ podMutatingWebhooks: cluster.webhooks }) });
   const review = loadReview('pod-manageable');
   const pod = (await mutated(review, app)).pod;
   delete pod.spec.initContainers[0].restartPolicy;

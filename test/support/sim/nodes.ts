@@ -5,6 +5,7 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   PatchStrategy,
+  VersionApi,
   setHeaderOptions,
   type KubeConfig,
   type V1Node,
@@ -24,6 +25,7 @@ export class SimulatedNodes {
   readonly virtual: readonly string[];
   private readonly core: CoreV1Api;
   private readonly coordination: CoordinationV1Api;
+  private readonly versionApi: VersionApi;
   private readonly log: (message: string) => void;
   private heartbeat: NodeJS.Timeout | undefined;
   private nextNormal = 0;
@@ -35,13 +37,16 @@ export class SimulatedNodes {
     this.virtual = virtual;
     this.core = kubeConfig.makeApiClient(CoreV1Api);
     this.coordination = kubeConfig.makeApiClient(CoordinationV1Api);
+    this.versionApi = kubeConfig.makeApiClient(VersionApi);
     this.log = log;
   }
 
   async register(): Promise<void> {
+    // The simulated kubelets are of the API server's release, as a cluster's usually are.
+    const kubeletVersion = `${(await this.versionApi.getCode()).gitVersion}-simulated`;
     await Promise.all([
-      ...this.normal.map((name) => this.registerNode(name, false)),
-      ...this.virtual.map((name) => this.registerNode(name, true)),
+      ...this.normal.map((name) => this.registerNode(name, false, kubeletVersion)),
+      ...this.virtual.map((name) => this.registerNode(name, true, kubeletVersion)),
     ]);
     this.heartbeat = setInterval(() => void this.renewLeases(), heartbeatIntervalMs);
   }
@@ -61,7 +66,7 @@ export class SimulatedNodes {
     return this.normal[this.nextNormal++ % this.normal.length] as string;
   }
 
-  private async registerNode(name: string, isVirtual: boolean): Promise<void> {
+  private async registerNode(name: string, isVirtual: boolean, kubeletVersion: string): Promise<void> {
     const node: V1Node = {
       metadata: {
         name,
@@ -80,7 +85,7 @@ export class SimulatedNodes {
       if (!isApiError(err, 409)) throw err;
     }
     // Status is written separately: the API server does not take it from a create.
-    await this.core.patchNodeStatus({ name, body: { status: readyStatus() } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    await this.core.patchNodeStatus({ name, body: { status: readyStatus(kubeletVersion) } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
     await this.renewLease(name);
   }
 
@@ -122,7 +127,7 @@ export function wantsVirtualNode(pod: V1Pod): boolean {
   return tolerates || selects || requires;
 }
 
-function readyStatus(): object {
+function readyStatus(kubeletVersion: string): object {
   const time = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
   return {
     conditions: [
@@ -132,7 +137,7 @@ function readyStatus(): object {
     capacity: { cpu: '8', memory: '32Gi', pods: '110' },
     allocatable: { cpu: '8', memory: '32Gi', pods: '110' },
     nodeInfo: {
-      kubeletVersion: 'v0.0.0-simulated', architecture: 'amd64', operatingSystem: 'linux', containerRuntimeVersion: 'sim://1',
+      kubeletVersion, architecture: 'amd64', operatingSystem: 'linux', containerRuntimeVersion: 'sim://1',
       kernelVersion: '', osImage: 'simulated', machineID: '', systemUUID: '', bootID: '', kubeProxyVersion: '',
     },
   };
