@@ -23,7 +23,7 @@ export function podMutatingWebhookList(admission: Pick<AdmissionregistrationV1Ap
   });
 }
 
-/** The nodes whose kubelets run no native sidecars; until the first read succeeds none is known, and pods are migrated as before. */
+/** The nodes whose kubelets run no native sidecars; until the first read succeeds they are unknown, and no pod is migrated. */
 export function oldKubeletList(core: Pick<CoreV1Api, 'listNode'>, logger: Logger, everyMs = KUBELETS_REFRESH_MS): PeriodicRead<readonly OldKubelet[]> {
   return new PeriodicRead({
     read: async () => {

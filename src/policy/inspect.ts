@@ -34,7 +34,7 @@ export function inspectObject(object: unknown, quickExitImageAllowlist: readonly
 }
 
 /** Whether the object's pods move to native sidecars under --native-sidecars, and why (not). */
-export function nativeSidecarPlan(inspection: Inspection, oldKubelets?: readonly OldKubelet[]): MigrationPlan {
+export function nativeSidecarPlan(inspection: Inspection, oldKubelets?: readonly OldKubelet[] | 'unread'): MigrationPlan {
   const { spec, annotations, fieldPrefix, findings } = inspection;
   return planNativeSidecars({ spec, annotations, fieldPrefix, hasErrors: errorsOf(findings).length > 0, oldKubelets });
 }

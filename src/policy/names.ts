@@ -76,7 +76,7 @@ export const EVENT_REASONS = {
   stopping: 'SidecarTerminator',
   /** Warning: a sidecar cannot be stopped, or stopping it failed; the message says why and what to do. */
   failed: 'SidecarTerminationFailed',
-  /** Warning, on the pod and its Job: a stopped sidecar's exit code failed a pod whose main containers succeeded. */
+  /** Warning, on the pod (its Job the related object): a stopped sidecar's exit code failed a pod whose main containers succeeded. */
   exitFailedPod: 'SidecarExitFailedPod',
 } as const;
 

@@ -61,8 +61,8 @@ export interface MigrationInput {
   fieldPrefix: string;
   /** The sidecar configuration has an error: such a pod is left to the watcher, which handles it as OpenKruise does. */
   hasErrors: boolean;
-  /** The cluster's nodes whose kubelets run no native sidecars; undefined when they are not known (not read yet). Without it, none. */
-  oldKubelets?: readonly OldKubelet[] | undefined;
+  /** The cluster's nodes whose kubelets run no native sidecars, or 'unread' until they are known; none without it (lint, a pod judged alone). */
+  oldKubelets?: readonly OldKubelet[] | 'unread' | undefined;
 }
 
 export function planNativeSidecars({ spec: rawSpec, annotations, fieldPrefix, hasErrors, oldKubelets = [] }: MigrationInput): MigrationPlan {
@@ -87,7 +87,9 @@ export function planNativeSidecars({ spec: rawSpec, annotations, fieldPrefix, ha
   if (hasErrors) {
     obstacle(`${fieldPrefix}.containers`, 'the sidecar configuration has errors, so the pod is handled as OpenKruise handles it; fix them to let its sidecars move');
   }
-  if (oldKubelets.length > 0) {
+  if (oldKubelets === 'unread') {
+    obstacle(`${fieldPrefix}.containers`, "the nodes' kubelet versions are not read yet (the webhook reads them in the background; its log says why when it cannot): on a kubelet before 1.29 a native sidecar would be a plain init container that never finishes");
+  } else if (oldKubelets.length > 0) {
     const named = oldKubelets.slice(0, 3).map(({ node, version }) => `${clipValue(node)} (${clipValue(version)})`).join(', ') + (oldKubelets.length > 3 ? ` and ${oldKubelets.length - 3} more` : '');
     obstacle(`${fieldPrefix}.containers`, `the cluster has nodes whose kubelet runs no native sidecars (before 1.29): ${named}; there a native sidecar would be a plain init container that never finishes`);
   }

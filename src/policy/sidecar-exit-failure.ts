@@ -40,13 +40,16 @@ export function mayFailBySidecarExit(pod: PodLike): boolean {
 
 /**
  * The failure, for a pod in phase Failed whose main containers all exited 0 and whose sidecars
- * exited non-zero once the main containers had finished; undefined for any other pod (a sidecar
- * that crashed while the work ran is its own failure, not the stop's). `jobSpec`: the spec of the
- * Job the pod belongs to, when it was read (its podFailurePolicy names the rule that judged it).
+ * exited non-zero once the main containers had finished; undefined for any other pod: a sidecar
+ * that crashed while the work ran is its own failure, not the stop's, and a pod being deleted or
+ * disrupted (evicted, preempted: condition DisruptionTarget) was ended by that, which a
+ * podFailurePolicy rule onPodConditions may judge first. A time that is not reported counts as
+ * after the main containers. `jobSpec`: the spec of the Job the pod belongs to, when it was read
+ * (its podFailurePolicy names the rule that judged it).
  */
 export function sidecarExitFailure(pod: PodLike, jobSpec?: unknown): SidecarExitFailure | undefined {
   const spec = pod.spec ?? {};
-  if (pod.status?.phase !== 'Failed' || restartPolicyOf(spec) !== 'Never') return undefined;
+  if (pod.status?.phase !== 'Failed' || restartPolicyOf(spec) !== 'Never' || pod.metadata?.deletionTimestamp || disrupted(pod)) return undefined;
   const roles = classifyContainers(spec, podAnnotations(pod));
   const mains = roles.filter((role) => role.role === 'main');
   const codes = exitCodesByName(pod);
@@ -55,9 +58,9 @@ export function sidecarExitFailure(pod: PodLike, jobSpec?: unknown): SidecarExit
   for (const raw of arrayOf(pod.status?.containerStatuses)) {
     if (isRecord(raw) && typeof raw.name === 'string') finished.set(raw.name, epochMs((raw as ContainerStatus).state?.terminated?.finishedAt));
   }
-  const mainsFinished = Math.max(...mains.map((main) => finished.get(main.name) ?? 0));
+  const mainsFinished = Math.max(...mains.map((main) => finished.get(main.name) ?? Number.NEGATIVE_INFINITY));
   const sidecars = roles
-    .filter((role) => exitCodeCounts(role) && (codes.get(role.name) ?? 0) !== 0 && (finished.get(role.name) ?? 0) >= mainsFinished)
+    .filter((role) => exitCodeCounts(role) && (codes.get(role.name) ?? 0) !== 0 && (finished.get(role.name) ?? Number.POSITIVE_INFINITY) >= mainsFinished)
     .map((role) => ({ name: role.name, exitCode: codes.get(role.name)! }));
   if (sidecars.length === 0) return undefined;
   const rules = podFailureRules(isRecord(jobSpec) ? jobSpec.podFailurePolicy : undefined);
@@ -67,6 +70,11 @@ export function sidecarExitFailure(pod: PodLike, jobSpec?: unknown): SidecarExit
     .filter((matched) => matched !== undefined)
     .sort((a, b) => a.index - b.index)[0];
   return { sidecars, rule, message: failureMessage(sidecars, rule, jobSpec !== undefined) };
+}
+
+/** The pod's DisruptionTarget condition is True: the API server or a controller ended it (eviction, preemption, taint). */
+function disrupted(pod: PodLike): boolean {
+  return arrayOf(pod.status?.conditions).some((condition) => isRecord(condition) && condition.type === 'DisruptionTarget' && condition.status === 'True');
 }
 
 function failureMessage(sidecars: SidecarExitFailure['sidecars'], rule: PodFailureRule | undefined, jobRead: boolean): string {

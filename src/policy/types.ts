@@ -52,7 +52,7 @@ export interface ContainerStatus {
 export interface PodLike {
   metadata?: { name?: unknown; namespace?: unknown; deletionTimestamp?: unknown; annotations?: unknown } | null;
   spec?: PodSpec | null;
-  status?: { phase?: unknown; containerStatuses?: unknown } | null;
+  status?: { phase?: unknown; containerStatuses?: unknown; conditions?: unknown } | null;
 }
 
 export interface NodeLike {

@@ -202,14 +202,16 @@ async function startWebhook({ config, kubeConfig, namespace, logger, metrics, re
         oldKubelets: oldKubeletList(kubeConfig.makeApiClient(CoreV1Api), logger),
       }
     : undefined;
-  await Promise.all([reads?.podMutatingWebhooks.start(), reads?.oldKubelets.start()]);
+  // Not awaited: a slow API server does not hold the webhook back; until the nodes are read, no pod is migrated.
+  void reads?.podMutatingWebhooks.start();
+  void reads?.oldKubelets.start();
   const stopReads = () => {
     reads?.podMutatingWebhooks.stop();
     reads?.oldKubelets.stop();
   };
   const app = buildApp({
     nativeSidecars,
-    ...(reads ? { cluster: () => ({ podMutatingWebhooks: reads.podMutatingWebhooks.current(), oldKubelets: reads.oldKubelets.current() }) } : {}),
+    ...(reads ? { cluster: () => ({ podMutatingWebhooks: reads.podMutatingWebhooks.current(), oldKubelets: reads.oldKubelets.current() ?? 'unread' }) } : {}),
     ownerEvents,
     draining: drain.draining,
     enforcement: config.enforcement,

@@ -238,7 +238,8 @@ export class Executor {
       }
     }
     const failure = sidecarExitFailure(pod, job?.spec)!;
-    const event = { type: 'Warning' as const, reason: EVENT_REASONS.exitFailedPod, code: 'sidecar-exit-failed-pod' as const, message: failure.message, ...(job ? { related: job.related } : {}) };
+    // One per pod, whatever its words (they differ when the Job could not be read on a retry).
+    const event = { type: 'Warning' as const, reason: EVENT_REASONS.exitFailedPod, code: 'sidecar-exit-failed-pod' as const, message: failure.message, key: EVENT_REASONS.exitFailedPod, ...(job ? { related: job.related } : {}) };
     return this.events.record(pod, event, new Set());
   }
 

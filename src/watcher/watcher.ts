@@ -176,7 +176,13 @@ class Controller {
       concurrency: ENDED_CONCURRENCY,
       process: async (key) => {
         const pod = this.endedPods.get(key);
-        if (pod && (await this.executor.reportEnded(pod))) logger.warn({ pod: podKey(pod), uid: pod.metadata?.uid, code: 'sidecar-exit-failed-pod' }, 'the pod failed by the exit code of a stopped sidecar, although its main containers succeeded');
+        try {
+          if (pod && (await this.executor.reportEnded(pod))) logger.warn({ pod: podKey(pod), uid: pod.metadata?.uid, code: 'sidecar-exit-failed-pod' }, 'the pod failed by the exit code of a stopped sidecar, although its main containers succeeded');
+        } catch (error) {
+          // A refusal (an events quota, RBAC) does not pass by retrying: the log says it once. Anything else is retried.
+          if (!isRefusal(error)) throw error;
+          logger.warn({ pod: key.split('\n')[0], err: error }, 'the event of a pod a stopped sidecar failed was refused; not retried');
+        }
         this.endedPods.delete(key);
       },
       backoff: retryDelay,

@@ -45,8 +45,8 @@ export interface AppOptions extends AdmissionSettings {
   offload?: Offload;
   /**
    * What the webhooks read of the cluster in the background (src/kube/pod-mutating-webhooks.ts):
-   * its other mutating webhooks for pods, and the nodes whose kubelets run no native sidecars;
-   * undefined until read.
+   * its other mutating webhooks for pods (undefined until read), and the nodes whose kubelets run
+   * no native sidecars ('unread' until read).
    */
   cluster?: () => Pick<AdmissionSettings, 'podMutatingWebhooks' | 'oldKubelets'>;
 }

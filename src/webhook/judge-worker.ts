@@ -1,6 +1,6 @@
 // The worker thread of offload.ts: judges large bodies with the default handlers, one at a time,
 // away from the event loop that answers probes and the other reviews.
-import { setPriority } from 'node:os';
+import { getPriority, setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { review } from './admission.ts';
 import type { AdmissionEndpoint } from './metrics.ts';
@@ -26,7 +26,8 @@ export interface JudgeTask {
 // within the deadline.
 const WORKER_NICE = 10;
 try {
-  setPriority(WORKER_NICE);
+  // Never above the process's own: a process started at a lower priority keeps the worker below it.
+  setPriority(Math.max(getPriority(), WORKER_NICE));
 } catch {
   // Not allowed here: the worker keeps the process's priority.
 }

@@ -31,8 +31,8 @@ export interface AdmissionSettings {
   nativeSidecars?: boolean;
   /** The cluster's other mutating webhooks for pods, as last read: a pod that lost its native sidecars is refused naming them. */
   podMutatingWebhooks?: readonly PodMutatingWebhook[];
-  /** The nodes whose kubelets run no native sidecars, as last read: while there is one, no pod is migrated. */
-  oldKubelets?: readonly OldKubelet[];
+  /** The nodes whose kubelets run no native sidecars, as last read ('unread' before): while there is one, or they are unknown, no pod is migrated. */
+  oldKubelets?: readonly OldKubelet[] | 'unread';
 }
 
 /**

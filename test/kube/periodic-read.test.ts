@@ -59,6 +59,26 @@ t.test('read again every everyMs until stopped', async (t) => {
   t.equal(source.reads(), after, 'no read after stop');
 });
 
+t.test('a read with no answer fails after the timeout; stop() holds back the read after an answer still in flight', async (t) => {
+  const { logs, logger } = capture();
+  let answer: (value: number) => void = () => {};
+  let reads = 0;
+  const read = () => {
+    reads++;
+    return new Promise<number>((resolve) => (answer = resolve));
+  };
+  const slow = new PeriodicRead({ read, everyMs: 10, timeoutMs: 20, what: 'the slow things', meanwhile: 'none', logger });
+  await slow.start();
+  t.equal(slow.current(), undefined, 'no answer within the timeout: no value');
+  t.match(logs.at(-1), { level: 'warn', msg: 'cannot read the slow things: none' });
+  await new Promise((resolve) => setTimeout(resolve, 15));
+  slow.stop();
+  answer(1);
+  const after = reads;
+  await new Promise((resolve) => setTimeout(resolve, 60));
+  t.equal(reads, after, 'no read once stopped, though one was in flight');
+});
+
 t.test('the mutating webhooks for pods, ours left out', async (t) => {
   const { logger } = capture();
   const rule = { apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'] };

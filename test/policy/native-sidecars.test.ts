@@ -250,6 +250,7 @@ t.test('kubeletsWithoutNativeSidecars: the nodes whose kubelet is older than 1.2
 t.test('planNativeSidecars: while a node runs no native sidecars, no pod moves, and the finding names the nodes', async (t) => {
   const input = { spec: podSpec([main(), killSidecar()]), annotations: {}, fieldPrefix: 'spec', hasErrors: false };
   t.match(planNativeSidecars({ ...input, oldKubelets: [] }), { outcome: 'migrate' });
+  t.match(planNativeSidecars({ ...input, oldKubelets: 'unread' }), { outcome: 'keep', findings: [{ field: 'spec.containers', detail: /^the nodes' kubelet versions are not read yet / }] }, 'unknown: none moves');
   t.match(planNativeSidecars({ ...input, oldKubelets: [{ node: 'n', version: 'v1.28.0' }] }), { outcome: 'keep', findings: [{ detail: /\(before 1\.29\): n \(v1\.28\.0\); there/ }] });
   const old = ['a', 'b', 'c', 'd', 'e'].map((node) => ({ node, version: 'v1.28.1' }));
   t.match(planNativeSidecars({ ...input, oldKubelets: old }), {

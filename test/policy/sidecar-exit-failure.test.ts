@@ -2,7 +2,7 @@
 // which rule of its Job's podFailurePolicy judged it, and what the event says.
 import t from 'tap';
 import { ENV_IGNORE_EXIT_CODE, POD_ANNOTATIONS, mayFailBySidecarExit, sidecarExitFailure } from '../../src/policy/index.ts';
-import { containerStatus, ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main } from '../support/pods.ts';
+import { FINISHED, containerStatus, ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main } from '../support/pods.ts';
 
 const failed = (states: Record<string, number | 'running'>, containers = [main(), killSidecar('proxy')]) => jobPod(containers, states, { phase: 'Failed' });
 const failJobOnAnyCode = { podFailurePolicy: { rules: [{ action: 'FailJob', onExitCodes: { operator: 'NotIn', values: [0] } }] } };
@@ -58,6 +58,14 @@ t.test('no such failure: any other end (and one named by annotation is such a si
   const crashed = failed({ main: 0 });
   crashed.status!.containerStatuses!.push(containerStatus('proxy', 1, { state: { terminated: { exitCode: 1, finishedAt: new Date('2026-01-01T00:00:30Z') } } }));
   t.equal(sidecarExitFailure(crashed), undefined, 'the sidecar crashed while the work ran: its own failure, not the stop');
+  const deleted = failed({ main: 0, proxy: 143 });
+  deleted.metadata!.deletionTimestamp = new Date(FINISHED);
+  t.equal(sidecarExitFailure(deleted), undefined, 'deleted: the deletion ended it');
+  const evicted = failed({ main: 0, proxy: 143 });
+  evicted.status!.conditions = [{ type: 'DisruptionTarget', status: 'True', reason: 'EvictionByEvictionAPI' }];
+  t.equal(sidecarExitFailure(evicted), undefined, 'disrupted: an eviction ended it, and a rule onPodConditions may judge that first');
+  evicted.status!.conditions = [{ type: 'DisruptionTarget', status: 'False' }, 'junk' as never];
+  t.ok(sidecarExitFailure(evicted), 'a DisruptionTarget condition that is not True changes nothing');
   const onFailure = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 143 }, { phase: 'Failed', spec: { restartPolicy: 'OnFailure' } });
   t.equal(sidecarExitFailure(onFailure), undefined, 'OnFailure: not this failure');
   const annotated = jobPod([main(), main('proxy')], { main: 0, proxy: 143 }, { phase: 'Failed', metadata: { annotations: { [POD_ANNOTATIONS.sidecars]: 'proxy' } } });

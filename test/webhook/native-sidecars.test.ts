@@ -130,6 +130,7 @@ t.test('a reinvocation after a later webhook dropped restartPolicy: Always from 
 });
 
 t.test('a cluster with a node whose kubelet runs no native sidecars: no pod is migrated, and the annotation says why', async (t) => {
+  t.match((await mutated(loadReview('pod-manageable'), testApp({ nativeSidecars: true, cluster: () => ({ oldKubelets: 'unread' }) }))).pod.metadata.annotations[SKIPPED_ANNOTATION], /^spec\.containers: the nodes' kubelet versions are not read yet/, 'the nodes not read yet: none moves');
   const app = testApp({ nativeSidecars: true, cluster: () => ({ oldKubelets: [{ node: 'node-old', version: 'v1.28.9' }] }) });
   const { pod, response } = await mutated(loadReview('pod-manageable'), app);
   t.equal(pod.spec.initContainers, undefined, 'nothing moved');
