@@ -67,7 +67,18 @@ t.test("the leader's path to the API server is black-holed while a standby runs:
   const manifests = jobs.map((name, i) => jobYaml(name, { annotations: { [simAnnotations.exitAfter('main')]: `${1 + i * 0.5}s` }, containers: [main(), killSidecar()] }));
   const applied = await cp.kubectl(['apply', '-f', '-'], { namespace, input: manifests.join('\n---\n') });
   t.equal(applied.code, 0, 'the Jobs applied', { stderr: applied.stderr });
-  await waitFor('the leader to act on a few pods', () => actedOn(leader).length >= 5, { timeoutMs: 120_000 });
+  try {
+    await waitFor('the leader to act on a few pods', () => actedOn(leader).length >= 5, { timeoutMs: 120_000 });
+  } catch (error) {
+    // What the pods and the leader were doing, for a run that could not start.
+    const pods = (await cluster.core.listNamespacedPod({ namespace })).items;
+    const states = pods.map((pod) => `${pod.metadata?.name} ${pod.status?.phase} labels=${JSON.stringify(pod.metadata?.labels ?? {})} ${JSON.stringify(pod.status?.containerStatuses?.map((s) => [s.name, Object.keys(s.state ?? {})[0]]) ?? [])}`);
+    t.comment(`${pods.length} pods:\n${states.slice(0, 10).join('\n')}`);
+    const failedCreates = (await cluster.core.listNamespacedEvent({ namespace, fieldSelector: 'reason=FailedCreate' })).items.map((e) => `${e.involvedObject.name}: ${e.message}`);
+    t.comment(`the Job controller's FailedCreate events (${failedCreates.length}):\n${failedCreates.slice(0, 5).join('\n')}`);
+    t.comment(`leader's last log lines:\n${leader.output().split('\n').slice(-30).join('\n')}`);
+    throw error;
+  }
 
   path.blackhole();
   const blackholedAt = Date.now();
