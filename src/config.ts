@@ -158,6 +158,11 @@ export const SERVE_FLAGS = {
     'With --kill-mechanism auto, how often the watcher asks the API server again whether it serves ContainerRecreateRequests, and switches mechanism when OpenKruise was installed or removed (a log line, and an event on the Lease with --leader-elect); a pod whose sidecars were told to stop already finishes with the mechanism it began with. 0s: only at start.',
     '1m',
   ),
+  kruiseNamespace: text(
+    'kruise-namespace',
+    "OpenKruise's namespace, where the watcher looks for ready kruise-daemon pods (label control-plane=daemon) with --kill-mechanism auto: only pods on their nodes get ContainerRecreateRequests, pods on other nodes signal containers. Read with the mechanism, every --kill-mechanism-check-interval.",
+    'kruise-system',
+  ),
   signalImage: text(
     'signal-image',
     "Image of the ephemeral container that stops a sidecar from inside its pod: it sends SIGTERM, or the sidecar's HTTP shutdown request, and waits its grace period (the project's stop-sidecar image, one static program; the chart follows this default).",

@@ -71,6 +71,7 @@ async function startWatcher({ config, kubeConfig, namespace, logger, metrics, re
       namespaces: config.namespaces,
       killMechanism: config.killMechanism,
       killMechanismCheckIntervalMs: config.killMechanismCheckInterval,
+      kruiseNamespace: config.kruiseNamespace,
       ...(config.leaderElect ? { lease: { namespace, name: config.leaderElectionLease } } : {}),
       signal: { image: config.signalImage, command: [...SIGNAL_COMMAND] },
       concurrency: config.concurrency,

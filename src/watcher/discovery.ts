@@ -1,25 +1,61 @@
 // Which kill mechanism the watcher uses on normal nodes. With `auto` it follows the cluster: the
 // API server is asked again every interval whether it serves Kruise's ContainerRecreateRequest,
-// so installing or removing OpenKruise needs no restart. A pod whose stop has begun finishes with
-// the mechanism it began with, so a switch never stops a sidecar twice: a pod with a signal
-// container keeps the signal mechanism; one whose ContainerRecreateRequest this watcher made keeps
-// that while the API is served (when it goes, the requests go with it, and the pod is signalled).
-import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+// and which nodes a kruise-daemon serves, so installing or removing OpenKruise needs no restart
+// and a node without a daemon is never sent a request nobody acts on. A pod whose stop has begun
+// finishes with the mechanism it began with, so a switch never stops a sidecar twice: a pod with
+// a signal container keeps the signal mechanism; one whose ContainerRecreateRequest this watcher
+// made keeps that while the API is served (when it goes, the requests go with it, and the pod is
+// signalled).
+import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { servedCrrVersion } from '../kube/discovery.ts';
+import { KRUISE_DAEMON_SELECTOR, readKruiseDaemonNodes } from '../kube/kruise-daemons.ts';
 import type { Logger } from '../logger.ts';
 import { classifyContainers, existingSignalContainer, podAnnotations, type KillMechanism } from '../policy/index.ts';
 
-export type ResolvedKillMechanism = { mechanism: 'crr'; crrVersion: string } | { mechanism: 'signal' };
+export type ResolvedKillMechanism =
+  | {
+      mechanism: 'crr';
+      crrVersion: string;
+      /**
+       * With auto, the nodes a ready kruise-daemon serves: pods on the others are signalled.
+       * Absent: every node (--kill-mechanism crr, or the daemons could not be read).
+       */
+      daemonNodes?: ReadonlySet<string>;
+    }
+  | { mechanism: 'signal' };
 
-/** crr when asked for or, with auto, when the cluster serves Kruise's ContainerRecreateRequest; signal otherwise. */
-export async function resolveKillMechanism(kubeConfig: KubeConfig, option: 'auto' | KillMechanism): Promise<ResolvedKillMechanism> {
+export interface KillMechanismSource {
+  kubeConfig: KubeConfig;
+  option: 'auto' | KillMechanism;
+  /** The namespace of OpenKruise's kruise-daemon pods, read with auto. */
+  kruiseNamespace: string;
+  logger: Logger;
+}
+
+/**
+ * crr when asked for or, with auto, when the cluster serves Kruise's ContainerRecreateRequest
+ * (with the nodes a kruise-daemon serves); signal otherwise.
+ */
+export async function resolveKillMechanism(source: KillMechanismSource): Promise<ResolvedKillMechanism> {
+  const { kubeConfig, option, kruiseNamespace, logger } = source;
   if (option === 'signal') return { mechanism: 'signal' };
   const crrVersion = await servedCrrVersion(kubeConfig);
-  if (crrVersion) return { mechanism: 'crr', crrVersion };
+  if (crrVersion && option === 'crr') return { mechanism: 'crr', crrVersion };
+  if (crrVersion) {
+    const daemons = await readKruiseDaemonNodes(kubeConfig.makeApiClient(CoreV1Api), kruiseNamespace);
+    if ('nodes' in daemons) return { mechanism: 'crr', crrVersion, daemonNodes: daemons.nodes };
+    logger.debug({ kruiseNamespace }, `cannot tell which nodes a kruise-daemon serves (${daemons.unknown}): ContainerRecreateRequests go to every node`);
+    return { mechanism: 'crr', crrVersion };
+  }
   if (option === 'crr') {
     throw new Error('--kill-mechanism crr: the cluster does not serve apps.kruise.io ContainerRecreateRequest; install OpenKruise or use --kill-mechanism signal');
   }
   return { mechanism: 'signal' };
+}
+
+/** Whether a ContainerRecreateRequest for a pod on this node is acted on: a kruise-daemon serves it, or it cannot be told. */
+function daemonServes(resolved: ResolvedKillMechanism & { mechanism: 'crr' }, nodeName: string | undefined): boolean {
+  return resolved.daemonNodes === undefined || nodeName === undefined || resolved.daemonNodes.has(nodeName);
 }
 
 /**
@@ -35,22 +71,31 @@ function signalled(pod: V1Pod): boolean {
 
 /**
  * The mechanism for a pod: the one its stop began with (`startedWith`, what this watcher
- * requested; a signal container in its spec, whoever sent it), else the cluster's now.
+ * requested; a signal container in its spec, whoever sent it), else the cluster's now for the
+ * pod's node: signal where no kruise-daemon serves it.
  */
 export function killMechanismFor(pod: V1Pod, startedWith: KillMechanism | undefined, now: ResolvedKillMechanism): KillMechanism {
   if (startedWith === 'crr' && now.mechanism === 'crr') return 'crr';
   // A ContainerRecreateRequest made while the API was served is gone with it: signalled now, not twice.
-  return startedWith === 'signal' || signalled(pod) ? 'signal' : now.mechanism;
+  if (startedWith === 'signal' || signalled(pod)) return 'signal';
+  return now.mechanism === 'crr' && daemonServes(now, pod.spec?.nodeName) ? 'crr' : 'signal';
 }
 
-export interface KillMechanismFollowerOptions {
-  kubeConfig: KubeConfig;
-  option: 'auto' | KillMechanism;
+export interface KillMechanismFollowerOptions extends KillMechanismSource {
   /** How often auto asks again; 0: never. */
   intervalMs: number;
-  logger: Logger;
-  /** Told of every change after the first resolution, once it is in effect. */
+  /** Told of every change of mechanism or version after the first resolution, once it is in effect. */
   onChange(previous: ResolvedKillMechanism, next: ResolvedKillMechanism): void;
+}
+
+/** At most this many node names in a log line. */
+const NAMED_NODES = 10;
+
+const named = (nodes: Iterable<string>) => [...nodes].slice(0, NAMED_NODES);
+
+/** Whether two resolutions send the same requests to the same nodes. */
+function sameNodes(a: ReadonlySet<string> | undefined, b: ReadonlySet<string> | undefined): boolean {
+  return a === b || (a !== undefined && b !== undefined && a.size === b.size && [...a].every((node) => b.has(node)));
 }
 
 /** The cluster's kill mechanism now: resolved at start, then, with auto, every interval. */
@@ -75,8 +120,9 @@ export class KillMechanismFollower {
 
   /** Resolves the mechanism (failing as resolveKillMechanism does), then follows the cluster with auto. */
   async start(): Promise<ResolvedKillMechanism> {
-    const { kubeConfig, option, intervalMs } = this.options;
-    this.resolved = await resolveKillMechanism(kubeConfig, option);
+    const { option, intervalMs } = this.options;
+    this.resolved = await resolveKillMechanism(this.options);
+    this.sayDaemonNodes(undefined);
     if (option === 'auto' && intervalMs > 0 && !this.stopped) this.schedule();
     return this.resolved;
   }
@@ -97,15 +143,40 @@ export class KillMechanismFollower {
   private async check(): Promise<void> {
     let next: ResolvedKillMechanism;
     try {
-      next = await resolveKillMechanism(this.options.kubeConfig, 'auto');
+      next = await resolveKillMechanism({ ...this.options, option: 'auto' });
     } catch (error) {
       // Discovery failing (an API server restarting) says nothing about Kruise: keep the mechanism.
-      this.options.logger.debug({ err: error }, 'could not ask the API server whether it serves ContainerRecreateRequests; keeping the kill mechanism');
+      this.options.logger.debug({ err: error }, 'could not ask the API server whether it serves ContainerRecreateRequests, or which nodes a kruise-daemon serves; keeping the kill mechanism');
       return;
     }
-    if (this.stopped || (next.mechanism === this.resolved.mechanism && this.crrVersion === (next.mechanism === 'crr' ? next.crrVersion : undefined))) return;
+    if (this.stopped) return;
     const previous = this.resolved;
+    const previousNodes = previous.mechanism === 'crr' ? previous.daemonNodes : undefined;
     this.resolved = next;
-    this.options.onChange(previous, next);
+    if (next.mechanism !== previous.mechanism || this.crrVersion !== (previous.mechanism === 'crr' ? previous.crrVersion : undefined)) {
+      this.options.onChange(previous, next);
+      this.sayDaemonNodes(undefined);
+    } else {
+      this.sayDaemonNodes(previousNodes);
+    }
+  }
+
+  /** Logs which nodes get ContainerRecreateRequests when that changed (from `before`), and warns when none does. */
+  private sayDaemonNodes(before: ReadonlySet<string> | undefined): void {
+    const { resolved } = this;
+    if (resolved.mechanism !== 'crr' || resolved.daemonNodes === undefined || (before !== undefined && sameNodes(before, resolved.daemonNodes))) return;
+    const nodes = resolved.daemonNodes;
+    const { logger, kruiseNamespace } = this.options;
+    if (nodes.size === 0) {
+      logger.warn(
+        { kruiseNamespace },
+        `no ready kruise-daemon pod (${KRUISE_DAEMON_SELECTOR}) in namespace ${kruiseNamespace}: no node acts on ContainerRecreateRequests, so sidecars are stopped by signal containers until one does (set --kruise-namespace if OpenKruise runs in another namespace)`,
+      );
+      return;
+    }
+    const fields = before === undefined
+      ? { daemonNodes: nodes.size, nodes: named(nodes) }
+      : { daemonNodes: nodes.size, added: named([...nodes].filter((node) => !before.has(node))), removed: named([...before].filter((node) => !nodes.has(node))) };
+    logger.info({ kruiseNamespace, ...fields }, 'nodes a kruise-daemon serves: their pods get ContainerRecreateRequests, pods on other nodes signal containers');
   }
 }

@@ -27,6 +27,8 @@ export interface WatcherOptions {
   killMechanism: 'auto' | KillMechanism;
   /** With auto, how often the API server is asked again whether it serves ContainerRecreateRequests; 0: only at start. */
   killMechanismCheckIntervalMs?: number;
+  /** With auto, where kruise-daemon's pods are: only their nodes get ContainerRecreateRequests. */
+  kruiseNamespace: string;
   /** The Lease the watcher runs under (leader election): a change of kill mechanism is an event on it. */
   lease?: { namespace: string; name: string };
   signal: SignalSettings;
@@ -62,6 +64,7 @@ export class Watcher {
     const follower = (this.killMechanism = new KillMechanismFollower({
       kubeConfig: options.kubeConfig,
       option: options.killMechanism,
+      kruiseNamespace: options.kruiseNamespace,
       intervalMs: options.killMechanismCheckIntervalMs ?? 0,
       logger: options.logger,
       onChange: (previous, next) => void this.announce(previous, next),

@@ -67,7 +67,7 @@ const CALLS: Record<string, Call> = {
   // The watcher.
   getJson: { sites: ['src/watcher/reflector.ts'], needs: [pods('list')], why: 'list the managed pods (in every namespace, or per namespace with --namespaces), as plain JSON' },
   listPodForAllNamespaces: { sites: ['src/watcher/sweeper.ts', 'src/status/cluster.ts'], needs: [pods('list')], why: 'the sweeper lists unlabelled running pods' },
-  listNamespacedPod: { sites: ['src/watcher/sweeper.ts', 'src/status/cluster.ts'], needs: [pods('list')], why: 'the same, per namespace with --namespaces' },
+  listNamespacedPod: { sites: ['src/watcher/sweeper.ts', 'src/status/cluster.ts', 'src/kube/kruise-daemons.ts'], needs: [pods('list')], why: 'the same, per namespace with --namespaces; with --kill-mechanism auto, the ready kruise-daemon pods in --kruise-namespace (with --namespaces the watcher may not list them, and sends ContainerRecreateRequests to every node)' },
   'Watch.watch': { sites: ['src/watcher/reflector.ts'], needs: [pods('watch')], why: 'watch the managed pods' },
   readNamespacedPod: { sites: ['src/watcher/reconciler.ts', 'src/watcher/sweeper.ts', 'src/watcher/executor.ts', 'src/status/cluster.ts'], needs: [pods('get')], why: 'the pod as it is now, before saying its sidecar ignores SIGTERM; a stopped pod once it has ended; the sweeper re-reads a pod that changed before its label; `status pod/NAME` reads it as the user' },
   patchNamespacedPod: { sites: ['src/watcher/pod-writes.ts', 'src/watcher/sweeper.ts'], needs: [pods('patch')], why: "the sweeper's managed label, and the in-place quick-exit image" },
@@ -180,7 +180,7 @@ function componentOf(file: string): Process | 'user' | undefined {
   if (file.startsWith('src/status/')) return 'user';
   if (file === 'src/kube/remove-webhooks.ts') return 'webhooks-cleanup';
   // status reads the same discovery documents with the user's own permissions.
-  if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts' || file === 'src/kube/discovery.ts') return 'watcher';
+  if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts' || file === 'src/kube/discovery.ts' || file === 'src/kube/kruise-daemons.ts') return 'watcher';
   if (file.startsWith('src/tls/') || file.startsWith('src/webhook/') || ['src/kube/webhook-configurations.ts', 'src/kube/fence.ts', 'src/kube/server-version.ts', 'src/kube/pod-mutating-webhooks.ts'].includes(file)) return 'webhook';
   return undefined;
 }

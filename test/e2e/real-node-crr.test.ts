@@ -174,4 +174,40 @@ if (canRunRealNode(t)) {
     t.equal(completed.metadata.labels?.['crr.apps.kruise.io/pod-uid'], pod.metadata?.uid, "Kruise's webhook completed it before the fence saw it");
     t.equal(completed.spec.containers[0]?.statusContext?.containerID, pod.status?.containerStatuses?.find((s) => s.name === 'proxy')?.containerID, 'with the container ID');
   });
+
+  // With auto, the chart's default, only nodes with a ready kruise-daemon pod get requests. The
+  // daemon killed while a Job runs (an OOM kill, a crash): its pod turns unready, the watcher reads
+  // that within --kill-mechanism-check-interval, and the Job's sidecar is signalled instead.
+  t.test('auto: a ContainerRecreateRequest while the node\'s kruise-daemon is ready; the daemon killed mid-run, the next sidecar is signalled at once', async (t) => {
+    await serve.stop();
+    const auto = await startServe((port) => ['--kubeconfig', cp.kubeconfigPath, '--cert-dir', certDir, ...registeringWebhooks(port, 'Fail'), '--kill-mechanism', 'auto', '--kill-mechanism-check-interval', '1s']);
+    t.teardown(() => auto.stop());
+    const said = (msg: RegExp) => auto.logs().filter((line) => typeof line.msg === 'string' && msg.test(line.msg));
+    t.match(said(/^nodes a kruise-daemon serves/)[0], { daemonNodes: 1, nodes: [node.name] }, 'the watcher names the node whose daemon is ready');
+    const namespace = await cp.createNamespace();
+    const failed = (err: unknown) => {
+      t.comment(kruise.logTails());
+      t.comment(auto.output().split('\n').slice(-40).join('\n'));
+      throw err;
+    };
+
+    await apply(cp, namespace, jobYaml('daemon-ready', { containers: mainAndProxy('2s') }));
+    await waitForJob(cluster, namespace, 'daemon-ready', 'Complete', 120_000).catch(failed);
+    await expectJobStoppedBy(t, cluster, namespace, 'daemon-ready', { proxy: 'crr' });
+
+    await apply(cp, namespace, jobYaml('daemon-killed', { containers: mainAndProxy('15s') }));
+    const name = (await podOfJob(cluster, namespace, 'daemon-killed')).metadata!.name!;
+    await containerStatus(cluster, namespace, name, 'main', (s) => s.state?.running !== undefined);
+    kruise.killDaemon(node.name);
+    const warned = await waitFor('the watcher to read that no daemon is ready', async () => said(/^no ready kruise-daemon pod/)[0], { timeoutMs: 30_000 });
+    t.match(warned, { level: 40, kruiseNamespace: 'kruise-system' }, 'it warns that no node acts on requests now');
+    await waitForJob(cluster, namespace, 'daemon-killed', 'Complete', 120_000).catch(failed);
+    const [ending] = await expectJobStoppedBy(t, cluster, namespace, 'daemon-killed', { proxy: 'signal' });
+    t.equal(ending?.sidecars.find((s) => s.container === 'proxy')?.crr, undefined, 'no ContainerRecreateRequest was made for the pod');
+    const main = await containerStatus(cluster, namespace, name, 'main', (s) => s.state?.terminated !== undefined);
+    const proxy = await containerStatus(cluster, namespace, name, 'proxy', (s) => s.state?.terminated !== undefined);
+    const waited = (Date.parse(String(proxy.state?.terminated?.finishedAt)) - Date.parse(String(main.state?.terminated?.finishedAt))) / 1000;
+    t.ok(waited < 30, `the sidecar exited ${waited} s after the main container, not after the minute an unanswered request waits`);
+    t.comment(`seconds from the main container's exit to the sidecar's: ${waited}`);
+  });
 }

@@ -40,7 +40,8 @@ if (canRunRealNode(t)) {
         await startInitContainerRewriter(t, cp, rewritten[namespace], policy);
       }
     },
-    serveArgs: ['--native-sidecars', 'labelled'],
+    // crr asked for: with auto, a node without a ready kruise-daemon pod is signalled instead.
+    serveArgs: ['--native-sidecars', 'labelled', '--kill-mechanism', 'crr'],
   });
   const { cp } = stack;
 

@@ -76,6 +76,7 @@ export const CHART_SETTINGS: Record<string, ChartSetting> = {
   namespaces: { kind: 'value', path: 'watcher.namespaces', sample: ['team-a', 'team-b'], arg: 'team-a,team-b', components: ['watcher'], note: 'a list; RBAC becomes a Role per namespace' },
   killMechanism: { kind: 'value', path: 'watcher.killMechanism', sample: 'crr', arg: 'crr', components: ['watcher'] },
   killMechanismCheckInterval: { kind: 'value', path: 'watcher.killMechanismCheckInterval', sample: '5m', arg: '5m', components: ['watcher'] },
+  kruiseNamespace: { kind: 'value', path: 'watcher.kruiseNamespace', sample: 'openkruise', arg: 'openkruise', components: ['watcher'] },
   signalImage: { kind: 'value', path: 'watcher.signalImage', sample: 'registry.example.com/signal:1.0', arg: 'registry.example.com/signal:1.0', components: ['watcher'], note: 'default: stop-sidecar beside the add-on image (`image.registry`), with its tag' },
   quickExitImage: { kind: 'value', path: 'watcher.quickExitImage', sample: 'registry.example.com/quick-exit:1.0', arg: 'registry.example.com/quick-exit:1.0', components: ['watcher'], note: 'default (null): quick-exit beside the add-on image, with its tag; `""` sets the phase instead' },
   resyncInterval: { kind: 'value', path: 'watcher.resyncInterval', sample: '10m', arg: '10m', components: ['watcher'] },

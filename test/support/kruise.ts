@@ -10,8 +10,9 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AdmissionregistrationV1Api, ApiextensionsV1Api } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, ApiextensionsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
+import { KRUISE_DAEMON_SELECTOR } from '../../src/kube/kruise-daemons.ts';
 import type { ControlPlane } from './control-plane.ts';
 import { ManagedProcess, buildScriptOutput, keepOnlyLogs, logTails, retryOnPortTaken, startFailure, waitWhileRunning } from './managed-process.ts';
 import { PortLease } from './net.ts';
@@ -35,6 +36,8 @@ export interface KruiseOptions {
 export interface Kruise {
   /** The manager's and daemons' logs, for a failed test. */
   logTails(lines?: number): string;
+  /** SIGKILLs the kruise-daemon of this node (as an OOM kill or a crash does); its pod turns unready. */
+  killDaemon(nodeName: string): void;
   stop(): Promise<void>;
 }
 
@@ -56,6 +59,7 @@ async function startKruiseOnce(cp: ControlPlane, home: string, options: KruiseOp
   const dir = mkdtempSync(join(tmpdir(), 'st-kruise-'));
   const processes: ManagedProcess[] = [];
   const ports = new PortLease();
+  const core = cp.kubeConfig.makeApiClient(CoreV1Api);
   const stop = async (keepLogs: boolean) => {
     await Promise.all(processes.map((p) => p.stop()));
     ports.release();
@@ -64,6 +68,11 @@ async function startKruiseOnce(cp: ControlPlane, home: string, options: KruiseOp
   };
   const kruise: Kruise = {
     logTails: (lines = 40) => logTails(processes, lines),
+    killDaemon: (nodeName) => {
+      const daemon = processes.find((p) => p.name === `kruise-daemon-${nodeName}`);
+      if (!daemon) throw new Error(`no kruise-daemon runs on ${nodeName}`);
+      daemon.killNow();
+    },
     stop: () => stop(false),
   };
   try {
@@ -116,6 +125,13 @@ async function startKruiseOnce(cp: ControlPlane, home: string, options: KruiseOp
       ], join(dir, `kruise-daemon-${node.name}.log`), { env: { ...process.env, NODE_NAME: node.name, NODE_DIR: node.dir }, setsPdeathsig: true });
       processes.push(daemon);
       await waitUntil(`kruise-daemon on ${node.name} to be healthy`, processes, daemon, () => httpOk(`http://127.0.0.1:${addr}/healthz`));
+      await daemonPod(cp, node, addr);
+    }
+    if ((options.nodes ?? []).length > 0) {
+      await waitUntil("kruise-daemon's pods to be ready", processes, undefined, async () => {
+        const pods = await core.listNamespacedPod({ namespace: KRUISE_NAMESPACE, labelSelector: KRUISE_DAEMON_SELECTOR });
+        return pods.items.filter((pod) => pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length === options.nodes!.length;
+      });
     }
   } catch (err) {
     const logs = kruise.logTails();
@@ -123,6 +139,39 @@ async function startKruiseOnce(cp: ControlPlane, home: string, options: KruiseOp
     throw startFailure('OpenKruise', err, logs);
   }
   return kruise;
+}
+
+/**
+ * kruise-daemon runs here as a process of the host, not from its DaemonSet (no image of it is
+ * built). Its pod, as the DaemonSet would make it, is what the cluster shows of it and what the
+ * add-on reads: hostNetwork, on the daemon's node, ready while the daemon's /healthz answers
+ * (the kubelet probes it every second), running the pause image in its place.
+ */
+async function daemonPod(cp: ControlPlane, node: RealNode, port: number): Promise<void> {
+  const [key, value] = KRUISE_DAEMON_SELECTOR.split('=') as [string, string];
+  const core = cp.kubeConfig.makeApiClient(CoreV1Api);
+  const name = `kruise-daemon-${node.name}`;
+  // One left by an earlier start (a retry on new ports, a second OpenKruise in the same cluster) probes the old port.
+  await core.deleteNamespacedPod({ namespace: KRUISE_NAMESPACE, name, gracePeriodSeconds: 0 }).catch(() => undefined);
+  await waitUntil(`the earlier pod ${name} to be gone`, [], undefined, async () => !(await core.readNamespacedPod({ namespace: KRUISE_NAMESPACE, name }).then(() => true, () => false)));
+  await core.createNamespacedPod({
+    namespace: KRUISE_NAMESPACE,
+    body: {
+      metadata: { name, labels: { [key]: value } },
+      spec: {
+        nodeName: node.name,
+        hostNetwork: true,
+        tolerations: [{ operator: 'Exists' }],
+        terminationGracePeriodSeconds: 0,
+        containers: [{
+          name: 'daemon',
+          image: node.images.pause!,
+          imagePullPolicy: 'Never',
+          readinessProbe: { httpGet: { host: '127.0.0.1', port, path: '/healthz' }, periodSeconds: 1, failureThreshold: 1 },
+        }],
+      },
+    },
+  });
 }
 
 /** Server-side apply: some of Kruise's CRDs are too large for the last-applied annotation. */

@@ -34,6 +34,7 @@ import { describeError, isApiError } from './sim/api-errors.ts';
 import { ContainerBehaviour, isPullableImageByDefault, isQuickExitImageByDefault, type SigtermReaction } from './sim/container-behaviour.ts';
 import { ContainerRecreateRequestExecutor, type RecreateContainers } from './sim/container-recreate-requests.ts';
 import { KeyedLanes } from './sim/lanes.ts';
+import { KRUISE_NAMESPACE, createKruiseDaemonPods } from './sim/kruise-daemon-pods.ts';
 import { SimulatedNodes } from './sim/nodes.ts';
 import { PodRuntime, type Later, type RuntimeTimings } from './sim/pod-runtime.ts';
 import { startResilientInformer, type RunningInformer } from './sim/resilient-informer.ts';
@@ -145,8 +146,9 @@ export class KubeletSimulator {
         if (this.pods.has(podKey(pod))) this.requestSync(podKey(pod));
       },
     };
+    // kruise-daemon's pods run in their own namespace, watched whatever `namespaces` says.
     const sources = this.namespaces
-      ? this.namespaces.map((namespace) => ({
+      ? [...new Set([...this.namespaces, KRUISE_NAMESPACE])].map((namespace) => ({
           path: `/api/v1/namespaces/${namespace}/pods`,
           list: () => this.core.listNamespacedPod({ namespace }),
         }))
@@ -155,6 +157,7 @@ export class KubeletSimulator {
       sources.map(({ path, list }) => startResilientInformer(this.kubeConfig, path, list, podHandlers, this.log)),
     );
     await this.crrExecutor.start(this.namespaces);
+    await createKruiseDaemonPods(this.core, this.nodes.normal);
   }
 
   /** Stops watching and every timer; pods and nodes stay as they are. */

@@ -40,3 +40,16 @@ t.test('a signal container for a sidecar with an HTTP stop method does not count
   const sqlSignalled = { ...pod, spec: { ...pod.spec!, ephemeralContainers: [...pod.spec!.ephemeralContainers!, { name: 'stop-sql', image: 'st:1', targetContainerName: 'sql' }] } };
   t.equal(killMechanismFor(sqlSignalled, undefined, crr), 'signal', 'a signal container for sql does count');
 });
+
+t.test('with auto, a pod on a node no kruise-daemon serves is signalled: a ContainerRecreateRequest there is never acted on', async (t) => {
+  const served: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemonNodes: new Set(['node-a']) };
+  const elsewhere: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemonNodes: new Set(['node-b']) };
+  const none: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemonNodes: new Set() };
+  t.equal(killMechanismFor(fresh(), undefined, served), 'crr', "the pod's node, node-a, has a ready daemon");
+  t.equal(killMechanismFor(fresh(), undefined, elsewhere), 'signal', 'only node-b has one');
+  t.equal(killMechanismFor(fresh(), undefined, none), 'signal', 'no node has one (the KruiseDaemon gate off, or the daemon not yet ready)');
+  t.equal(killMechanismFor(fresh(), 'crr', none), 'crr', 'a pod whose request was made keeps it: a daemon gone since is covered by the crr-not-done deadline, not a second stop');
+  const unscheduled = fresh();
+  delete unscheduled.spec!.nodeName;
+  t.equal(killMechanismFor(unscheduled, undefined, elsewhere), 'crr', 'a pod without a node is not judged by its node');
+});
