@@ -5,7 +5,9 @@
 //		stop-sidecar --grace-period=SECONDS [--method=POST --url=http://localhost:PORT/PATH] [--container-id=ID]
 //
 //	 1. With --url, it sends that HTTP request (loopback only): a proxy's own shutdown endpoint. A
-//	    request that fails or answers other than 2xx falls back to SIGTERM.
+//	    request that fails or answers other than 2xx falls back to SIGTERM. A connection the
+//	    sidecar closes without an answer (a proxy that exits on the request before its answer is
+//	    written, as cloud-sql-proxy can) is given a few seconds to show the sidecar exiting first.
 //	 2. Otherwise it sends SIGTERM to the sidecar: PID 1 of the namespace; or, with --container-id
 //	    (a pod with shareProcessNamespace, where PID 1 is the pause process), the process of that
 //	    container whose parent is outside it, found by the container ID in /proc/PID/cgroup.
@@ -28,6 +30,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -48,6 +51,9 @@ const (
 	requestTimeout   = 10 * time.Second
 	retryRefused     = 10 * time.Second
 	retryPause       = 250 * time.Millisecond
+	// How long a sidecar that closed the connection on its shutdown request is watched for its
+	// exit before it is sent SIGTERM.
+	closedSettle = 3 * time.Second
 )
 
 var lines []string
@@ -86,7 +92,7 @@ func main() {
 
 	asked := false
 	if *target != "" {
-		asked = shutdownRequest(*method, *target, *grace)
+		asked = shutdownRequest(sidecar, *method, *target, *grace)
 	}
 	if !asked {
 		terminate(sidecar)
@@ -108,7 +114,7 @@ func main() {
 }
 
 // shutdownRequest sends the request; true when the sidecar answered 2xx.
-func shutdownRequest(method, raw string, grace int) bool {
+func shutdownRequest(sidecar *sidecar, method, raw string, grace int) bool {
 	parsed, err := url.Parse(raw)
 	if err != nil || parsed.Scheme != "http" || !loopback(parsed.Hostname()) || parsed.Port() == "" {
 		fail(exitUsage, "refusing %s %s: only http://localhost:PORT, http://127.0.0.1:PORT or http://[::1]:PORT, the pod's own loopback", method, raw)
@@ -125,6 +131,17 @@ func shutdownRequest(method, raw string, grace int) bool {
 		time.Sleep(retryPause)
 		response, err = client.Do(request)
 	}
+	if err != nil && closedWithoutAnswer(err) {
+		// The request reached the sidecar, which may be exiting on it: SIGTERM only if it is not.
+		report("%s %s: the connection closed without an answer (%v); watching the sidecar for %s", method, raw, err, closedSettle)
+		for end := time.Now().Add(min(closedSettle, time.Duration(grace)*time.Second)); time.Now().Before(end); time.Sleep(poll) {
+			if sidecar.exited() {
+				fail(0, "the sidecar exited")
+			}
+		}
+		report("%s %s: the sidecar still runs: sending SIGTERM instead", method, raw)
+		return false
+	}
 	if err != nil {
 		report("%s %s failed (%v): sending SIGTERM instead", method, raw, err)
 		return false
@@ -136,6 +153,12 @@ func shutdownRequest(method, raw string, grace int) bool {
 	}
 	report("%s %s answered %s", method, raw, response.Status)
 	return true
+}
+
+// closedWithoutAnswer says whether the sidecar accepted the connection and closed it before its
+// answer: the request may have been read and acted on.
+func closedWithoutAnswer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 func terminate(sidecar *sidecar) {

@@ -8,10 +8,12 @@
 //	    --exit. With --wait-tcp it first waits until that address accepts a connection: a sidecar's
 //	    port, so that the sidecar has started (and installed its signal handlers) when the work
 //	    ends, and on a later run that it still serves; it exits 2 if it does not within --wait-timeout.
-//	test-container sidecar [--on-term 0] [--ignore-term] [--listen :port]
+//	test-container sidecar [--on-term 0] [--ignore-term] [--listen :port [--exit-on-request]]
 //	    runs until it gets SIGTERM or SIGINT, logs the signal and exits with --on-term; with
 //	    --ignore-term it logs SIGTERM and keeps running (only SIGKILL stops it); with --listen it
-//	    accepts (and closes) TCP connections on that address meanwhile.
+//	    accepts (and closes) TCP connections on that address meanwhile; with --exit-on-request, a
+//	    connection that sends bytes makes it exit 0 without answering (as a proxy whose shutdown
+//	    endpoint ends it before its answer is written).
 //
 // Every line it prints starts with its uid, so a test can tell which user it ran as.
 package main
@@ -111,6 +113,7 @@ func runSidecar(args []string) {
 	onTerm := flags.Int("on-term", 0, "exit code on SIGTERM or SIGINT")
 	ignoreTerm := flags.Bool("ignore-term", false, "keep running on SIGTERM")
 	listen := flags.String("listen", "", "address to accept TCP connections on while running")
+	exitOnRequest := flags.Bool("exit-on-request", false, "with --listen: exit 0, without answering, on the first connection that sends bytes")
 	_ = flags.Parse(args)
 	if *listen != "" {
 		listener, err := net.Listen("tcp", *listen)
@@ -124,6 +127,14 @@ func runSidecar(args []string) {
 				conn, err := listener.Accept()
 				if err != nil {
 					return
+				}
+				if *exitOnRequest {
+					_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+					if n, _ := conn.Read(make([]byte, 1024)); n > 0 {
+						conn.Close()
+						logf("sidecar: received a request on %s, exiting with code 0 without answering", *listen)
+						os.Exit(0)
+					}
 				}
 				conn.Close()
 			}

@@ -139,6 +139,24 @@ if (canRunRealNode(t)) {
     await expectJobStoppedBy(t, stack, namespace, 'ignores-sigterm', { sidecar: ['signal', 'image'] }, { warnings: ['signal-ignored'] });
   });
 
+  // A proxy whose shutdown endpoint ends it before its answer is written (cloud-sql-proxy can):
+  // the request did its work, and the connection closed without an answer is not a failure to
+  // cover with SIGTERM while the sidecar is exiting. One that closes it and runs on is sent SIGTERM.
+  for (const [name, listen, path, said] of [
+    ['closes-and-exits', ['--listen', ':8091', '--exit-on-request'], 'http', /Z POST http:\/\/localhost:8091\/quit: the connection closed without an answer \(.*\); watching the sidecar for 3s(\n.*Z the sidecar exited)?\n?$/],
+    ['closes-and-runs', ['--listen', ':8091'], 'signal', /the connection closed without an answer \(.*\); watching the sidecar for 3s\n.*Z POST http:\/\/localhost:8091\/quit: the sidecar still runs: sending SIGTERM instead\n.*Z SIGTERM sent to PID 1/],
+  ] as const) {
+    t.test(`a shutdown request whose connection the sidecar closes without an answer, ${name}: ${path === 'http' ? 'it exits on the request, no SIGTERM' : 'SIGTERM a few seconds later'}`, { buffered: true }, async (t) => {
+      const namespace = await cp.createNamespace();
+      await apply(cp, namespace, jobYaml(name, { annotations: { 'stop.sidecar-terminator.io/sidecar': 'POST http://localhost:8091/quit' }, containers: containers({ image: TEST_IMAGE, args: ['sidecar', ...listen] }) }));
+      await waitForJob(stack, namespace, name, 'Complete', 180_000);
+      const [ending] = await expectJobStoppedBy(t, stack, namespace, name, { sidecar: path });
+      t.match(ending?.sidecars[0]?.signal?.message, said, 'the signal container says what it saw, step by step');
+      const pod = await podOfJob(stack, namespace, name);
+      t.match(await containerLog(cp, namespace, pod.metadata!.name!, 'sidecar'), path === 'http' ? /sidecar: received a request on :8091, exiting with code 0 without answering/ : /sidecar: received SIGTERM, exiting with code 0/);
+    });
+  }
+
   t.test('containers proxy and stop-proxy, both marked: both stopped by SIGTERM, no name collides', { buffered: true }, async (t) => {
     const namespace = await cp.createNamespace();
     const marked = (name: string) => `        - name: ${name}
