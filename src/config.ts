@@ -76,6 +76,15 @@ export const duration = (name: string, help: string, fallback: string): FlagSpec
   },
 });
 
+/** A namespace name (an RFC 1123 DNS label). */
+const namespaceName = (name: string, help: string, fallback: string): FlagSpec<string> => ({
+  ...text(name, help, fallback),
+  parse: (raw) => {
+    if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(raw)) throw new Error(`--${name}: expected a namespace name (lower-case letters, digits and '-', at most 63), got ${JSON.stringify(raw)}`);
+    return raw;
+  },
+});
+
 const bytes = (name: string, help: string, fallback: number): FlagSpec<number> => ({
   name,
   env: envName(name),
@@ -152,15 +161,15 @@ export const SERVE_FLAGS = {
   },
   validateWorkloads: bool('validate-workloads', 'Register the validating webhook for Deployment, StatefulSet and DaemonSet writes too (their pod templates get warnings, never a denial); off, only Pods, Jobs and CronJobs wait on the webhook.'),
   namespaces: list('namespaces', 'Namespaces whose managed pods the watcher acts on; empty means every namespace.'),
-  killMechanism: oneOf('kill-mechanism', 'How sidecars on normal nodes are stopped: crr creates an OpenKruise ContainerRecreateRequest (kruise-daemon kills the container), signal adds an ephemeral container that sends SIGTERM to the sidecar, auto uses crr while the cluster serves the Kruise CRD and signal otherwise (see --kill-mechanism-check-interval).', ['auto', 'crr', 'signal'] as const, 'auto'),
+  killMechanism: oneOf('kill-mechanism', 'How sidecars on normal nodes are stopped: crr creates an OpenKruise ContainerRecreateRequest (kruise-daemon kills the container), signal adds an ephemeral container that sends SIGTERM to the sidecar, auto uses crr for pods on nodes where a ready kruise-daemon pod runs while the cluster serves the Kruise CRD, and signal otherwise (see --kill-mechanism-check-interval and --kruise-namespace).', ['auto', 'crr', 'signal'] as const, 'auto'),
   killMechanismCheckInterval: duration(
     'kill-mechanism-check-interval',
-    'With --kill-mechanism auto, how often the watcher asks the API server again whether it serves ContainerRecreateRequests, and switches mechanism when OpenKruise was installed or removed (a log line, and an event on the Lease with --leader-elect); a pod whose sidecars were told to stop already finishes with the mechanism it began with. 0s: only at start.',
+    'With --kill-mechanism auto, how often the watcher asks the API server again whether it serves ContainerRecreateRequests, and switches mechanism when OpenKruise was installed or removed (a log line, and an event on the Lease with --leader-elect), and reads again which nodes a ready kruise-daemon pod runs on (a log line when that changes); a pod whose sidecars were told to stop already finishes with the mechanism it began with. 0s: only at start, nodes included.',
     '1m',
   ),
-  kruiseNamespace: text(
+  kruiseNamespace: namespaceName(
     'kruise-namespace',
-    "OpenKruise's namespace, where the watcher looks for ready kruise-daemon pods (label control-plane=daemon) with --kill-mechanism auto: only pods on their nodes get ContainerRecreateRequests, pods on other nodes signal containers. Read with the mechanism, every --kill-mechanism-check-interval.",
+    "OpenKruise's namespace, where the watcher looks for ready kruise-daemon pods (label control-plane=daemon) with --kill-mechanism auto: only pods on their nodes get ContainerRecreateRequests, pods on other nodes signal containers. Read with the mechanism, every --kill-mechanism-check-interval; where the watcher may not list pods there, every node gets requests.",
     'kruise-system',
   ),
   signalImage: text(

@@ -27,7 +27,8 @@ function serving(pod: V1Pod): boolean {
  */
 export async function readKruiseDaemonNodes(core: Pick<CoreV1Api, 'listNamespacedPod'>, namespace: string): Promise<KruiseDaemonNodes> {
   try {
-    const list = await core.listNamespacedPod({ namespace, labelSelector: KRUISE_DAEMON_SELECTOR });
+    // From the API server's watch cache (resourceVersion 0), not etcd: read every interval, a moment's lag is harmless.
+    const list = await core.listNamespacedPod({ namespace, labelSelector: KRUISE_DAEMON_SELECTOR, fieldSelector: 'status.phase=Running', resourceVersion: '0' });
     return { nodes: new Set(list.items.filter(serving).map((pod) => pod.spec!.nodeName!)) };
   } catch (error) {
     if (isApiError(error, 403)) return { unknown: `the watcher may not list pods in namespace ${namespace}` };

@@ -8,7 +8,8 @@
 // signalled).
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { servedCrrVersion } from '../kube/discovery.ts';
-import { KRUISE_DAEMON_SELECTOR, readKruiseDaemonNodes } from '../kube/kruise-daemons.ts';
+import { apiErrorMessage } from '../kube/api-errors.ts';
+import { KRUISE_DAEMON_SELECTOR, readKruiseDaemonNodes, type KruiseDaemonNodes } from '../kube/kruise-daemons.ts';
 import type { Logger } from '../logger.ts';
 import { classifyContainers, existingSignalContainer, podAnnotations, type KillMechanism } from '../policy/index.ts';
 
@@ -21,6 +22,8 @@ export type ResolvedKillMechanism =
        * Absent: every node (--kill-mechanism crr, or the daemons could not be read).
        */
       daemonNodes?: ReadonlySet<string>;
+      /** With auto, why the daemons could not be read. */
+      daemonNodesUnknown?: string;
     }
   | { mechanism: 'signal' };
 
@@ -29,23 +32,28 @@ export interface KillMechanismSource {
   option: 'auto' | KillMechanism;
   /** The namespace of OpenKruise's kruise-daemon pods, read with auto. */
   kruiseNamespace: string;
-  logger: Logger;
 }
 
 /**
  * crr when asked for or, with auto, when the cluster serves Kruise's ContainerRecreateRequest
- * (with the nodes a kruise-daemon serves); signal otherwise.
+ * (with the nodes a kruise-daemon serves); signal otherwise. A failed read of the daemons is
+ * thrown, or with `daemonReadErrors: 'unknown'` (at start, which must not fail on it) taken as
+ * not knowing them.
  */
-export async function resolveKillMechanism(source: KillMechanismSource): Promise<ResolvedKillMechanism> {
-  const { kubeConfig, option, kruiseNamespace, logger } = source;
+export async function resolveKillMechanism(source: KillMechanismSource, daemonReadErrors: 'throw' | 'unknown' = 'throw'): Promise<ResolvedKillMechanism> {
+  const { kubeConfig, option, kruiseNamespace } = source;
   if (option === 'signal') return { mechanism: 'signal' };
   const crrVersion = await servedCrrVersion(kubeConfig);
   if (crrVersion && option === 'crr') return { mechanism: 'crr', crrVersion };
   if (crrVersion) {
-    const daemons = await readKruiseDaemonNodes(kubeConfig.makeApiClient(CoreV1Api), kruiseNamespace);
-    if ('nodes' in daemons) return { mechanism: 'crr', crrVersion, daemonNodes: daemons.nodes };
-    logger.debug({ kruiseNamespace }, `cannot tell which nodes a kruise-daemon serves (${daemons.unknown}): ContainerRecreateRequests go to every node`);
-    return { mechanism: 'crr', crrVersion };
+    let daemons: KruiseDaemonNodes;
+    try {
+      daemons = await readKruiseDaemonNodes(kubeConfig.makeApiClient(CoreV1Api), kruiseNamespace);
+    } catch (error) {
+      if (daemonReadErrors === 'throw') throw error;
+      daemons = { unknown: `listing them failed: ${apiErrorMessage(error)}` };
+    }
+    return 'nodes' in daemons ? { mechanism: 'crr', crrVersion, daemonNodes: daemons.nodes } : { mechanism: 'crr', crrVersion, daemonNodesUnknown: daemons.unknown };
   }
   if (option === 'crr') {
     throw new Error('--kill-mechanism crr: the cluster does not serve apps.kruise.io ContainerRecreateRequest; install OpenKruise or use --kill-mechanism signal');
@@ -84,6 +92,9 @@ export function killMechanismFor(pod: V1Pod, startedWith: KillMechanism | undefi
 export interface KillMechanismFollowerOptions extends KillMechanismSource {
   /** How often auto asks again; 0: never. */
   intervalMs: number;
+  logger: Logger;
+  /** How the mechanism is read; resolveKillMechanism unless a test plays the cluster. */
+  resolve?: typeof resolveKillMechanism;
   /** Told of every change of mechanism or version after the first resolution, once it is in effect. */
   onChange(previous: ResolvedKillMechanism, next: ResolvedKillMechanism): void;
 }
@@ -109,6 +120,10 @@ export class KillMechanismFollower {
     this.options = options;
   }
 
+  private get resolve(): typeof resolveKillMechanism {
+    return this.options.resolve ?? resolveKillMechanism;
+  }
+
   get current(): ResolvedKillMechanism {
     return this.resolved;
   }
@@ -121,8 +136,8 @@ export class KillMechanismFollower {
   /** Resolves the mechanism (failing as resolveKillMechanism does), then follows the cluster with auto. */
   async start(): Promise<ResolvedKillMechanism> {
     const { option, intervalMs } = this.options;
-    this.resolved = await resolveKillMechanism(this.options);
-    this.sayDaemonNodes(undefined);
+    this.resolved = await this.resolve(this.options, 'unknown');
+    this.sayDaemonNodes(undefined, undefined);
     if (option === 'auto' && intervalMs > 0 && !this.stopped) this.schedule();
     return this.resolved;
   }
@@ -143,7 +158,7 @@ export class KillMechanismFollower {
   private async check(): Promise<void> {
     let next: ResolvedKillMechanism;
     try {
-      next = await resolveKillMechanism({ ...this.options, option: 'auto' });
+      next = await this.resolve({ ...this.options, option: 'auto' });
     } catch (error) {
       // Discovery failing (an API server restarting) says nothing about Kruise: keep the mechanism.
       this.options.logger.debug({ err: error }, 'could not ask the API server whether it serves ContainerRecreateRequests, or which nodes a kruise-daemon serves; keeping the kill mechanism');
@@ -151,22 +166,29 @@ export class KillMechanismFollower {
     }
     if (this.stopped) return;
     const previous = this.resolved;
-    const previousNodes = previous.mechanism === 'crr' ? previous.daemonNodes : undefined;
     this.resolved = next;
     if (next.mechanism !== previous.mechanism || this.crrVersion !== (previous.mechanism === 'crr' ? previous.crrVersion : undefined)) {
       this.options.onChange(previous, next);
-      this.sayDaemonNodes(undefined);
-    } else {
-      this.sayDaemonNodes(previousNodes);
+      this.sayDaemonNodes(undefined, undefined);
+    } else if (previous.mechanism === 'crr') {
+      this.sayDaemonNodes(previous.daemonNodes, previous.daemonNodesUnknown);
     }
   }
 
-  /** Logs which nodes get ContainerRecreateRequests when that changed (from `before`), and warns when none does. */
-  private sayDaemonNodes(before: ReadonlySet<string> | undefined): void {
+  /**
+   * Logs which nodes get ContainerRecreateRequests when that changed (from `before`, or not known
+   * before: `unknownBefore`), and warns when none does or when it cannot be told.
+   */
+  private sayDaemonNodes(before: ReadonlySet<string> | undefined, unknownBefore: string | undefined): void {
     const { resolved } = this;
-    if (resolved.mechanism !== 'crr' || resolved.daemonNodes === undefined || (before !== undefined && sameNodes(before, resolved.daemonNodes))) return;
-    const nodes = resolved.daemonNodes;
     const { logger, kruiseNamespace } = this.options;
+    if (resolved.mechanism !== 'crr') return;
+    if (resolved.daemonNodesUnknown !== undefined) {
+      if (unknownBefore === undefined) logger.warn({ kruiseNamespace }, `cannot tell which nodes a kruise-daemon serves (${resolved.daemonNodesUnknown}): ContainerRecreateRequests go to every node; a request no daemon acts on is ended from outside after a minute (crr-not-done)`);
+      return;
+    }
+    if (resolved.daemonNodes === undefined || (before !== undefined && sameNodes(before, resolved.daemonNodes))) return;
+    const nodes = resolved.daemonNodes;
     if (nodes.size === 0) {
       logger.warn(
         { kruiseNamespace },

@@ -16,6 +16,7 @@ import { canRunRealNode } from '../support/real-node.ts';
 import { containerStatus, startRealCluster, testContainer } from '../support/real-stack.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
 import { apply, podOfJob, waitForJob } from '../support/stack.ts';
+import { waitFor } from '../support/wait.ts';
 import { jobYaml } from '../support/pods.ts';
 
 if (canRunRealNode(t)) {
@@ -64,6 +65,8 @@ if (canRunRealNode(t)) {
     const auto = await startServe((port) => ['--kubeconfig', cp.kubeconfigPath, '--cert-dir', certDir, ...registeringWebhooks(port, 'Fail'), '--kill-mechanism', 'auto']);
     t.teardown(() => auto.stop());
     const said = (msg: RegExp) => auto.logs().find((line) => typeof line.msg === 'string' && msg.test(line.msg));
+    // The configurations point at the serve stopped above until this one registers them: pods wait on it.
+    await waitFor('the webhook configurations registered by this serve', () => said(/^webhook configurations registered$/));
     t.match(said(/^no ready kruise-daemon pod/), { level: 40, kruiseNamespace: 'kruise-system', msg: /in namespace kruise-system: no node acts on ContainerRecreateRequests, so sidecars are stopped by signal containers until one does/ }, 'the watcher warns at start that it will send no request');
     t.match(said(/^watcher starting$/), { killMechanism: 'crr' }, 'the mechanism is still crr: a node whose daemon becomes ready gets requests');
     const namespace = await cp.createNamespace();

@@ -183,6 +183,8 @@ if (canRunRealNode(t)) {
     const auto = await startServe((port) => ['--kubeconfig', cp.kubeconfigPath, '--cert-dir', certDir, ...registeringWebhooks(port, 'Fail'), '--kill-mechanism', 'auto', '--kill-mechanism-check-interval', '1s']);
     t.teardown(() => auto.stop());
     const said = (msg: RegExp) => auto.logs().filter((line) => typeof line.msg === 'string' && msg.test(line.msg));
+    // The configurations point at the serve stopped above until this one registers them: pods wait on it.
+    await waitFor('the webhook configurations registered by this serve', () => said(/^webhook configurations registered$/)[0]);
     t.match(said(/^nodes a kruise-daemon serves/)[0], { daemonNodes: 1, nodes: [node.name] }, 'the watcher names the node whose daemon is ready');
     const namespace = await cp.createNamespace();
     const failed = (err: unknown) => {
@@ -195,11 +197,12 @@ if (canRunRealNode(t)) {
     await waitForJob(cluster, namespace, 'daemon-ready', 'Complete', 120_000).catch(failed);
     await expectJobStoppedBy(t, cluster, namespace, 'daemon-ready', { proxy: 'crr' });
 
-    await apply(cp, namespace, jobYaml('daemon-killed', { containers: mainAndProxy('15s') }));
+    // The main container outlives the wait below: the daemon is seen gone before it exits.
+    await apply(cp, namespace, jobYaml('daemon-killed', { containers: mainAndProxy('25s') }));
     const name = (await podOfJob(cluster, namespace, 'daemon-killed')).metadata!.name!;
     await containerStatus(cluster, namespace, name, 'main', (s) => s.state?.running !== undefined);
     kruise.killDaemon(node.name);
-    const warned = await waitFor('the watcher to read that no daemon is ready', async () => said(/^no ready kruise-daemon pod/)[0], { timeoutMs: 30_000 });
+    const warned = await waitFor('the watcher to read that no daemon is ready', async () => said(/^no ready kruise-daemon pod/)[0], { timeoutMs: 15_000 });
     t.match(warned, { level: 40, kruiseNamespace: 'kruise-system' }, 'it warns that no node acts on requests now');
     await waitForJob(cluster, namespace, 'daemon-killed', 'Complete', 120_000).catch(failed);
     const [ending] = await expectJobStoppedBy(t, cluster, namespace, 'daemon-killed', { proxy: 'signal' });
@@ -207,6 +210,7 @@ if (canRunRealNode(t)) {
     const main = await containerStatus(cluster, namespace, name, 'main', (s) => s.state?.terminated !== undefined);
     const proxy = await containerStatus(cluster, namespace, name, 'proxy', (s) => s.state?.terminated !== undefined);
     const waited = (Date.parse(String(proxy.state?.terminated?.finishedAt)) - Date.parse(String(main.state?.terminated?.finishedAt))) / 1000;
+    t.ok(Number(warned.time) < Date.parse(String(main.state?.terminated?.finishedAt)), 'the watcher knew the daemon was gone before the main container exited');
     t.ok(waited < 30, `the sidecar exited ${waited} s after the main container, not after the minute an unanswered request waits`);
     t.comment(`seconds from the main container's exit to the sidecar's: ${waited}`);
   });

@@ -4,10 +4,10 @@ import { X509Certificate } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AdmissionregistrationV1Api, CoreV1Api, type V1EnvVar } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, BatchV1Api, CoreV1Api, type V1EnvVar } from '@kubernetes/client-node';
 import t from 'tap';
 import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE } from '../../src/policy/index.ts';
-import { startControlPlane } from '../support/control-plane.ts';
+import { apiFeatures, kubernetesVersion, startControlPlane } from '../support/control-plane.ts';
 import { waitFor } from '../support/wait.ts';
 import { tryApply } from '../support/stack.ts';
 import { jobYaml, main } from '../support/pods.ts';
@@ -143,6 +143,39 @@ spec:
   });
   t.equal(pods[0]?.metadata?.labels?.['sidecar-terminator.io/managed'], undefined, 'not labelled');
 });
+
+const restartRules = apiFeatures(await kubernetesVersion()).containerRestartRules;
+t.test(
+  'container restart rules that keep a Job from completing: kubectl prints each warning, with the field and the fix, and the Job is created',
+  { skip: !restartRules && 'this Kubernetes release has no container restart rules (1.35+, gate ContainerRestartRules)' },
+  async (t) => {
+    const result = await apply(`
+apiVersion: batch/v1
+kind: Job
+metadata: {name: restart-rules}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: main
+          image: "busybox:1.36"
+          restartPolicy: Never
+          restartPolicyRules:
+            - action: Restart
+              exitCodes: {operator: In, values: [0, 42]}
+        - name: proxy
+          image: "nginx:1.27"
+          restartPolicy: OnFailure
+          env: [{name: ${ENV_WHEN_JOB_EXIT}, value: "true"}]
+`);
+    t.equal(result.code, 0, 'created: warnings, not a denial', { stderr: result.stderr });
+    t.match(result.stderr, /^Warning: spec\.template\.spec\.containers\[0\]\.restartPolicyRules\[0\]: the kubelet restarts this main container when it exits 0 \(rule 1: exit code 0 In \[0, 42\]\), so it is never done.*; leave exit code 0 out of this rule/m, 'the main container a rule restarts after success');
+    t.match(result.stderr, new RegExp(`^Warning: spec\\.template\\.spec\\.containers\\[1\\]\\.env\\[${ENV_WHEN_JOB_EXIT}\\]: with the container's restartPolicy OnFailure, kubelet restarts a sidecar that exits non-zero when it is stopped.*set KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE="true"`, 'm'), 'the sidecar its own restartPolicy restarts after its stop');
+    const job = await cp.kubeConfig.makeApiClient(BatchV1Api).readNamespacedJob({ name: 'restart-rules', namespace });
+    t.same(job.spec?.template.spec?.containers.map((c) => c.restartPolicy), ['Never', 'OnFailure'], 'the API server kept the fields: the gate is on');
+  },
+);
 
 t.test('SIGTERM stops serve gracefully, with exit code 0', async (t) => {
   const exit = await serve.stop();

@@ -145,7 +145,7 @@ async function startKruiseOnce(cp: ControlPlane, home: string, options: KruiseOp
  * kruise-daemon runs here as a process of the host, not from its DaemonSet (no image of it is
  * built). Its pod, as the DaemonSet would make it, is what the cluster shows of it and what the
  * add-on reads: hostNetwork, on the daemon's node, ready while the daemon's /healthz answers
- * (the kubelet probes it every second), running the pause image in its place.
+ * (the kubelet probes it every second; three misses make it unready), running the pause image in its place.
  */
 async function daemonPod(cp: ControlPlane, node: RealNode, port: number): Promise<void> {
   const [key, value] = KRUISE_DAEMON_SELECTOR.split('=') as [string, string];
@@ -167,7 +167,8 @@ async function daemonPod(cp: ControlPlane, node: RealNode, port: number): Promis
           name: 'daemon',
           image: node.images.pause!,
           imagePullPolicy: 'Never',
-          readinessProbe: { httpGet: { host: '127.0.0.1', port, path: '/healthz' }, periodSeconds: 1, failureThreshold: 1 },
+          // Three misses in a row: one slow answer on a loaded machine is not a dead daemon.
+          readinessProbe: { httpGet: { host: '127.0.0.1', port, path: '/healthz' }, periodSeconds: 1, timeoutSeconds: 2, failureThreshold: 3 },
         }],
       },
     },

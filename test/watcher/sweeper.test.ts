@@ -4,7 +4,7 @@
 import { mock } from 'node:test';
 import t, { type Test } from 'tap';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
-import type { Logger } from '../../src/logger.ts';
+import { capturingLogger } from '../support/logger.ts';
 import { MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { DEFAULT_BACKOFF } from '../../src/watcher/queue.ts';
 import { LABEL_ATTEMPTS, Sweeper, sweep } from '../../src/watcher/sweeper.ts';
@@ -87,14 +87,6 @@ t.test('a read again that fails otherwise fails the sweep, for it to be tried ag
   const { core } = fakeCore([unlabelled('a', '1')], [409], [503]);
   await t.rejects(sweepWith(core), { code: 503 });
 });
-
-/** Log lines as fields and message. */
-function capturingLogger() {
-  const lines: Array<{ level: string; fields: Record<string, unknown>; message: string }> = [];
-  const at = (level: string) => (fields: object | string, message = '') => void lines.push({ level, fields: fields as Record<string, unknown>, message });
-  const logger: Logger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: () => logger };
-  return { logger, lines };
-}
 
 /** A Sweeper on mock timers whose lists answer with the next of `answers`: an HTTP error code, or an empty list (once the promise given settles). */
 function sweeperOn(t: Test, answers: Array<'ok' | number | Promise<void>>, intervalMs = 5 * 60_000) {
