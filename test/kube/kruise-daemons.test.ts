@@ -29,7 +29,7 @@ t.test('the nodes of the running, ready daemon pods, listed by their label in th
     },
   };
   const read = await readKruiseDaemonNodes(core, 'openkruise');
-  t.same(asked, [{ namespace: 'openkruise', labelSelector: KRUISE_DAEMON_SELECTOR }]);
+  t.same(asked, [{ namespace: 'openkruise', labelSelector: KRUISE_DAEMON_SELECTOR, fieldSelector: 'status.phase=Running', resourceVersion: '0' }], 'running pods by their label, from the watch cache');
   t.same('nodes' in read ? [...read.nodes].sort() : read, ['node-a', 'node-e'], 'not one unready, pending, being deleted or unscheduled');
 });
 
