@@ -11,6 +11,7 @@ import { Agent, request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { WEBHOOK_TIMEOUT_SECONDS } from '../../src/config.ts';
 import { startControlPlane } from '../support/control-plane.ts';
 import { startServe } from '../support/serve-process.ts';
 import { postStatus } from '../support/net.ts';
@@ -124,13 +125,27 @@ t.test('serve: 5,000 hostile AdmissionReviews over HTTPS leave memory and log li
   t.ok(after < before + 150, `RSS grew by less than 150 MiB over 5,000 bodies (${(after - before).toFixed(0)} MiB)`);
 
   // Then every shape of hostile body of the adversarial suite, at the API server's 3 MiB limit:
-  // their log lines count below too.
-  const hostileStatuses: Array<number | string> = [];
+  // their log lines count below too. Each is judged in the worker thread, which runs at nice 10:
+  // beside busy processes of the host it may not finish within the webhook timeout, past which the
+  // API server has given up and the server closes the silent connection. That is the CPU the
+  // worker gets, not the input: only an answer other than 200 or 400 before the timeout fails.
+  const hostile: Array<{ shape: string; path: string; status: number | string; ms: number }> = [];
   for (const shape of HOSTILE_SHAPES) {
     const body = hostileBody(shape, countWithin(shape));
-    for (const path of ['/validate', '/mutate']) hostileStatuses.push(await postStatus(serve.port, path, body, { agent, contentType: 'application/json' }));
+    for (const path of ['/validate', '/mutate']) {
+      const start = Date.now();
+      const status = await postStatus(serve.port, path, body, { agent, contentType: 'application/json' });
+      hostile.push({ shape: shape.id, path, status, ms: Date.now() - start });
+    }
   }
-  t.same(hostileStatuses.filter((status) => status !== 200 && status !== 400), [], `the ${hostileStatuses.length} hostile bodies are answered 200 or 400`);
+  const judged = hostile.filter((answer) => answer.status === 200 || answer.status === 400);
+  const late = hostile.filter((answer) => (answer.status === 'ECONNRESET' || answer.status === 503) && answer.ms >= WEBHOOK_TIMEOUT_SECONDS * 1000);
+  t.same(
+    hostile.filter((answer) => !judged.includes(answer) && !late.includes(answer)),
+    [],
+    `the ${hostile.length} hostile bodies are answered 200 or 400, or closed once past the ${WEBHOOK_TIMEOUT_SECONDS} s webhook timeout (${judged.length} judged${late.length > 0 ? `; past it: ${late.map((answer) => `${answer.shape} ${answer.path} ${answer.status} after ${answer.ms} ms`).join(', ')}` : ''})`,
+  );
+  t.ok(judged.length > 0, 'hostile bodies were judged');
   t.ok(serve.running(), 'serve is still running after them');
 
   const lines = serve.output().split('\n');
