@@ -59,23 +59,27 @@ t.test('one ContainerRecreateRequest per pod, owned by it, stops every kill side
 t.test('the watcher restarted in the middle of a burst of 200 finishing Jobs', async (t) => {
   const namespace = await cp.createNamespace();
   const count = 200;
-  const manifests = Array.from({ length: count }, (_, i) =>
-    jobYaml(`burst-${i}`, { annotations: { [simAnnotations.exitAfter('main')]: `${5 + (i % 10)}s` }, containers }),
-  ).join('\n---\n');
+  // The main containers run until the test ends them: when the burst starts and how much of it
+  // the first watcher sees is set here, not by how fast a loaded machine creates 200 pods.
+  const manifests = Array.from({ length: count }, (_, i) => jobYaml(`burst-${i}`, { annotations: { [simAnnotations.exitAfter('main')]: 'never' }, containers })).join('\n---\n');
   await apply(cp, namespace, manifests);
   // The burst is of finishing Jobs: every pod exists before the watcher goes down (with the
   // webhook's failurePolicy Fail, pods cannot be created while it is down).
-  await waitFor(`${count} labelled pods`, async () => (await stack.core.listNamespacedPod({ namespace, labelSelector: 'sidecar-terminator.io/managed' })).items.length === count, {
-    timeoutMs: 180_000,
-    intervalMs: 1000,
-  });
+  const running = await waitFor(`${count} running labelled pods`, async () => {
+    const pods = (await stack.core.listNamespacedPod({ namespace, labelSelector: 'sidecar-terminator.io/managed' })).items;
+    return pods.length === count && pods.every((pod) => pod.status?.phase === 'Running') && pods;
+  }, { timeoutMs: 180_000, intervalMs: 1000 });
+  const finish = (pods: typeof running) => Promise.all(pods.map((pod) => stack.sim.exitContainer(namespace, pod.metadata!.name!, 'main', 0)));
 
-  // Kill the watcher hard once some pods have been handled, and start it again.
-  await waitFor('the first CRRs of the burst', async () => (await listCrrs(namespace)).length >= 20, { timeoutMs: 120_000 });
+  // A first part of the burst, then the watcher killed hard once it has handled some; the rest
+  // finishes while it is down, and it is started again.
+  await finish(running.slice(0, 40));
+  await waitFor('the first CRRs of the burst', async () => (await listCrrs(namespace)).length >= 10, { timeoutMs: 120_000 });
   const killed = stack.serve;
   process.kill(killed.pid, 'SIGKILL');
   await killed.exited;
   const handledWhileDown = (await listCrrs(namespace)).length;
+  await finish(running.slice(40));
   await stack.restartServe();
 
   await waitForJobsComplete(t, stack, namespace, count, async () => `${(await listCrrs(namespace)).length} CRRs`, 300_000);
