@@ -18,12 +18,10 @@ export type ResolvedKillMechanism =
       mechanism: 'crr';
       crrVersion: string;
       /**
-       * With auto, the nodes a ready kruise-daemon serves: pods on the others are signalled.
-       * Absent: every node (--kill-mechanism crr, or the daemons could not be read).
+       * With auto, the nodes a ready kruise-daemon serves (pods on the others are signalled), or
+       * why they cannot be told. Absent, or unknown: every node (--kill-mechanism crr).
        */
-      daemonNodes?: ReadonlySet<string>;
-      /** With auto, why the daemons could not be read. */
-      daemonNodesUnknown?: string;
+      daemons?: KruiseDaemonNodes;
     }
   | { mechanism: 'signal' };
 
@@ -53,7 +51,7 @@ export async function resolveKillMechanism(source: KillMechanismSource, daemonRe
       if (daemonReadErrors === 'throw') throw error;
       daemons = { unknown: `listing them failed: ${apiErrorMessage(error)}` };
     }
-    return 'nodes' in daemons ? { mechanism: 'crr', crrVersion, daemonNodes: daemons.nodes } : { mechanism: 'crr', crrVersion, daemonNodesUnknown: daemons.unknown };
+    return { mechanism: 'crr', crrVersion, daemons };
   }
   if (option === 'crr') {
     throw new Error('--kill-mechanism crr: the cluster does not serve apps.kruise.io ContainerRecreateRequest; install OpenKruise or use --kill-mechanism signal');
@@ -63,7 +61,7 @@ export async function resolveKillMechanism(source: KillMechanismSource, daemonRe
 
 /** Whether a ContainerRecreateRequest for a pod on this node is acted on: a kruise-daemon serves it, or it cannot be told. */
 function daemonServes(resolved: ResolvedKillMechanism & { mechanism: 'crr' }, nodeName: string | undefined): boolean {
-  return resolved.daemonNodes === undefined || nodeName === undefined || resolved.daemonNodes.has(nodeName);
+  return resolved.daemons === undefined || 'unknown' in resolved.daemons || nodeName === undefined || resolved.daemons.nodes.has(nodeName);
 }
 
 /**
@@ -105,8 +103,8 @@ const NAMED_NODES = 10;
 const named = (nodes: Iterable<string>) => [...nodes].slice(0, NAMED_NODES);
 
 /** Whether two resolutions send the same requests to the same nodes. */
-function sameNodes(a: ReadonlySet<string> | undefined, b: ReadonlySet<string> | undefined): boolean {
-  return a === b || (a !== undefined && b !== undefined && a.size === b.size && [...a].every((node) => b.has(node)));
+function sameNodes(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+  return a.size === b.size && [...a].every((node) => b.has(node));
 }
 
 /** The cluster's kill mechanism now: resolved at start, then, with auto, every interval. */
@@ -137,7 +135,7 @@ export class KillMechanismFollower {
   async start(): Promise<ResolvedKillMechanism> {
     const { option, intervalMs } = this.options;
     this.resolved = await this.resolve(this.options, 'unknown');
-    this.sayDaemonNodes(undefined, undefined);
+    this.sayDaemonNodes(undefined);
     if (option === 'auto' && intervalMs > 0 && !this.stopped) this.schedule();
     return this.resolved;
   }
@@ -169,26 +167,27 @@ export class KillMechanismFollower {
     this.resolved = next;
     if (next.mechanism !== previous.mechanism || this.crrVersion !== (previous.mechanism === 'crr' ? previous.crrVersion : undefined)) {
       this.options.onChange(previous, next);
-      this.sayDaemonNodes(undefined, undefined);
+      this.sayDaemonNodes(undefined);
     } else if (previous.mechanism === 'crr') {
-      this.sayDaemonNodes(previous.daemonNodes, previous.daemonNodesUnknown);
+      this.sayDaemonNodes(previous.daemons);
     }
   }
 
   /**
-   * Logs which nodes get ContainerRecreateRequests when that changed (from `before`, or not known
-   * before: `unknownBefore`), and warns when none does or when it cannot be told.
+   * Logs which nodes get ContainerRecreateRequests when that changed (from what was read `before`,
+   * if anything), and warns when none does or when it cannot be told.
    */
-  private sayDaemonNodes(before: ReadonlySet<string> | undefined, unknownBefore: string | undefined): void {
+  private sayDaemonNodes(before: KruiseDaemonNodes | undefined): void {
     const { resolved } = this;
     const { logger, kruiseNamespace } = this.options;
-    if (resolved.mechanism !== 'crr') return;
-    if (resolved.daemonNodesUnknown !== undefined) {
-      if (unknownBefore === undefined) logger.warn({ kruiseNamespace }, `cannot tell which nodes a kruise-daemon serves (${resolved.daemonNodesUnknown}): ContainerRecreateRequests go to every node; a request no daemon acts on is ended from outside after a minute (crr-not-done)`);
+    if (resolved.mechanism !== 'crr' || resolved.daemons === undefined) return;
+    if ('unknown' in resolved.daemons) {
+      if (before === undefined || !('unknown' in before)) logger.warn({ kruiseNamespace }, `cannot tell which nodes a kruise-daemon serves (${resolved.daemons.unknown}): ContainerRecreateRequests go to every node; a request no daemon acts on is ended from outside after a minute (crr-not-done)`);
       return;
     }
-    if (resolved.daemonNodes === undefined || (before !== undefined && sameNodes(before, resolved.daemonNodes))) return;
-    const nodes = resolved.daemonNodes;
+    const nodes = resolved.daemons.nodes;
+    const known = before !== undefined && 'nodes' in before ? before.nodes : undefined;
+    if (known !== undefined && sameNodes(known, nodes)) return;
     if (nodes.size === 0) {
       logger.warn(
         { kruiseNamespace },
@@ -196,9 +195,9 @@ export class KillMechanismFollower {
       );
       return;
     }
-    const fields = before === undefined
+    const fields = known === undefined
       ? { daemonNodes: nodes.size, nodes: named(nodes) }
-      : { daemonNodes: nodes.size, added: named([...nodes].filter((node) => !before.has(node))), removed: named([...before].filter((node) => !nodes.has(node))) };
+      : { daemonNodes: nodes.size, added: named([...nodes].filter((node) => !known.has(node))), removed: named([...known].filter((node) => !nodes.has(node))) };
     logger.info({ kruiseNamespace, ...fields }, 'nodes a kruise-daemon serves: their pods get ContainerRecreateRequests, pods on other nodes signal containers');
   }
 }

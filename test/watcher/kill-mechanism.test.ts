@@ -43,9 +43,9 @@ t.test('a signal container for a sidecar with an HTTP stop method does not count
 });
 
 t.test('with auto, a pod on a node no kruise-daemon serves is signalled: a ContainerRecreateRequest there is never acted on', async (t) => {
-  const served: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemonNodes: new Set(['node-a']) };
-  const elsewhere: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemonNodes: new Set(['node-b']) };
-  const none: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemonNodes: new Set() };
+  const served: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemons: { nodes: new Set(['node-a']) } };
+  const elsewhere: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemons: { nodes: new Set(['node-b']) } };
+  const none: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemons: { nodes: new Set() } };
   t.equal(killMechanismFor(fresh(), undefined, served), 'crr', "the pod's node, node-a, has a ready daemon");
   t.equal(killMechanismFor(fresh(), undefined, elsewhere), 'signal', 'only node-b has one');
   t.equal(killMechanismFor(fresh(), undefined, none), 'signal', 'no node has one (the KruiseDaemon gate off, or the daemon not yet ready)');
@@ -69,7 +69,7 @@ async function follow(answers: Array<ResolvedKillMechanism | Error>, checks: num
     resolve: async (_source, errors) => {
       const answer = answers[Math.min(asked++, answers.length - 1)]!;
       if (answer instanceof Error) {
-        if (errors === 'unknown') return { mechanism: 'crr', crrVersion: 'v1beta1', daemonNodesUnknown: `listing them failed: ${answer.message}` };
+        if (errors === 'unknown') return { mechanism: 'crr', crrVersion: 'v1beta1', daemons: { unknown: `listing them failed: ${answer.message}` } };
         throw answer;
       }
       return answer;
@@ -83,7 +83,7 @@ async function follow(answers: Array<ResolvedKillMechanism | Error>, checks: num
   return { follower, said, changes };
 }
 
-const served = (...nodes: string[]): ResolvedKillMechanism => ({ mechanism: 'crr', crrVersion: 'v1beta1', daemonNodes: new Set(nodes) });
+const served = (...nodes: string[]): ResolvedKillMechanism => ({ mechanism: 'crr', crrVersion: 'v1beta1', daemons: { nodes: new Set(nodes) } });
 
 t.test('the follower says which nodes a daemon serves once, then only what changed; none is a warning; a failed read keeps what it knew', async (t) => {
   const { follower, said, changes } = await follow([served('a', 'b'), served('b', 'a'), new Error('etcd slow'), served('a'), served(), served(), served('c')], 7);
