@@ -16,8 +16,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BatchV1Api, CoreV1Api, CustomObjectsApi, type CoreV1Event, type KubeConfig, type V1Job } from '@kubernetes/client-node';
-import { MANAGED_LABEL } from '../../src/policy/index.ts';
+import { BatchV1Api, CoreV1Api, CustomObjectsApi, type CoreV1Event, type KubeConfig, type V1Job, type V1Pod } from '@kubernetes/client-node';
+import { MANAGED_LABEL, describeStopRecord, readStopRecord } from '../../src/policy/index.ts';
 import { apiFeatures, kubernetesVersion, startControlPlane } from '../../test/support/control-plane.ts';
 import { CRR, KubeletSimulator } from '../../test/support/kubelet-simulator.ts';
 import { registeringWebhooks, startServe } from '../../test/support/serve-process.ts';
@@ -54,8 +54,8 @@ const EVERY_JOB: Partial<Record<Aspect, { why: string; applies(kruise: string, a
     applies: (kruise, addon) => typesAndReasons(kruise) === typesAndReasons(addon),
   },
   condition: {
-    why: 'with the terminal phase it sets (`..._IGNORE_EXIT_CODE`), sidecar-terminator writes `SidecarTerminated` as Kruise does, in words of its own',
-    applies: (kruise, addon) => kruise.startsWith('True') && addon.startsWith('True '),
+    why: 'Kruise writes `SidecarTerminated` only with the terminal phase it sets (`..._IGNORE_EXIT_CODE`); sidecar-terminator writes it there too, and once the pod has ended, on every pod whose sidecars it stopped, puts its stop record in the message (each container\'s exit code, how each sidecar was stopped: docs/operations.md, "The stop record")',
+    applies: (kruise, addon) => (kruise === 'none' || kruise.startsWith('True')) && addon.startsWith('True SidecarsStopped: stop record: '),
   },
   label: {
     why: 'the webhook labels the pods to manage (the watcher watches only those, while their phase is not terminal); the watcher writes no label of its own',
@@ -163,11 +163,17 @@ async function observe(kubeConfig: KubeConfig, namespace: string, scenario: Scen
     return none;
   }
   const pods = (await core.listNamespacedPod({ namespace, labelSelector: `job-name=${scenario.id}` })).items;
-  const pod = pods[0];
+  let pod = pods[0];
   const jobOutcome = job.status?.conditions?.find((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
   const jobText = jobOutcome ? `${jobOutcome.type}${jobOutcome.type === 'Failed' && jobOutcome.reason ? ` (${jobOutcome.reason})` : ''}` : `still running after ${Math.round(waitedMs / 1000)} s`;
   if (!pod) return { ...none, job: `${jobText}, no pod` };
   const uid = pod.metadata!.uid!;
+  // The watcher writes the stop record once the pod has ended, in the background: waited for where it told the sidecars to stop.
+  const told = (await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${pod.metadata!.name}` })).items.some((e) => e.reason === 'SidecarTerminator');
+  for (let waited = 0; namespace === 'parity-addon' && told && !readStopRecord(pod) && waited < 60; waited++) {
+    await sleep(1000);
+    pod = await core.readNamespacedPod({ namespace, name: pod.metadata!.name! });
+  }
   const normalise = (text: string) => sortBracketLists(text.replaceAll(uid, '<uid>').replaceAll(pod.metadata!.name!, '<pod>'));
 
   const crrs = ((await custom.listNamespacedCustomObject({ ...CRR, namespace })) as { items: Array<Record<string, unknown> & { spec?: { podName?: string } }> }).items.filter((crr) => crr.spec?.podName === pod.metadata?.name);
@@ -191,9 +197,16 @@ async function observe(kubeConfig: KubeConfig, namespace: string, scenario: Scen
     stop: stop.length > 0 ? stop.join('; ') : 'nothing',
     crr: crrs.length === 0 ? 'none' : crrs.map((crr) => normalise(JSON.stringify(crrShape(crr)))).join(' '),
     events: events.length === 0 ? 'none' : events.map((e) => `${e.type} ${e.reason}: ${normalise(e.message ?? '')}`).sort().join(' / '),
-    condition: condition ? `${condition.status}${condition.reason ? ` ${condition.reason}` : ''}: ${normalise(condition.message ?? '')}` : 'none',
+    condition: condition ? `${condition.status}${condition.reason ? ` ${condition.reason}` : ''}: ${conditionWords(pod)}` : 'none',
     label: pod.metadata?.labels?.[MANAGED_LABEL] ?? 'none',
   };
+}
+
+/** The condition's message; a stop record in words, its seconds left out (they differ from run to run). */
+function conditionWords(pod: V1Pod): string {
+  const record = readStopRecord(pod);
+  const message = pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated')?.message ?? '';
+  return record ? `stop record: ${describeStopRecord({ ...record, sidecars: record.sidecars.map((sidecar) => ({ ...sidecar, secondsAfterMains: undefined })) })}` : sortBracketLists(message);
 }
 
 /**

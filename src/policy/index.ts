@@ -17,3 +17,4 @@ export * from './stop-plan.ts';
 export * from './retained-pod.ts';
 export * from './native-sidecars.ts';
 export * from './sidecar-exit-failure.ts';
+export * from './stop-record.ts';

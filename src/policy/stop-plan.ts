@@ -48,6 +48,9 @@ export interface SidecarCondition {
   message: string;
 }
 
+/** How the condition's message begins where the watcher set the pod's phase (the stop record reads it: src/policy/stop-record.ts). */
+export const PHASE_SET = 'phase set to ';
+
 /** The steps of a plan; each `type` is its code (codes.ts). */
 export type Step =
   | { type: 'replace-image'; container: string; image: string }
@@ -160,7 +163,7 @@ class Planner {
       case 'markTerminal': {
         const pullFailures = all.flatMap((a) => (a.type === 'imageNotPulled' ? [a.container] : []));
         const why = pullFailures.length > 0 ? `the quick-exit image of ${pullFailures.join(', ')} cannot be pulled` : 'sidecar exit codes are ignored';
-        const message = `phase set to ${action.phase}: the main containers are done, ${why}`;
+        const message = `${PHASE_SET}${action.phase}: the main containers are done, ${why}`;
         this.steps.push({ type: 'mark-terminal', phase: action.phase, condition: { status: 'True', reason: CONDITION_REASONS.stopping, message } });
         return;
       }
@@ -359,7 +362,7 @@ class Planner {
     const codes = exitCodesByName(this.pod);
     const next = phaseOfMains(mains.map((main) => codes.get(main.name)));
     const why = failure ? `its quick-exit image ${image} cannot run (${failure.reason})` : role.hasCommand ? 'no quick-exit image can run in its place (it sets command)' : 'no quick-exit image is configured';
-    const message = `phase set to ${next}: the main containers are done, and sidecar ${sidecar} is ended by the kubelet (${why})`;
+    const message = `${PHASE_SET}${next}: the main containers are done, and sidecar ${sidecar} is ended by the kubelet (${why})`;
     this.warn(code, `${cause}; ending it from outside: ${why}, so the pod's phase is set to ${next} from its main containers, and the kubelet kills what still runs`, eventKey('phase'));
     this.steps.push({ type: 'escalate-phase', phase: next, condition: { status: 'True', reason: CONDITION_REASONS.stopping, message } });
     // The kubelet acts on a change of a pod's status only at its next sync of the pod (syncFrequency,

@@ -28,11 +28,15 @@ import {
   setsOwnRestartPolicy,
   stopMechanism,
   TERMINATED_CONDITION,
+  describeStopRecord,
   isCode,
+  readStopRecord,
+  stopRecord,
   type Code,
   type ContainerRole,
   type Decision,
   type IgnoreCode,
+  type StopRecord,
   type WaitCode,
 } from '../policy/index.ts';
 import { RULES } from '../policy/rules.ts';
@@ -119,6 +123,11 @@ export interface PodStory {
   advice: string[];
   /** What could not be read, as missing permissions. */
   limits: string[];
+  /**
+   * How each main container and each sidecar ended, once the sidecars have stopped: the record the
+   * watcher wrote in the SidecarTerminated condition when the pod ended, else read from the pod now.
+   */
+  result?: StopRecord;
 }
 
 /** The warnings that come with the end of a sidecar from outside its PID namespace (src/policy/stop-plan.ts). */
@@ -175,10 +184,11 @@ export function podStory(facts: PodFacts): PodStory {
   const lastSidecarExit = latest(roles.filter((r) => r.role === 'sidecar').map((r) => finishedAt(pod, r.name)));
 
   if (managed === DONE || decision.outcome === 'finished') {
+    const result = readStopRecord(pod) ?? stopRecord(pod, { crr: new Set(crr?.containers ?? []), quickExitImages: [] });
     // Stopped, but a stopped sidecar's exit code failed the pod: the watcher's event says how, and what to change.
     const exitFailed = events.find((event) => eventCode(event) === 'sidecar-exit-failed-pod');
-    if (exitFailed) return { ...story, state: 'stopped', code: 'sidecar-exit-failed-pod', ...optional('since', lastSidecarExit), advice: [`The pod failed by a stopped sidecar's exit code: ${exitFailed.message ?? ''}`] };
-    return { ...story, state: 'stopped', code: 'sidecars-stopped', ...optional('since', lastSidecarExit) };
+    if (exitFailed) return { ...story, state: 'stopped', code: 'sidecar-exit-failed-pod', ...optional('since', lastSidecarExit), advice: [`The pod failed by a stopped sidecar's exit code: ${exitFailed.message ?? ''}`], result };
+    return { ...story, state: 'stopped', code: 'sidecars-stopped', ...optional('since', lastSidecarExit), result };
   }
   if (decision.outcome === 'ignore' || (decision.outcome === 'wait' && MAIN_WAITS.has(decision.code))) {
     if (decision.outcome === 'ignore' && !MAIN_WAITS.has(decision.code)) {
@@ -340,7 +350,11 @@ function actionsOf(pod: V1Pod, events: CoreV1Event[], crr: CrrView | undefined, 
     }
   }
   const condition = pod.status?.conditions?.find((c) => c.type === TERMINATED_CONDITION);
-  if (condition) actions.push({ ...optional('time', condition.lastTransitionTime ? iso(condition.lastTransitionTime) : undefined), what: `condition ${TERMINATED_CONDITION}=${condition.status}: ${condition.message ?? ''}` });
+  if (condition) {
+    const record = readStopRecord(pod);
+    const what = record ? `stop record: ${describeStopRecord(record)}` : condition.message ?? '';
+    actions.push({ ...optional('time', condition.lastTransitionTime ? iso(condition.lastTransitionTime) : undefined), what: `condition ${TERMINATED_CONDITION}=${condition.status}: ${what}` });
+  }
   for (const role of roles.filter((r) => r.role === 'sidecar')) {
     const exited = finishedAt(pod, role.name);
     if (exited) actions.push({ time: exited, what: `sidecar ${role.name} exited ${exitCodesByName(pod).get(role.name)}` });

@@ -10,11 +10,15 @@ import {
   crrName,
   mainsFinishedAt,
   mayFailBySidecarExit,
+  readStopRecord,
+  recordCondition,
   sidecarExitFailure,
+  stopRecord,
   type KillMechanism,
   type Mechanism,
   type Plan,
   type Step,
+  type StopRecord,
 } from '../policy/index.ts';
 import { apiErrorMessage, isApiError } from '../kube/api-errors.ts';
 import { createCrr } from './crr.ts';
@@ -31,6 +35,8 @@ export interface ExecutorOptions {
   /** The apps.kruise.io version serving ContainerRecreateRequests, with --kill-mechanism crr; read at each request (the watcher's is a getter: the mechanism follows the cluster). */
   readonly crrVersion: string | undefined;
   metrics: WatcherMetrics;
+  /** The quick-exit images that may have replaced a sidecar's (--quick-exit-image): the stop record tells them apart. */
+  quickExitImages?: readonly string[];
   /**
    * Whether the pod is still in the watch (the same uid under its key). What the executor keeps
    * of a pod is kept only while it is: a write that completes after the pod has left (and was
@@ -47,8 +53,8 @@ interface PodState {
   stopping: boolean;
   /** That stop duration was observed: once per pod. */
   observed: boolean;
-  /** Its ContainerRecreateRequest was created or found by this watcher: it is not requested again. */
-  crr: boolean;
+  /** The sidecars in its ContainerRecreateRequest, once this watcher created or found it: it is not requested again. */
+  crr?: readonly string[];
   /** The events recorded for it, by id (EventRecorder). */
   events: Set<string>;
   /** The kill mechanism its sidecars were told to stop with: a pod finishes with the mechanism it began with. */
@@ -115,7 +121,7 @@ export class Executor {
 
   /** The `stopping sidecars` event, once per pod. */
   private async announce(pod: V1Pod, plan: Plan, state: PodState): Promise<void> {
-    const related = plan.steps.some((step) => step.type === 'create-crr') || state.crr ? this.crrReference(pod) : undefined;
+    const related = plan.steps.some((step) => step.type === 'create-crr') || state.crr !== undefined ? this.crrReference(pod) : undefined;
     const message = `stopping sidecars: ${plan.stopping.join(', ')}`;
     await this.events.record(pod, { type: 'Normal', reason: EVENT_REASONS.stopping, code: 'stop-requested', message, key: EVENT_REASONS.stopping, ...(related ? { related } : {}) }, state.events);
   }
@@ -148,7 +154,7 @@ export class Executor {
             if (made(state, step)) break;
             const crrVersion = this.options.crrVersion!;
             if ((await this.requested(pod, 'crr', 1, () => createCrr(this.options.custom, crrVersion, current, step.containers))) === 'created') requested(step.type);
-            state.crr = true;
+            state.crr = step.containers;
             state.started ??= 'crr';
             break;
           }
@@ -198,34 +204,73 @@ export class Executor {
    * stopped before: a pod usually leaves in the same status write that reports its last sidecar
    * stopped. True when that duration was observed now.
    */
-  forget(pod: V1Pod): { observed: boolean; readEnd: boolean } {
+  forget(pod: V1Pod): { observed: boolean; readEnd?: EndedPod } {
     const uid = pod.metadata?.uid ?? '';
     const state = this.pods.get(uid);
     this.pods.delete(uid);
     return {
       observed: state !== undefined && state.told && this.observeStopped(pod, state),
       // Read once it has left: the watch tells of a pod that ended with its state from before the end.
-      readEnd: state !== undefined && state.stopping && mayFailBySidecarExit(pod),
+      // The sidecars in its ContainerRecreateRequest read when the ended pod is, not now: with
+      // ignore-exit-code, the request is made after the status write that takes the pod out of the watch.
+      ...(state?.stopping
+        ? {
+            readEnd: {
+              pod,
+              get crr() {
+                return state.crr ?? [];
+              },
+            },
+          }
+        : {}),
     };
   }
 
   /**
-   * Reads a pod whose sidecars were stopped, once it has left the watch (forget's `readEnd`), and
-   * when a stopped sidecar's exit code failed it although its main containers succeeded
+   * Reads a pod whose sidecars were stopped, once it has left the watch (forget's `readEnd`): writes
+   * the stop record in its SidecarTerminated condition (stop-record.ts) and counts it, and when a
+   * stopped sidecar's exit code failed the pod although its main containers succeeded
    * (sidecar-exit-failure.ts), says so in a Warning event on the pod, with the Job as its related
-   * object and the rule of the Job's podFailurePolicy that judged it. True when it did.
+   * object and the rule of the Job's podFailurePolicy that judged it. The record, and whether it
+   * warned; nothing for a pod deleted or replaced meanwhile.
    */
-  async reportEnded(last: V1Pod): Promise<boolean> {
-    const { core, batch } = this.options;
+  async reportEnded(ended: EndedPod, now = Date.now()): Promise<EndReport | undefined> {
+    const { core } = this.options;
+    const last = ended.pod;
     const namespace = last.metadata!.namespace!;
-    let pod: V1Pod;
-    try {
-      pod = await core.readNamespacedPod({ name: last.metadata!.name!, namespace });
-    } catch (error) {
-      if (isApiError(error, 404)) return false; // deleted: nothing to say
-      throw error;
+    const read = async () => {
+      try {
+        const pod = await core.readNamespacedPod({ name: last.metadata!.name!, namespace });
+        return pod.metadata?.uid === last.metadata?.uid ? pod : undefined;
+      } catch (error) {
+        if (isApiError(error, 404)) return undefined; // deleted: nothing to say
+        throw error;
+      }
+    };
+    let pod = await read();
+    const waitMs = pod && !readStopRecord(pod) ? untilSidecarsEnd(pod, now) : 0;
+    if (waitMs > 0) return { laterMs: waitMs };
+    // The Job controller's own writes (its finalizer) may come between the read and the write: read again.
+    for (let attempt = 1; pod && !readStopRecord(pod); attempt++) {
+      const record = stopRecord(pod, { crr: new Set(ended.crr), quickExitImages: this.options.quickExitImages ?? [] });
+      try {
+        pod = await this.writer.setStatus(pod, { type: TERMINATED_CONDITION, ...recordCondition(record) });
+        this.options.metrics.recorded(record);
+      } catch (error) {
+        if (!(error instanceof PodChanged) || attempt === 3) throw error;
+        pod = await read();
+      }
     }
-    if (pod.metadata?.uid !== last.metadata?.uid || !sidecarExitFailure(pod)) return false;
+    if (!pod) return undefined;
+    const record = readStopRecord(pod)!;
+    return { record, exitFailed: mayFailBySidecarExit(pod) && (await this.reportExitFailure(pod)) };
+  }
+
+  /** The Warning event of a pod a stopped sidecar's exit code failed; true when it was recorded now. */
+  private async reportExitFailure(pod: V1Pod): Promise<boolean> {
+    const { batch } = this.options;
+    const namespace = pod.metadata!.namespace!;
+    if (!sidecarExitFailure(pod)) return false;
     const owner = controllerOf(pod);
     let job: { spec: unknown; related: V1ObjectReference } | undefined;
     if (batch && owner?.kind === 'Job' && owner.apiVersion === 'batch/v1') {
@@ -251,7 +296,7 @@ export class Executor {
     const uid = pod.metadata?.uid ?? '';
     const kept = this.pods.get(uid);
     if (kept) return kept;
-    const state: PodState = { told: false, stopping: false, observed: false, crr: false, events: new Set() };
+    const state: PodState = { told: false, stopping: false, observed: false, events: new Set() };
     if (this.options.inFlight?.(pod) ?? true) this.pods.set(uid, state);
     return state;
   }
@@ -290,5 +335,31 @@ export class Executor {
 
 /** A stop request already made for this pod by this watcher, which the pod's own status cannot show (a ContainerRecreateRequest). */
 function made(state: PodState, step: Step): boolean {
-  return step.type === 'create-crr' && state.crr;
+  return step.type === 'create-crr' && state.crr !== undefined;
+}
+
+/** What reading an ended pod found: its record, and whether it warned that a sidecar's exit code failed it; or to read it again later. */
+export type EndReport = { record: StopRecord; exitFailed: boolean } | { laterMs: number };
+
+/** How long past the main containers' end the record waits for a sidecar the kubelet is still killing (a pod moved to its phase by the watcher). */
+const KILL_MARGIN_MS = 60_000;
+
+/**
+ * A pod moved to its terminal phase while a sidecar still ran: the kubelet kills it within its
+ * grace period, and the record says how it ended once it has; how long to wait for that (0: no
+ * wait, or waited long enough: the record then says it had not exited).
+ */
+function untilSidecarsEnd(pod: V1Pod, now: number): number {
+  const running = pod.status?.containerStatuses?.some((status) => !status.state?.terminated) ?? false;
+  const mainsAt = mainsFinishedAt(pod);
+  if (!running || mainsAt === undefined) return 0;
+  const graceMs = (pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
+  return Math.max(0, Math.min(mainsAt + graceMs + KILL_MARGIN_MS - now, 5_000));
+}
+
+/** A pod told to stop its sidecars, as last seen in the watch, to read once it has ended. */
+export interface EndedPod {
+  pod: V1Pod;
+  /** The sidecars in its ContainerRecreateRequest, as far as this watcher knows. */
+  crr: readonly string[];
 }

@@ -4,7 +4,7 @@
 // replica runs it). Every series of the stop counter exists from the start, at 0, so that
 // increase() sees the first refused or failed stop of a process.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { countedAs, type Mechanism, type WarningCode } from '../policy/index.ts';
+import { countedAs, type Mechanism, type StopRecord, type WarningCode } from '../policy/index.ts';
 import type { QueueObserver } from './queue.ts';
 
 /** What the gauges read from the running watcher. */
@@ -27,6 +27,9 @@ export class WatcherMetrics {
   /** From the main containers' end to every sidecar seen stopped. */
   readonly stopDuration: Histogram;
   readonly queue: QueueObserver;
+  private readonly podsEnded: Counter<'phase'>;
+  private readonly sidecarsEnded: Counter<'stopped_by' | 'exit_code'>;
+  private readonly sidecarEndSeconds: Histogram<'stopped_by'>;
   private state: WatcherState | undefined;
 
   constructor(registry: Registry) {
@@ -49,6 +52,25 @@ export class WatcherMetrics {
       name: 'sidecar_terminator_stop_duration_seconds',
       help: "Time from the last main container's finish until every sidecar of the pod is seen stopped, or the pod, told to stop them, leaves the watch (it ended or was deleted): how long a Job waits on its sidecars.",
       buckets: [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800],
+      registers,
+    });
+    this.podsEnded = new Counter({
+      name: 'sidecar_terminator_pods_ended_total',
+      help: "Pods whose sidecars the watcher told to stop, once they ended, by phase (Succeeded: every main container exited 0): the stop record written in their SidecarTerminated condition.",
+      labelNames: ['phase'],
+      registers,
+    });
+    this.sidecarsEnded = new Counter({
+      name: 'sidecar_terminator_sidecars_ended_total',
+      help: "The sidecars of those pods, by how they were stopped (the ways in order, joined by '+': crr, http, signal, image, phase; none: it exited by itself) and exit code.",
+      labelNames: ['stopped_by', 'exit_code'],
+      registers,
+    });
+    this.sidecarEndSeconds = new Histogram({
+      name: 'sidecar_terminator_sidecar_end_seconds',
+      help: "Time from the last main container's exit to the sidecar's, by how it was stopped, as the kubelet reports them (whole seconds).",
+      labelNames: ['stopped_by'],
+      buckets: [0, 1, 2, 5, 10, 30, 60, 120, 300, 600],
       registers,
     });
     const duration = new Histogram({
@@ -114,6 +136,16 @@ export class WatcherMetrics {
   /** The running watcher the gauges read; undefined when none runs (a standby replica). */
   observe(state: WatcherState | undefined): void {
     this.state = state;
+  }
+
+  /** The stop record of a pod that ended. */
+  recorded(record: StopRecord): void {
+    this.podsEnded.inc({ phase: record.phase ?? 'unknown' });
+    for (const sidecar of record.sidecars) {
+      const stoppedBy = sidecar.stoppedBy.join('+') || 'none';
+      this.sidecarsEnded.inc({ stopped_by: stoppedBy, exit_code: sidecar.exitCode === undefined ? 'unknown' : String(sidecar.exitCode) });
+      if (sidecar.secondsAfterMains !== undefined) this.sidecarEndSeconds.observe({ stopped_by: stoppedBy }, Math.max(0, sidecar.secondsAfterMains));
+    }
   }
 
   /** A warning recorded on a pod, counted as its code says (src/policy/codes.ts); some are not counted. */

@@ -10,7 +10,7 @@ import { readServerVersion } from '../kube/server-version.ts';
 import { KILL_MECHANISM_CHANGED } from '../policy/index.ts';
 import { KillMechanismFollower, killMechanismFor, type ResolvedKillMechanism } from './discovery.ts';
 import { EventRecorder } from './events.ts';
-import { Executor } from './executor.ts';
+import { Executor, type EndedPod } from './executor.ts';
 import type { WatcherMetrics } from './metrics.ts';
 import { NodeLookup } from './nodes.ts';
 import { PodCache } from './pod-cache.ts';
@@ -126,7 +126,7 @@ class Controller {
   private readonly queue: WorkQueue<string>;
   /** The pods read once they have ended (Executor.reportEnded), by key and uid; apart from the reconciles, two at a time. */
   private readonly ended: WorkQueue<string>;
-  private readonly endedPods = new Map<string, V1Pod>();
+  private readonly endedPods = new Map<string, EndedPod>();
   private readonly timers: NodeJS.Timeout[] = [];
   private sweeper: Sweeper | undefined;
   private stopped = false;
@@ -153,6 +153,7 @@ class Controller {
         return kill.crrVersion;
       },
       metrics,
+      quickExitImages: [options.quickExitImage].filter((image) => image !== ''),
       inFlight: (pod) => this.cache.get(podKey(pod))?.metadata?.uid === pod.metadata?.uid,
     }));
     const { signal, quickExitImageAllowlist, quickExitImage } = options;
@@ -178,13 +179,20 @@ class Controller {
     this.ended = new WorkQueue({
       concurrency: ENDED_CONCURRENCY,
       process: async (key) => {
-        const pod = this.endedPods.get(key);
+        const ended = this.endedPods.get(key);
         try {
-          if (pod && (await this.executor.reportEnded(pod))) logger.warn({ pod: podKey(pod), uid: pod.metadata?.uid, code: 'sidecar-exit-failed-pod' }, 'the pod failed by the exit code of a stopped sidecar, although its main containers succeeded');
+          const report = ended ? await this.executor.reportEnded(ended) : undefined;
+          if (report && 'laterMs' in report) {
+            // A sidecar the kubelet is still killing: the record says how it ended once it has.
+            this.ended.addAfter(key, report.laterMs);
+            return;
+          }
+          if (report) logger.info({ pod: podKey(ended!.pod), uid: ended!.pod.metadata?.uid, phase: report.record.phase, mains: report.record.mains, sidecars: report.record.sidecars }, 'pod ended');
+          if (report?.exitFailed) logger.warn({ pod: podKey(ended!.pod), uid: ended!.pod.metadata?.uid, code: 'sidecar-exit-failed-pod' }, 'the pod failed by the exit code of a stopped sidecar, although its main containers succeeded');
         } catch (error) {
-          // A refusal (an events quota, RBAC) does not pass by retrying: the log says it once. Anything else is retried.
+          // A refusal (an events quota, RBAC, an admission policy) does not pass by retrying: the log says it once. Anything else is retried.
           if (!isRefusal(error)) throw error;
-          logger.warn({ pod: key.split('\n')[0], err: error }, 'the event of a pod a stopped sidecar failed was refused; not retried');
+          logger.warn({ pod: key.split('\n')[0], err: error }, 'the stop record or the event of an ended pod was refused; not retried');
         }
         this.endedPods.delete(key);
       },
@@ -212,14 +220,14 @@ class Controller {
 
   /**
    * A pod left the watch when it ended (or was deleted): the last state seen says when its main
-   * containers finished. A pod whose stopped sidecars' exit codes can fail it is read once more.
+   * containers finished. A pod whose sidecars were told to stop is read once more, for its stop record.
    */
   private forget(pod: V1Pod): void {
     const { observed, readEnd } = this.executor.forget(pod);
     if (observed) this.options.logger.info({ pod: podKey(pod), uid: pod.metadata?.uid }, 'sidecars stopped; the pod left the watch');
     if (readEnd) {
       const key = `${podKey(pod)}\n${pod.metadata?.uid ?? ''}`;
-      this.endedPods.set(key, pod);
+      this.endedPods.set(key, readEnd);
       this.ended.add(key);
     }
   }

@@ -14,7 +14,7 @@ import { AdmissionregistrationV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, Ku
 import t, { type Test } from 'tap';
 import { SERVE_FLAGS } from '../../src/config.ts';
 import { desiredFence } from '../../src/kube/fence.ts';
-import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL, SIGNAL_COMMAND, signalUser, stopArguments } from '../../src/policy/index.ts';
+import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL, SIGNAL_COMMAND, readStopRecord, signalUser, stopArguments } from '../../src/policy/index.ts';
 import { argsOf, helmEnv, helmRelease, type Manifest } from '../chart/helm.ts';
 import { serviceAccountKubeconfig } from '../support/service-account.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
@@ -447,9 +447,14 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
     };
     for (const job of ['signal', 'signal-as-user', 'ignore-exit-code', 'quick-exit']) {
       await waitForJob(cluster, jobs, job, 'Complete', 120_000);
-      const pod = await done((await podOfJob(cluster, jobs, job)).metadata!.name!);
-      // The condition comes only with a phase the watcher sets (ignore-exit-code); otherwise the event says it.
-      t.equal(pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated')?.status, job === 'ignore-exit-code' ? 'True' : undefined, `${job}: the condition only with the phase the watcher sets`);
+      const name = (await podOfJob(cluster, jobs, job)).metadata!.name!;
+      await done(name);
+      // Written through the fence once the pod has ended: the stop record, in the condition.
+      const pod = await waitFor(`the stop record of pod ${name}`, async () => {
+        const read = await core.readNamespacedPod({ namespace: jobs, name });
+        return readStopRecord(read) && read;
+      }, { timeoutMs: 60_000 });
+      t.match(pod.status?.conditions?.find((c) => c.type === 'SidecarTerminated'), { status: 'True', reason: 'SidecarsStopped' }, `${job}: the stop record in the condition`);
       t.equal(pod.metadata?.labels?.[MANAGED_LABEL], 'true', `${job}: the label untouched`);
       if (job.startsWith('signal')) t.same(pod.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['proxy'], `${job}: stopped by its signal container`);
       if (job === 'signal-as-user') t.match(pod.spec?.ephemeralContainers?.[0]?.securityContext, { runAsUser: 1234, runAsGroup: 1234 }, `${job}: as the sidecar's user`);

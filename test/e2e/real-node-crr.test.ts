@@ -12,7 +12,7 @@ import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { ENV_WHEN_JOB_EXIT, EVENT_REASONS } from '../../src/policy/index.ts';
 import { containerRecreateRequest } from '../../src/watcher/crr.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
-import { expectJobStoppedBy } from '../support/endings.ts';
+import { expectJobStoppedBy, stopRecordOfJob } from '../support/endings.ts';
 import { startKruise } from '../support/kruise.ts';
 import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
@@ -93,6 +93,9 @@ if (canRunRealNode(t)) {
     const reasons = (await eventsOf(cluster, namespace, podName)).map((e) => e.reason);
     t.notOk(reasons.includes('SidecarTerminationFailed'), `no failure event (events: ${reasons.join(', ')})`);
     await expectJobStoppedBy(t, cluster, namespace, 'crr', { proxy: 'crr' });
+    const record = await stopRecordOfJob(cluster, namespace, 'crr');
+    t.match(record, { phase: 'Succeeded', mains: [{ name: 'main', exitCode: 0 }], sidecars: [{ name: 'proxy', stoppedBy: ['crr'], exitCode: 0 }] }, "the stop record in the pod's SidecarTerminated condition");
+    t.ok(record.sidecars[0]!.secondsAfterMains! >= 0, `the sidecar ended ${record.sidecars[0]?.secondsAfterMains}s after the main container`);
 
     const deleted = await cp.kubectl(['delete', 'job', 'crr', '--cascade=foreground', '--wait=true', '--timeout=120s'], { namespace });
     t.equal(deleted.code, 0, deleted.stderr);
@@ -136,6 +139,7 @@ if (canRunRealNode(t)) {
     const complete = await podOfJob(cluster, namespace, 'ignores-sigterm-exit-code-ignored');
     t.equal(complete.status?.phase, 'Succeeded', 'with KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE the pod is Succeeded and the Job completes');
     await expectJobStoppedBy(t, cluster, namespace, 'ignores-sigterm-exit-code-ignored', { proxy: ['crr', 'phase'] });
+    t.match(await stopRecordOfJob(cluster, namespace, 'ignores-sigterm-exit-code-ignored'), { phase: 'Succeeded', sidecars: [{ name: 'proxy', stoppedBy: ['crr', 'phase'], exitCode: 137 }] }, 'the stop record waited for the kubelet to kill the sidecar: its 137, ignored');
   });
 
   const fenceSkip = !apiFeatures(version).validatingAdmissionPolicy && `Kubernetes ${version.gitVersion} serves no ValidatingAdmissionPolicy, so there is no fence`;

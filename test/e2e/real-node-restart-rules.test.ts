@@ -14,7 +14,7 @@ import type { V1Container } from '@kubernetes/client-node';
 import t from 'tap';
 import { CONDITION_REASONS, ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, TERMINATED_CONDITION } from '../../src/policy/index.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
-import { expectJobStoppedBy, type StopPath } from '../support/endings.ts';
+import { expectJobStoppedBy, stopRecordOfJob, type StopPath } from '../support/endings.ts';
 import { startKruise } from '../support/kruise.ts';
 import { jobYaml } from '../support/pods.ts';
 import { canRunRealNode } from '../support/real-node.ts';
@@ -109,9 +109,11 @@ if (!apiFeatures(version).containerRestartRules) {
           const pod = await cluster.core.readNamespacedPod({ namespace, name: podName });
           t.equal(pod.status?.phase, 'Succeeded');
           const mainEnd = new Date(main.state!.terminated!.finishedAt!).getTime();
+          const record = await stopRecordOfJob(cluster, namespace, c.job);
+          t.match(record, { phase: 'Succeeded', mains: [{ name: 'main', exitCode: 0 }], sidecars: [{ name: 'proxy', stoppedBy: typeof expected === 'string' ? [expected] : expected }] }, 'the stop record: the last run of the main container, and how the sidecar was stopped');
           if (ignored) {
             const condition = pod.status?.conditions?.find((each) => each.type === TERMINATED_CONDITION);
-            t.match(condition, { status: 'True', reason: CONDITION_REASONS.stopping, message: /^phase set to Succeeded/ });
+            t.match(condition, { status: 'True', reason: CONDITION_REASONS.stopping });
             t.ok(new Date(condition!.lastTransitionTime!).getTime() >= mainEnd, 'the phase was set after the last run, not while the kubelet was about to restart the main');
           } else {
             t.equal(proxy.state?.terminated?.exitCode, 0, 'the sidecar exited 0 on SIGTERM');

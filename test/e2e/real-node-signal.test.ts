@@ -12,7 +12,7 @@ import type { V1Container, V1SecurityContext } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, EVENT_REASONS } from '../../src/policy/index.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
-import { expectJobStoppedBy } from '../support/endings.ts';
+import { expectJobStoppedBy, stopRecordOfJob } from '../support/endings.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { TEST_IMAGE, containerLog, containerStatus, startRealStack, testContainer } from '../support/real-stack.ts';
 import { apply, eventsOf, podOfJob, waitForJob } from '../support/stack.ts';
@@ -60,6 +60,9 @@ if (canRunRealNode(t)) {
     const reasons = (await eventsOf(stack, namespace, podName)).map((e) => e.reason);
     t.notOk(reasons.includes('SidecarTerminationFailed'), `no failure event (events: ${reasons.join(', ')})`);
     await expectJobStoppedBy(t, stack, namespace, name, { sidecar: 'signal' });
+    const record = await stopRecordOfJob(stack, namespace, name);
+    t.match(record, { phase: 'Succeeded', mains: [{ name: 'main', exitCode: 0, reason: 'Completed' }], sidecars: [{ name: 'sidecar', stoppedBy: ['signal'], exitCode: 0 }] }, "the stop record in the pod's SidecarTerminated condition");
+    t.ok(record.sidecars[0]!.secondsAfterMains! >= 0, `the sidecar ended ${record.sidecars[0]?.secondsAfterMains}s after the main container`);
   }
 
   t.test('Never: a root sidecar with nothing set on the pod is stopped by SIGTERM, the Job completes', { buffered: true }, async (t) => {
@@ -137,6 +140,7 @@ if (canRunRealNode(t)) {
     t.match(signal.state?.terminated?.message, /Z SIGTERM sent to PID 1 \(\/test-container sidecar --ignore-term\)\n.*Z the sidecar still runs 5s after it was told to stop/, 'after its SIGTERM, each step with its time');
     // The fallback this test is about: told by its signal container, then its image replaced (it sets no command).
     await expectJobStoppedBy(t, stack, namespace, 'ignores-sigterm', { sidecar: ['signal', 'image'] }, { warnings: ['signal-ignored'] });
+    t.match(await stopRecordOfJob(stack, namespace, 'ignores-sigterm'), { phase: 'Succeeded', sidecars: [{ name: 'sidecar', stoppedBy: ['signal', 'image'], exitCode: 0 }] }, 'the stop record: told by SIGTERM, then its image replaced');
   });
 
   // A proxy whose shutdown endpoint ends it before its answer is written (cloud-sql-proxy can):

@@ -100,8 +100,9 @@ t.test('kubectl finds the plugin, and the package puts both commands on the PATH
 t.test('the ContainerRecreateRequest in the story of a pod stopped by crr', async (t) => {
   const story = await sh(`kubectl sidecar-terminator status pod/${podNames['log-shipper']} -o json`, userEnv);
   t.equal(story.code, 0, story.stderr);
-  const parsed = JSON.parse(story.stdout) as { state: string; mechanism: string; actions: Array<{ what: string }> };
+  const parsed = JSON.parse(story.stdout) as { state: string; mechanism: string; actions: Array<{ what: string }>; result?: unknown };
   t.match(parsed, { state: 'stopped', mechanism: 'crr' });
+  t.match(parsed.result, { mains: [{ name: 'main', exitCode: 0 }], sidecars: [{ name: 'proxy', stoppedBy: ['crr'] }] }, 'its result: how the main container ended and how the sidecar was stopped');
   t.match(parsed.actions.map((a) => a.what), [/event Normal SidecarTermina\w+: stopping sidecars: proxy \(ContainerRecreateRequest\)/, /ContainerRecreateRequest sidecar-termination-[0-9a-f-]+ for proxy/]);
   await expectJobStoppedBy(t, stack, namespace, 'log-shipper', { proxy: 'crr' });
 });

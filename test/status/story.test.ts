@@ -6,6 +6,7 @@ import t from 'tap';
 import { selectorMatches } from '../../src/status/cluster.ts';
 import { age } from '../../src/status/render.ts';
 import { podStory, type PodFacts } from '../../src/status/story.ts';
+import { TERMINATED_CONDITION, recordCondition } from '../../src/policy/index.ts';
 import { containerOf, parseFieldPath } from '../../src/lint/field-path.ts';
 import { FINISHED, QUICK_EXIT, STARTED, containerStatus, imageSidecar, jobPod, killSidecar, main, normalNode, virtualNode } from '../support/pods.ts';
 
@@ -69,6 +70,18 @@ t.test("a pod a stopped sidecar's exit code failed: stopped, with the watcher's 
   const failed = event('Warning', 'SidecarExitFailedPod', message, T1, { action: 'sidecar-exit-failed-pod' });
   t.match(podStory(facts(p, { events: { value: [failed] } })), { state: 'stopped', code: 'sidecar-exit-failed-pod', advice: [`The pod failed by a stopped sidecar's exit code: ${message}`] });
   t.match(podStory(facts(p)), { state: 'stopped', code: 'sidecars-stopped', advice: [] }, 'without the event: stopped');
+});
+
+t.test('a stopped pod has its result: the stop record the watcher wrote, else read from the pod and its ContainerRecreateRequest', async (t) => {
+  const p = pod({ statuses: [containerStatus('main', 0), containerStatus('proxy', 0)] });
+  const read = podStory(facts(p, { crr: { value: { name: 'sidecar-termination-uid', containers: ['proxy'] } } }));
+  t.match(read.result, { mains: [{ name: 'main', exitCode: 0 }], sidecars: [{ name: 'proxy', exitCode: 0, stoppedBy: ['crr'] }] });
+  const recorded = { phase: 'Succeeded', mains: [{ name: 'main', exitCode: 0 }], sidecars: [{ name: 'proxy', exitCode: 0, stoppedBy: ['signal' as const], secondsAfterMains: 1 }] };
+  p.status!.conditions = [{ type: TERMINATED_CONDITION, ...recordCondition(recorded), lastTransitionTime: new Date(T1) }];
+  const story = podStory(facts(p));
+  t.same(story.result, recorded, 'the record on the pod');
+  t.ok(story.actions.some((a) => a.what === 'condition SidecarTerminated=True: stop record: main exited 0; proxy stopped by signal, exited 0 1s after the main containers'), 'told in words among what happened');
+  t.notOk(podStory(facts(pod({ statuses: [containerStatus('main', 'running'), containerStatus('proxy', 'running')] }))).result, 'none while the sidecars run');
 });
 
 t.test("the mechanism is read from the objects and the event's code and related object, never from its words", async (t) => {

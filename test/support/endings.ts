@@ -7,7 +7,7 @@ import type { BatchV1Api, CustomObjectsApi, V1Container, V1ContainerStatus, V1Po
 import type { Test } from 'tap';
 import { SERVE_FLAGS } from '../../src/config.ts';
 import { isApiError } from '../../src/kube/api-errors.ts';
-import { CONDITION_REASONS, CRR, EVENT_REASONS, MIGRATED_ANNOTATION, TERMINATED_CONDITION, classifyContainers, crrName, podAnnotations } from '../../src/policy/index.ts';
+import { CONDITION_REASONS, CRR, EVENT_REASONS, MIGRATED_ANNOTATION, PHASE_SET, TERMINATED_CONDITION, classifyContainers, crrName, podAnnotations, readStopRecord, type StopRecord } from '../../src/policy/index.ts';
 import { eventsOf, type Clients } from './stack.ts';
 import { waitFor } from './wait.ts';
 
@@ -45,6 +45,8 @@ export interface PodEnding {
   warnings: { code: string; message: string }[];
   /** The add-on recorded its SidecarTerminator event (the sidecars were told to stop). */
   stopRequested: boolean;
+  /** The stop record the watcher wrote in the pod's SidecarTerminated condition once the pod ended, if it has yet. */
+  record?: StopRecord;
 }
 
 /** The Job (for the images its sidecars had) and the ContainerRecreateRequest are read where their clients are given. */
@@ -63,7 +65,11 @@ export async function podEnding(clients: EndingClients, pod: V1Pod, options: End
   // This pod's, not those of an earlier pod of the same name.
   const events = named.filter((e) => e.involvedObject.uid === undefined || e.involvedObject.uid === pod.metadata?.uid);
   const migrated = new Set((pod.metadata?.annotations?.[MIGRATED_ANNOTATION] ?? '').split(',').filter((each) => each !== ''));
-  const phaseSet = pod.status?.conditions?.some((c) => c.type === TERMINATED_CONDITION && c.reason === CONDITION_REASONS.stopping && /^phase set to /.test(c.message ?? '')) ?? false;
+  // Said by the condition the watcher wrote with the phase, or, once the pod has ended, by the stop record that replaced its words.
+  const record = readStopRecord(pod);
+  const phaseSet =
+    (pod.status?.conditions?.some((c) => c.type === TERMINATED_CONDITION && c.reason === CONDITION_REASONS.stopping && c.message?.startsWith(PHASE_SET)) ?? false) ||
+    (record?.sidecars.some((sidecar) => sidecar.stoppedBy.includes('phase')) ?? false);
   const quickExitImages = options.quickExitImages ?? [SERVE_FLAGS.quickExitImage.default];
   const statuses = [...(pod.status?.containerStatuses ?? []), ...(pod.status?.initContainerStatuses ?? [])];
   const sidecars: SidecarEnding[] = [];
@@ -105,6 +111,7 @@ export async function podEnding(clients: EndingClients, pod: V1Pod, options: End
     sidecars,
     warnings: events.filter((e) => e.reason === EVENT_REASONS.failed || e.reason === EVENT_REASONS.exitFailedPod).map((e) => ({ code: e.action ?? '', message: e.message ?? '' })),
     stopRequested: events.some((e) => e.reason === EVENT_REASONS.stopping),
+    ...(record ? { record } : {}),
   };
 }
 
@@ -191,6 +198,12 @@ export async function expectStoppedBy(
   t.same(ending.warnings.map((w) => w.code).sort(), [...(options.warnings ?? [])].sort(), `pod ${ending.pod}: the add-on's warnings${ending.warnings.length > 0 ? ` (${ending.warnings.map((w) => `${w.code}: ${w.message}`).join('; ')})` : ''}`);
   const told = ending.sidecars.some((sidecar) => sidecar.steps.some((step) => step !== 'native'));
   if (told) t.ok(ending.stopRequested, `pod ${ending.pod}: the SidecarTerminator event`);
+  if (ending.record) {
+    // Written by the watcher once the pod ended: it must say what the cluster's own objects say.
+    const recorded = Object.fromEntries(ending.record.sidecars.map((sidecar) => [sidecar.name, sidecar.stoppedBy]));
+    const observed = Object.fromEntries(ending.sidecars.filter((sidecar) => !sidecar.steps.includes('native')).map((sidecar) => [sidecar.container, sidecar.steps]));
+    t.same(recorded, observed, `pod ${ending.pod}: the stop record says how each sidecar was stopped`);
+  }
   if (!options.warnings?.length) {
     for (const { container, signal } of ending.sidecars) {
       if (signal?.ran) t.ok(signal.exitCode === 0 || signal.exitCode === 137, `pod ${ending.pod}: ${signal.name} stopped ${container} (exit code ${signal.exitCode}${signal.message ? `: ${signal.message.trim()}` : ''})`);
@@ -219,4 +232,15 @@ export async function expectJobStoppedBy(
   const endings: PodEnding[] = [];
   for (const pod of await endedPodsOfJob(clients, namespace, job)) endings.push(await expectStoppedBy(t, clients, pod, expected, options));
   return endings;
+}
+
+/**
+ * The stop record of the Job's pod (its only pod), once the watcher has written it: the pod ended,
+ * then the watcher read it once more (in the background, seconds later).
+ */
+export async function stopRecordOfJob(clients: EndingClients, namespace: string, job: string): Promise<StopRecord> {
+  return waitFor(`the stop record of Job ${namespace}/${job}'s pod`, async () => {
+    const [pod] = await endedPodsOfJob(clients, namespace, job);
+    return pod && readStopRecord(pod);
+  }, { timeoutMs: 60_000 });
 }

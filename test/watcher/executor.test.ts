@@ -2,13 +2,13 @@
 // told and observed) lives exactly as long as the pod is in the watch: a request that completes
 // after the pod has left, or a reconcile that starts as it leaves, keeps nothing.
 import t from 'tap';
-import type { BatchV1Api, CoreV1Api, CustomObjectsApi, V1Pod } from '@kubernetes/client-node';
+import type { BatchV1Api, CoreV1Api, CustomObjectsApi, V1Pod, V1PodCondition } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import type { Plan } from '../../src/policy/index.ts';
-import { Executor } from '../../src/watcher/executor.ts';
+import { Executor, type EndReport } from '../../src/watcher/executor.ts';
 import { WatcherMetrics } from '../../src/watcher/metrics.ts';
-import { jobPod, killSidecar, main } from '../support/pods.ts';
+import { MAINS_FINISHED_AT, ignoreExitCodeSidecar, jobPod, killSidecar, main } from '../support/pods.ts';
 
 const log = pino({ level: 'silent' });
 const crrPlan: Plan = { code: 'mains-done', stopping: ['proxy (ContainerRecreateRequest)'], steps: [{ type: 'create-crr', containers: ['proxy'] }] };
@@ -160,6 +160,99 @@ t.test('the event that announces a stop fails and the request succeeds: the reco
   await t.rejects(executor.execute(podWithUid('e'), crrPlan, log), { message: 'fetch failed' });
 });
 
+/** A report of a pod read to its end (not one to read again later). */
+function finished(report: EndReport | undefined): Extract<EndReport, { record: unknown }> | undefined {
+  if (report && 'laterMs' in report) throw new Error(`read again in ${report.laterMs} ms`);
+  return report;
+}
+
+/** The status patches of a fake API server, applied to `pod` as it would apply them (the conditions only). */
+function withStatusPatch(pod: () => V1Pod | 404, set: (pod: V1Pod) => void, patches: unknown[][]) {
+  return async ({ body }: { body: Array<{ op: string; path: string; value: unknown }> }) => {
+    const current = pod();
+    if (current === 404) throw Object.assign(new Error('not found'), { code: 404 });
+    patches.push(body);
+    const next = structuredClone(current);
+    next.status ??= {};
+    for (const { op, path, value } of body) {
+      if (path === '/status/conditions') next.status.conditions = value as V1PodCondition[];
+      else if (path === '/status/conditions/-') next.status.conditions!.push(value as V1PodCondition);
+      else if (path.startsWith('/status/conditions/') && op === 'replace') next.status.conditions![Number(path.split('/').at(-1))] = value as V1PodCondition;
+    }
+    set(next);
+    return next;
+  };
+}
+
+t.test('a pod whose sidecars were told to stop is read once it has left: its stop record is written in its condition, and counted', async (t) => {
+  const ended = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 0 }, { phase: 'Succeeded' });
+  let current: V1Pod | 404 = ended;
+  const patches: unknown[][] = [];
+  const core = {
+    createNamespacedEvent: async ({ body }: { body: unknown }) => body,
+    readNamespacedPod: async () => {
+      if (current === 404) throw Object.assign(new Error('not found'), { code: 404 });
+      return current;
+    },
+    patchNamespacedPodStatus: withStatusPatch(() => current, (next) => (current = next), patches),
+  } as unknown as CoreV1Api;
+  const registry = new Registry();
+  const metrics = new WatcherMetrics(registry);
+  const running = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
+  const crr: Plan = { code: 'mains-done', stopping: ['proxy (ContainerRecreateRequest)'], steps: [{ type: 'create-crr', containers: ['proxy'] }] };
+  const created = { createNamespacedCustomObject: async () => ({}) } as unknown as CustomObjectsApi;
+  const withCrr = new Executor({ core, custom: created, crrVersion: 'v1alpha1', metrics });
+  await withCrr.execute(running, crr, log);
+  const forgotten = withCrr.forget(running);
+  t.same(forgotten.readEnd, { pod: running, crr: ['proxy'] }, 'read at its end, with the sidecars its ContainerRecreateRequest named');
+  const report = finished(await withCrr.reportEnded(forgotten.readEnd!));
+  t.same(report?.record.sidecars.map((s) => [s.name, s.stoppedBy, s.exitCode]), [['proxy', ['crr'], 0]]);
+  t.equal(report?.exitFailed, false);
+  const condition = (current).status?.conditions?.find((c) => c.type === 'SidecarTerminated');
+  t.match(condition, { status: 'True', reason: 'SidecarsStopped' });
+  t.same(JSON.parse(condition!.message!), report!.record, 'the record, as JSON in the message');
+  t.equal(patches.length, 1);
+  t.same(finished(await withCrr.reportEnded(forgotten.readEnd!)), report, 'read again (a retry): the record already there is not written twice');
+  t.equal(patches.length, 1);
+  const exposed = await registry.metrics();
+  t.match(exposed, /sidecar_terminator_pods_ended_total\{phase="Succeeded"\} 1/);
+  t.match(exposed, /sidecar_terminator_sidecars_ended_total\{stopped_by="crr",exit_code="0"\} 1/);
+  current = 404;
+  t.equal(await withCrr.reportEnded({ pod: running, crr: [] }), undefined, 'deleted: nothing said');
+});
+
+t.test('the stop record is written again over a pod that changed meanwhile (the Job controller\'s finalizer), and not past three conflicts', async (t) => {
+  let current: V1Pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 0 }, { phase: 'Succeeded' });
+  let conflicts = 0;
+  const apply = withStatusPatch(() => current, (next) => (current = next), []);
+  const core = {
+    readNamespacedPod: async () => current,
+    patchNamespacedPodStatus: async (request: Parameters<typeof apply>[0]) => {
+      if (conflicts-- > 0) throw Object.assign(new Error('conflict'), { code: 409 });
+      return apply(request);
+    },
+  } as unknown as CoreV1Api;
+  const executor = new Executor({ core, custom: {} as CustomObjectsApi, crrVersion: undefined, metrics: new WatcherMetrics(new Registry()) });
+  conflicts = 2;
+  t.ok(finished(await executor.reportEnded({ pod: current, crr: [] }))?.record, 'written at the third attempt');
+  current = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 0 }, { phase: 'Succeeded' });
+  conflicts = 3;
+  await t.rejects(executor.reportEnded({ pod: current, crr: [] }), { name: 'PodChanged' }, 'the queue retries it later');
+});
+
+t.test('a pod moved to its phase while its sidecar still runs: the record waits for the kubelet to kill it, up to its grace period and a minute', async (t) => {
+  let current: V1Pod = jobPod([main(), ignoreExitCodeSidecar('proxy')], { main: 0, proxy: 'running' }, { phase: 'Succeeded', spec: { terminationGracePeriodSeconds: 10 } });
+  const core = {
+    readNamespacedPod: async () => current,
+    patchNamespacedPodStatus: withStatusPatch(() => current, (next) => (current = next), []),
+  } as unknown as CoreV1Api;
+  const executor = new Executor({ core, custom: {} as CustomObjectsApi, crrVersion: undefined, metrics: new WatcherMetrics(new Registry()) });
+  const ended = { pod: current, crr: [] };
+  t.same(await executor.reportEnded(ended, MAINS_FINISHED_AT + 1000), { laterMs: 5000 }, 'looked at again in 5 s');
+  t.same(await executor.reportEnded(ended, MAINS_FINISHED_AT + 68_000), { laterMs: 2000 }, 'no later than the grace period and a minute after the main containers');
+  t.same(finished(await executor.reportEnded(ended, MAINS_FINISHED_AT + 70_000))?.record.sidecars, [{ name: 'proxy', stoppedBy: [] }], 'then written as it is: not exited');
+});
+
 t.test("a pod whose stopped sidecar's exit code failed it is read once it has left, and the event names its Job's rule", async (t) => {
   const ended = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 143 }, { phase: 'Failed' });
   ended.metadata!.ownerReferences = [{ apiVersion: 'batch/v1', kind: 'Job', name: 'job', uid: 'job-uid', controller: true }];
@@ -172,6 +265,7 @@ t.test("a pod whose stopped sidecar's exit code failed it is read once it has le
       if (current === 404) throw Object.assign(new Error('not found'), { code: 404 });
       return current;
     },
+    patchNamespacedPodStatus: withStatusPatch(() => current, (next) => (current = next), []),
   } as unknown as CoreV1Api;
   const batch = {
     readNamespacedJob: async () => {
@@ -184,22 +278,23 @@ t.test("a pod whose stopped sidecar's exit code failed it is read once it has le
   const signal: Plan = { code: 'mains-done', stopping: ['proxy (SIGTERM)'], steps: [] };
   await executor.execute(running, signal, log);
   events.length = 0; // the SidecarTerminator event of the stop
-  t.same(executor.forget(running), { observed: false, readEnd: true }, 'its sidecars were being stopped, and their exit codes count: read at its end');
-  t.equal(await executor.reportEnded(running), true);
+  const ending = { pod: running, crr: [] };
+  t.same(executor.forget(running), { observed: false, readEnd: ending }, 'its sidecars were being stopped: read at its end');
+  t.equal(finished(await executor.reportEnded(ending))?.exitFailed, true);
   t.match(events.at(-1), { reason: 'SidecarExitFailedPod', action: 'sidecar-exit-failed-pod', message: /podFailurePolicy\.rules\[0\] \(FailJob\)/, related: { kind: 'Job', name: 'job', uid: 'job-uid' } });
   job = 403;
-  t.equal(await executor.reportEnded(running), true, 'its Job unreadable (RBAC): the event all the same');
+  t.equal(finished(await executor.reportEnded(ending))?.exitFailed, true, 'its Job unreadable (RBAC): the event all the same');
   t.match(events.at(-1), { message: /unless a rule of its podFailurePolicy judges that exit code/ });
   t.notOk('related' in events.at(-1)!, 'without the Job');
   current = { ...ended, metadata: { ...ended.metadata, uid: 'another' } };
-  t.equal(await executor.reportEnded(running), false, 'another pod under its name: nothing said');
+  t.equal(await executor.reportEnded(ending), undefined, 'another pod under its name: nothing said');
   current = 404;
-  t.equal(await executor.reportEnded(running), false, 'deleted: nothing said');
+  t.equal(await executor.reportEnded(ending), undefined, 'deleted: nothing said');
   current = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 0 }, { phase: 'Succeeded' });
-  t.equal(await executor.reportEnded(running), false, 'succeeded: nothing said');
+  t.equal(finished(await executor.reportEnded(ending))?.exitFailed, false, 'succeeded: nothing said');
   t.equal(events.length, 2);
   const untouched = jobPod([main(), killSidecar('proxy')], { main: 'running', proxy: 'running' });
   untouched.metadata!.uid = 'never-stopped';
   await executor.execute(untouched, { code: 'mains-running', stopping: [], steps: [] }, log);
-  t.same(executor.forget(untouched), { observed: false, readEnd: false }, 'a pod it never stopped is not read');
+  t.same(executor.forget(untouched), { observed: false }, 'a pod it never stopped is not read');
 });
