@@ -349,15 +349,16 @@ function actionsOf(pod: V1Pod, events: CoreV1Event[], crr: CrrView | undefined, 
       actions.push({ time: iso(before.finishedAt), what: `sidecar ${role.name} exited ${before.exitCode}${before.reason && before.reason !== 'Completed' ? ` (${before.reason})` : ''}, and the kubelet started it again${role.image ? ` with ${role.image}` : ''}` });
     }
   }
+  for (const role of roles.filter((r) => r.role === 'sidecar')) {
+    const exited = finishedAt(pod, role.name);
+    if (exited) actions.push({ time: exited, what: `sidecar ${role.name} exited ${exitCodesByName(pod).get(role.name)}` });
+  }
+  // After the sidecars' exits: the stop record, written once they have ended, often in the same second.
   const condition = pod.status?.conditions?.find((c) => c.type === TERMINATED_CONDITION);
   if (condition) {
     const record = readStopRecord(pod);
     const what = record ? `stop record: ${describeStopRecord(record)}` : condition.message ?? '';
     actions.push({ ...optional('time', condition.lastTransitionTime ? iso(condition.lastTransitionTime) : undefined), what: `condition ${TERMINATED_CONDITION}=${condition.status}: ${what}` });
-  }
-  for (const role of roles.filter((r) => r.role === 'sidecar')) {
-    const exited = finishedAt(pod, role.name);
-    if (exited) actions.push({ time: exited, what: `sidecar ${role.name} exited ${exitCodesByName(pod).get(role.name)}` });
   }
   if (pod.metadata?.labels?.[MANAGED_LABEL] === DONE) actions.push({ what: `label ${MANAGED_LABEL}=${DONE}: the watcher is done with the pod` });
   return actions.sort((a, b) => (a.time ?? '\uffff').localeCompare(b.time ?? '\uffff'));
