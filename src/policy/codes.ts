@@ -44,7 +44,7 @@ export const CODES = {
   warn: { kind: 'step', meaning: 'a Warning event, with a warning code' },
   'escalate-image': { kind: 'step', meaning: "a sidecar still running after its grace period gets a quick-exit image in place of its own: the kubelet kills it through the runtime and runs that image" },
   'escalate-phase': { kind: 'step', meaning: "a sidecar still running after its grace period, where no quick-exit image can run: the pod's phase is set from the main containers, and the kubelet kills it" },
-  finish: { kind: 'step', meaning: 'nothing is written: the pod leaves the watch once its phase is terminal' },
+  finish: { kind: 'step', meaning: 'nothing is written: the pod leaves the watch once its phase is terminal, and then gets its stop record' },
 
   'stop-requested': { kind: 'event', meaning: 'the sidecars are told to stop (the Normal SidecarTerminator event)' },
 

@@ -40,6 +40,8 @@ export interface StopRecord {
   phase?: string;
   mains: ContainerEnd[];
   sidecars: SidecarEnd[];
+  /** The words of the condition the record replaces: why the watcher set the phase, or what a stop waited for. */
+  note?: string;
 }
 
 /** What the pod alone does not say: the sidecars in its ContainerRecreateRequest, and the quick-exit images that may have replaced a sidecar's. */
@@ -61,7 +63,8 @@ export function stopRecord(pod: V1Pod, context: StopRecordContext): StopRecord {
     return { name, ...(terminated ? { exitCode: terminated.exitCode, ...(terminated.reason ? { reason: terminated.reason } : {}) } : {}) };
   };
   const mainsAt = mainsFinishedAt(pod);
-  const phaseSet = pod.status?.conditions?.some((c) => c.type === TERMINATED_CONDITION && c.message?.startsWith(PHASE_SET) === true) ?? false;
+  const earlier = pod.status?.conditions?.find((c) => c.type === TERMINATED_CONDITION)?.message;
+  const phaseSet = earlier?.startsWith(PHASE_SET) ?? false;
   const sidecars = roles
     .filter((role) => role.role === 'sidecar')
     .map((role): SidecarEnd => {
@@ -87,6 +90,7 @@ export function stopRecord(pod: V1Pod, context: StopRecordContext): StopRecord {
     ...(pod.status?.phase ? { phase: pod.status.phase } : {}),
     mains: roles.filter((role) => role.role === 'main').map((role) => end(role.name)),
     sidecars,
+    ...(earlier ? { note: earlier } : {}),
   };
 }
 
@@ -99,12 +103,17 @@ export function recordCondition(record: StopRecord): SidecarCondition {
 export function readStopRecord(pod: V1Pod): StopRecord | undefined {
   const message = pod.status?.conditions?.find((c) => c.type === TERMINATED_CONDITION)?.message;
   if (!message?.startsWith('{')) return undefined;
+  let parsed: unknown;
   try {
-    const parsed = JSON.parse(message) as Partial<StopRecord>;
-    return Array.isArray(parsed.mains) && Array.isArray(parsed.sidecars) ? (parsed as StopRecord) : undefined;
+    parsed = JSON.parse(message);
   } catch {
     return undefined;
   }
+  // Anyone who may patch a pod's status can write this condition: only the record's shape is read as one.
+  const record = parsed as Partial<Record<keyof StopRecord, unknown>>;
+  const ends = (list: unknown, sidecars: boolean) =>
+    Array.isArray(list) && list.every((end: Partial<Record<keyof SidecarEnd, unknown>>) => typeof end?.name === 'string' && (!sidecars || (Array.isArray(end.stoppedBy) && end.stoppedBy.every((way) => ORDER.includes(way as StopWay)))));
+  return ends(record.mains, false) && ends(record.sidecars, true) ? (parsed as StopRecord) : undefined;
 }
 
 /**
@@ -126,5 +135,5 @@ export function describeStopRecord(record: StopRecord): string {
     const when = sidecar.secondsAfterMains === undefined ? '' : sidecar.secondsAfterMains < 0 ? ` ${-sidecar.secondsAfterMains}s before the main containers` : ` ${sidecar.secondsAfterMains}s after the main containers`;
     return `${sidecar.name} ${how}, ${exit(sidecar)}${sidecar.exitCode === undefined ? '' : when}`;
   });
-  return [...mains, ...sidecars].join('; ');
+  return [...mains, ...sidecars, ...(record.note ? [record.note] : [])].join('; ');
 }

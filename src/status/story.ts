@@ -40,6 +40,7 @@ import {
   type WaitCode,
 } from '../policy/index.ts';
 import { RULES } from '../policy/rules.ts';
+import { SERVE_FLAGS } from '../config.ts';
 
 export type PodState = 'waiting for main' | 'stopping' | 'stopped' | 'failed' | 'not managed';
 
@@ -184,7 +185,7 @@ export function podStory(facts: PodFacts): PodStory {
   const lastSidecarExit = latest(roles.filter((r) => r.role === 'sidecar').map((r) => finishedAt(pod, r.name)));
 
   if (managed === DONE || decision.outcome === 'finished') {
-    const result = readStopRecord(pod) ?? stopRecord(pod, { crr: new Set(crr?.containers ?? []), quickExitImages: [] });
+    const result = readStopRecord(pod) ?? stopRecord(pod, { crr: new Set(crr?.containers ?? []), quickExitImages: [SERVE_FLAGS.quickExitImage.default] });
     // Stopped, but a stopped sidecar's exit code failed the pod: the watcher's event says how, and what to change.
     const exitFailed = events.find((event) => eventCode(event) === 'sidecar-exit-failed-pod');
     if (exitFailed) return { ...story, state: 'stopped', code: 'sidecar-exit-failed-pod', ...optional('since', lastSidecarExit), advice: [`The pod failed by a stopped sidecar's exit code: ${exitFailed.message ?? ''}`], result };
@@ -358,7 +359,10 @@ function actionsOf(pod: V1Pod, events: CoreV1Event[], crr: CrrView | undefined, 
   if (condition) {
     const record = readStopRecord(pod);
     const what = record ? `stop record: ${describeStopRecord(record)}` : condition.message ?? '';
-    actions.push({ ...optional('time', condition.lastTransitionTime ? iso(condition.lastTransitionTime) : undefined), what: `condition ${TERMINATED_CONDITION}=${condition.status}: ${what}` });
+    const set = condition.lastTransitionTime ? iso(condition.lastTransitionTime) : undefined;
+    // The record keeps the time the condition was first set (with the phase): it was written after the last sidecar's exit.
+    const time = record ? latest([set, ...roles.filter((r) => r.role === 'sidecar').map((r) => finishedAt(pod, r.name))]) : set;
+    actions.push({ ...optional('time', time), what: `condition ${TERMINATED_CONDITION}=${condition.status}: ${what}` });
   }
   if (pod.metadata?.labels?.[MANAGED_LABEL] === DONE) actions.push({ what: `label ${MANAGED_LABEL}=${DONE}: the watcher is done with the pod` });
   return actions.sort((a, b) => (a.time ?? '\uffff').localeCompare(b.time ?? '\uffff'));

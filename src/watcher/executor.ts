@@ -211,18 +211,7 @@ export class Executor {
     return {
       observed: state !== undefined && state.told && this.observeStopped(pod, state),
       // Read once it has left: the watch tells of a pod that ended with its state from before the end.
-      // The sidecars in its ContainerRecreateRequest read when the ended pod is, not now: with
-      // ignore-exit-code, the request is made after the status write that takes the pod out of the watch.
-      ...(state?.stopping
-        ? {
-            readEnd: {
-              pod,
-              get crr() {
-                return state.crr ?? [];
-              },
-            },
-          }
-        : {}),
+      ...(state?.stopping ? { readEnd: { pod, leftAt: Date.now(), crr: () => state.crr ?? [] } } : {}),
     };
   }
 
@@ -248,21 +237,23 @@ export class Executor {
       }
     };
     let pod = await read();
-    const waitMs = pod && !readStopRecord(pod) ? untilSidecarsEnd(pod, now) : 0;
-    if (waitMs > 0) return { laterMs: waitMs };
+    let record = pod && readStopRecord(pod);
+    const waitMs = pod && !record ? untilSidecarsEnd(pod, ended.leftAt, now) : 0;
+    if (waitMs > 0) return { requeueAfterMs: waitMs };
     // The Job controller's own writes (its finalizer) may come between the read and the write: read again.
-    for (let attempt = 1; pod && !readStopRecord(pod); attempt++) {
-      const record = stopRecord(pod, { crr: new Set(ended.crr), quickExitImages: this.options.quickExitImages ?? [] });
+    for (let attempt = 1; pod && !record; attempt++) {
+      const made = stopRecord(pod, { crr: new Set(ended.crr()), quickExitImages: this.options.quickExitImages ?? [] });
       try {
-        pod = await this.writer.setStatus(pod, { type: TERMINATED_CONDITION, ...recordCondition(record) });
-        this.options.metrics.recorded(record);
+        pod = await this.writer.setStatus(pod, { type: TERMINATED_CONDITION, ...recordCondition(made) });
+        this.options.metrics.recorded(made);
+        record = made;
       } catch (error) {
         if (!(error instanceof PodChanged) || attempt === 3) throw error;
         pod = await read();
+        record = pod && readStopRecord(pod);
       }
     }
-    if (!pod) return undefined;
-    const record = readStopRecord(pod)!;
+    if (!pod || !record) return undefined;
     return { record, exitFailed: mayFailBySidecarExit(pod) && (await this.reportExitFailure(pod)) };
   }
 
@@ -339,27 +330,39 @@ function made(state: PodState, step: Step): boolean {
 }
 
 /** What reading an ended pod found: its record, and whether it warned that a sidecar's exit code failed it; or to read it again later. */
-export type EndReport = { record: StopRecord; exitFailed: boolean } | { laterMs: number };
-
-/** How long past the main containers' end the record waits for a sidecar the kubelet is still killing (a pod moved to its phase by the watcher). */
-const KILL_MARGIN_MS = 60_000;
+export type EndReport = { record: StopRecord; exitFailed: boolean } | { requeueAfterMs: number };
 
 /**
- * A pod moved to its terminal phase while a sidecar still ran: the kubelet kills it within its
- * grace period, and the record says how it ended once it has; how long to wait for that (0: no
- * wait, or waited long enough: the record then says it had not exited).
+ * How long past its grace period, counted from when the pod left the watch, the record waits for
+ * a sidecar the kubelet is still killing: the kubelet acts on a phase set by the watcher at its
+ * next sync of the pod (a minute by default), then kills within the grace period.
  */
-function untilSidecarsEnd(pod: V1Pod, now: number): number {
+const KILL_MARGIN_MS = 90_000;
+
+/** How often a pod whose sidecar is being killed is read again. */
+const KILL_RECHECK_MS = 5_000;
+
+/**
+ * A pod moved to its terminal phase while a sidecar still ran: the kubelet kills it, and the
+ * record says how it ended once it has; how long to wait before reading it again (0: no wait, or
+ * waited long enough: the record then says it had not exited).
+ */
+function untilSidecarsEnd(pod: V1Pod, leftAt: number, now: number): number {
   const running = pod.status?.containerStatuses?.some((status) => !status.state?.terminated) ?? false;
-  const mainsAt = mainsFinishedAt(pod);
-  if (!running || mainsAt === undefined) return 0;
+  if (!running) return 0;
   const graceMs = (pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
-  return Math.max(0, Math.min(mainsAt + graceMs + KILL_MARGIN_MS - now, 5_000));
+  return Math.max(0, Math.min(leftAt + graceMs + KILL_MARGIN_MS - now, KILL_RECHECK_MS));
 }
 
 /** A pod told to stop its sidecars, as last seen in the watch, to read once it has ended. */
 export interface EndedPod {
   pod: V1Pod;
-  /** The sidecars in its ContainerRecreateRequest, as far as this watcher knows. */
-  crr: readonly string[];
+  /** When it left the watch (epoch milliseconds). */
+  leftAt: number;
+  /**
+   * The sidecars in its ContainerRecreateRequest, as far as this watcher knows, read when the
+   * ended pod is: with ignore-exit-code, the request is made after the status write that takes
+   * the pod out of the watch.
+   */
+  crr(): readonly string[];
 }

@@ -182,11 +182,8 @@ class Controller {
         const ended = this.endedPods.get(key);
         try {
           const report = ended ? await this.executor.reportEnded(ended) : undefined;
-          if (report && 'laterMs' in report) {
-            // A sidecar the kubelet is still killing: the record says how it ended once it has.
-            this.ended.addAfter(key, report.laterMs);
-            return;
-          }
+          // A sidecar the kubelet is still killing: the record says how it ended once it has.
+          if (report && 'requeueAfterMs' in report) return report;
           if (report) logger.info({ pod: podKey(ended!.pod), uid: ended!.pod.metadata?.uid, phase: report.record.phase, mains: report.record.mains, sidecars: report.record.sidecars }, 'pod ended');
           if (report?.exitFailed) logger.warn({ pod: podKey(ended!.pod), uid: ended!.pod.metadata?.uid, code: 'sidecar-exit-failed-pod' }, 'the pod failed by the exit code of a stopped sidecar, although its main containers succeeded');
         } catch (error) {

@@ -14,6 +14,7 @@ import { apiFeatures, kubernetesVersion, startControlPlane } from '../support/co
 import { httpStatus, PortLease } from '../support/net.ts';
 import { KubeletSimulator, simAnnotations } from '../support/kubelet-simulator.ts';
 import { waitFor } from '../support/wait.ts';
+import { readStopRecord } from '../../src/policy/index.ts';
 import { servedCertificate, startServe } from '../support/serve-process.ts';
 import { finishedByWatcher, installCrrCrd } from '../support/stack.ts';
 import { barePod, killSidecar, main } from '../support/pods.ts';
@@ -222,7 +223,9 @@ t.test('the watcher with the chart permissions, namespaced, signal mechanism: th
   for (const name of ['labelled', 'missed']) {
     const pod = await waitUntilDone('team-a', name);
     t.same(pod.spec?.ephemeralContainers?.map((c) => [c.name, c.targetContainerName]), [['stop-proxy', 'proxy']], `${name}: stopped by signal`);
-    t.notOk(pod.status?.conditions?.some((c) => c.type === 'SidecarTerminated'), `${name}: no condition written, the event says it`);
+    // No condition while it runs, the event says it; once it has ended, its stop record.
+    const recorded = await waitFor(`${name}: the stop record`, async () => readStopRecord(await core.readNamespacedPod({ namespace: 'team-a', name })));
+    t.match(recorded, { sidecars: [{ name: 'proxy', stoppedBy: ['signal'] }] }, `${name}: the stop record says how its sidecar was stopped`);
     const events = await core.listNamespacedEvent({ namespace: 'team-a', fieldSelector: `involvedObject.name=${name}` });
     t.ok(events.items.some((e) => e.reason === 'SidecarTerminator'), `${name}: the event was recorded`);
   }

@@ -71,7 +71,7 @@ const CALLS: Record<string, Call> = {
   'Watch.watch': { sites: ['src/watcher/reflector.ts'], needs: [pods('watch')], why: 'watch the managed pods' },
   readNamespacedPod: { sites: ['src/watcher/reconciler.ts', 'src/watcher/sweeper.ts', 'src/watcher/executor.ts', 'src/status/cluster.ts'], needs: [pods('get')], why: 'the pod as it is now, before saying its sidecar ignores SIGTERM; a stopped pod once it has ended; the sweeper re-reads a pod that changed before its label; `status pod/NAME` reads it as the user' },
   patchNamespacedPod: { sites: ['src/watcher/pod-writes.ts', 'src/watcher/sweeper.ts'], needs: [pods('patch')], why: "the sweeper's managed label, and the in-place quick-exit image" },
-  patchNamespacedPodStatus: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/status')], why: 'the terminal phase with the SidecarTerminated condition; that condition while a quick-exit image cannot be pulled' },
+  patchNamespacedPodStatus: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/status')], why: 'the terminal phase with the SidecarTerminated condition; that condition while a quick-exit image cannot be pulled, and with the stop record once the pod has ended' },
   patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal container: the signal mechanism, and HTTP stop methods with either' },
   createNamespacedEvent: {
     sites: ['src/watcher/events.ts', 'src/webhook/owner-events.ts'],

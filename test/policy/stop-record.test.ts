@@ -51,7 +51,9 @@ t.test('ended from outside: its image replaced and run, or the phase set', async
   t.same(stopRecord(serveImage, { ...none, quickExitImages: ['library/quick-exit:1'] }).sidecars[0]?.stoppedBy, ['image'], "serve's --quick-exit-image");
   serveImage.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping, message: `${PHASE_SET}Failed: the main containers are done` }];
   serveImage.status!.containerStatuses![1].image = 'envoyproxy/envoy:v1.31.0';
-  t.same(stopRecord(serveImage, { ...none, quickExitImages: ['library/quick-exit:1'] }).sidecars[0]?.stoppedBy, ['phase'], 'the image written with the phase, never run: the phase alone');
+  const phased = stopRecord(serveImage, { ...none, quickExitImages: ['library/quick-exit:1'] });
+  t.same(phased.sidecars[0]?.stoppedBy, ['phase'], 'the image written with the phase, never run: the phase alone');
+  t.equal(phased.note, `${PHASE_SET}Failed: the main containers are done`, "the condition's words it replaces, kept");
   const running = jobPod([main(), killSidecar('proxy', { image: 'library/quick-exit:1' })], { main: 1, proxy: 'running' }, { phase: 'Failed' });
   running.status!.containerStatuses![1]!.image = 'library/quick-exit:1';
   const record = stopRecord(running, { ...none, quickExitImages: ['library/quick-exit:1'] });
@@ -84,6 +86,18 @@ t.test('the record travels as JSON in the SidecarTerminated condition, and is re
   t.equal(readStopRecord(pod), undefined, 'not JSON');
   pod.status!.conditions[0]!.message = '{"mains":[]}';
   t.equal(readStopRecord(pod), undefined, 'JSON of another shape');
+  const malformed: Array<[string, string]> = [
+    ['{"mains":[null],"sidecars":[]}', 'a main that is no object'],
+    ['{"mains":[{"exitCode":0}],"sidecars":[]}', 'a main without a name'],
+    ['{"mains":[],"sidecars":[{"name":"proxy"}]}', 'a sidecar without its ways'],
+    ['{"mains":[],"sidecars":[{"name":"proxy","stoppedBy":["magic"]}]}', 'a way the record does not have'],
+  ];
+  for (const [message, what] of malformed) {
+    pod.status!.conditions[0]!.message = message;
+    t.equal(readStopRecord(pod), undefined, what);
+  }
+  pod.status!.conditions[0]!.message = '{"mains":[{"name":"main"}],"sidecars":[{"name":"proxy","stoppedBy":["crr","phase"]}]}';
+  t.same(readStopRecord(pod), { mains: [{ name: 'main' }], sidecars: [{ name: 'proxy', stoppedBy: ['crr', 'phase'] }] });
   delete pod.status!.conditions;
   t.equal(readStopRecord(pod), undefined, 'no condition');
 });
@@ -102,4 +116,5 @@ t.test('the record in words', async (t) => {
     }),
     'main exited 0; other exited 137 (OOMKilled); late has not exited; proxy stopped by crr, exited 0 2s after the main containers; logs stopped by signal, then image, exited 0; early not stopped by the watcher, exited 1 (Error) 5s before the main containers; stuck stopped by phase, has not exited',
   );
+  t.equal(describeStopRecord({ mains: [{ name: 'main', exitCode: 0 }], sidecars: [], note: 'phase set to Succeeded: the main containers are done' }), 'main exited 0; phase set to Succeeded: the main containers are done');
 });

@@ -162,7 +162,7 @@ t.test('the event that announces a stop fails and the request succeeds: the reco
 
 /** A report of a pod read to its end (not one to read again later). */
 function finished(report: EndReport | undefined): Extract<EndReport, { record: unknown }> | undefined {
-  if (report && 'laterMs' in report) throw new Error(`read again in ${report.laterMs} ms`);
+  if (report && 'requeueAfterMs' in report) throw new Error(`read again in ${report.requeueAfterMs} ms`);
   return report;
 }
 
@@ -204,7 +204,8 @@ t.test('a pod whose sidecars were told to stop is read once it has left: its sto
   const withCrr = new Executor({ core, custom: created, crrVersion: 'v1alpha1', metrics });
   await withCrr.execute(running, crr, log);
   const forgotten = withCrr.forget(running);
-  t.same(forgotten.readEnd, { pod: running, crr: ['proxy'] }, 'read at its end, with the sidecars its ContainerRecreateRequest named');
+  t.equal(forgotten.readEnd?.pod, running, 'read at its end');
+  t.same(forgotten.readEnd?.crr(), ['proxy'], 'with the sidecars its ContainerRecreateRequest named');
   const report = finished(await withCrr.reportEnded(forgotten.readEnd!));
   t.same(report?.record.sidecars.map((s) => [s.name, s.stoppedBy, s.exitCode]), [['proxy', ['crr'], 0]]);
   t.equal(report?.exitFailed, false);
@@ -218,7 +219,7 @@ t.test('a pod whose sidecars were told to stop is read once it has left: its sto
   t.match(exposed, /sidecar_terminator_pods_ended_total\{phase="Succeeded"\} 1/);
   t.match(exposed, /sidecar_terminator_sidecars_ended_total\{stopped_by="crr",exit_code="0"\} 1/);
   current = 404;
-  t.equal(await withCrr.reportEnded({ pod: running, crr: [] }), undefined, 'deleted: nothing said');
+  t.equal(await withCrr.reportEnded({ pod: running, leftAt: 0, crr: () => [] }), undefined, 'deleted: nothing said');
 });
 
 t.test('the stop record is written again over a pod that changed meanwhile (the Job controller\'s finalizer), and not past three conflicts', async (t) => {
@@ -234,10 +235,10 @@ t.test('the stop record is written again over a pod that changed meanwhile (the 
   } as unknown as CoreV1Api;
   const executor = new Executor({ core, custom: {} as CustomObjectsApi, crrVersion: undefined, metrics: new WatcherMetrics(new Registry()) });
   conflicts = 2;
-  t.ok(finished(await executor.reportEnded({ pod: current, crr: [] }))?.record, 'written at the third attempt');
+  t.ok(finished(await executor.reportEnded({ pod: current, leftAt: 0, crr: () => [] }))?.record, 'written at the third attempt');
   current = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 0 }, { phase: 'Succeeded' });
   conflicts = 3;
-  await t.rejects(executor.reportEnded({ pod: current, crr: [] }), { name: 'PodChanged' }, 'the queue retries it later');
+  await t.rejects(executor.reportEnded({ pod: current, leftAt: 0, crr: () => [] }), { name: 'PodChanged' }, 'the queue retries it later');
 });
 
 t.test('a pod moved to its phase while its sidecar still runs: the record waits for the kubelet to kill it, up to its grace period and a minute', async (t) => {
@@ -247,10 +248,12 @@ t.test('a pod moved to its phase while its sidecar still runs: the record waits 
     patchNamespacedPodStatus: withStatusPatch(() => current, (next) => (current = next), []),
   } as unknown as CoreV1Api;
   const executor = new Executor({ core, custom: {} as CustomObjectsApi, crrVersion: undefined, metrics: new WatcherMetrics(new Registry()) });
-  const ended = { pod: current, crr: [] };
-  t.same(await executor.reportEnded(ended, MAINS_FINISHED_AT + 1000), { laterMs: 5000 }, 'looked at again in 5 s');
-  t.same(await executor.reportEnded(ended, MAINS_FINISHED_AT + 68_000), { laterMs: 2000 }, 'no later than the grace period and a minute after the main containers');
-  t.same(finished(await executor.reportEnded(ended, MAINS_FINISHED_AT + 70_000))?.record.sidecars, [{ name: 'proxy', stoppedBy: [] }], 'then written as it is: not exited');
+  // It left the watch 80 s after its main containers finished (a sidecar ended from outside after its grace period).
+  const leftAt = MAINS_FINISHED_AT + 80_000;
+  const ended = { pod: current, leftAt, crr: () => [] };
+  t.same(await executor.reportEnded(ended, leftAt + 1000), { requeueAfterMs: 5000 }, 'looked at again in 5 s');
+  t.same(await executor.reportEnded(ended, leftAt + 98_000), { requeueAfterMs: 2000 }, 'no later than its grace period and a minute and a half after it left the watch');
+  t.same(finished(await executor.reportEnded(ended, leftAt + 100_000))?.record.sidecars, [{ name: 'proxy', stoppedBy: [] }], 'then written as it is: not exited');
 });
 
 t.test("a pod whose stopped sidecar's exit code failed it is read once it has left, and the event names its Job's rule", async (t) => {
@@ -278,8 +281,9 @@ t.test("a pod whose stopped sidecar's exit code failed it is read once it has le
   const signal: Plan = { code: 'mains-done', stopping: ['proxy (SIGTERM)'], steps: [] };
   await executor.execute(running, signal, log);
   events.length = 0; // the SidecarTerminator event of the stop
-  const ending = { pod: running, crr: [] };
-  t.same(executor.forget(running), { observed: false, readEnd: ending }, 'its sidecars were being stopped: read at its end');
+  const forgotten = executor.forget(running);
+  t.match(forgotten, { observed: false, readEnd: { pod: running } }, 'its sidecars were being stopped: read at its end');
+  const ending = forgotten.readEnd!;
   t.equal(finished(await executor.reportEnded(ending))?.exitFailed, true);
   t.match(events.at(-1), { reason: 'SidecarExitFailedPod', action: 'sidecar-exit-failed-pod', message: /podFailurePolicy\.rules\[0\] \(FailJob\)/, related: { kind: 'Job', name: 'job', uid: 'job-uid' } });
   job = 403;
