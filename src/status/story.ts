@@ -22,6 +22,7 @@ import {
   inspectObject,
   markerEntries,
   migratedSidecars,
+  strippedNativeSidecars,
   nodeKindOf,
   restartOfContainerAt,
   restartPolicyOf,
@@ -236,6 +237,19 @@ function withoutLabel(story: PodStory, facts: PodFacts): PodStory {
   const reasons: string[] = [];
   const advice: string[] = [];
   const moved = migratedSidecars(pod.metadata?.annotations ?? {});
+  const stripped = moved.length > 0 ? strippedNativeSidecars(spec, pod.metadata?.annotations ?? {}) : [];
+  if (stripped.length > 0) {
+    // Admitted past the validating webhook (down, with failurePolicy Ignore): a plain init container that never finishes.
+    const names = stripped.map(({ name }) => name).join(', ');
+    return {
+      ...story,
+      state: 'failed',
+      notManaged: [`its sidecars ${names} were moved to native sidecars when it was created, but lost restartPolicy: Always afterwards: as plain init containers they never finish, and the main containers never start`],
+      advice: [
+        `A mutating webhook that rewrote the init containers after the native-sidecars webhook's last call dropped the field (one built on a client library older than native sidecars), or the API server's SidecarContainers feature gate is off: upgrade or exclude that webhook, or set --native-sidecars=none (chart value admission.nativeSidecars), then replace the pod${story.job ? ` (kubectl delete job -n ${story.namespace} ${story.job}, then create it again)` : ''}.`,
+      ],
+    };
+  }
   if (moved.length > 0) {
     // Nothing for the watcher: the kubelet stops native sidecars itself.
     return { ...story, state: 'not managed', notManaged: [`its sidecars ${moved.join(', ')} were moved to native sidecars (init containers with restartPolicy: Always) when it was created: the kubelet stops them once the main containers are done`], advice: [] };

@@ -166,4 +166,7 @@ t.test('a pod whose sidecars moved to native sidecars: not managed, the kubelet 
   const story = podStory(facts(migrated));
   t.match(story, { state: 'not managed', advice: [] });
   t.same(story.notManaged, ['its sidecars proxy were moved to native sidecars (init containers with restartPolicy: Always) when it was created: the kubelet stops them once the main containers are done']);
+  delete migrated.spec!.initContainers[0]!.restartPolicy;
+  const stripped = podStory(facts(migrated));
+  t.match(stripped, { state: 'failed', notManaged: [/^its sidecars proxy were moved to native sidecars when it was created, but lost restartPolicy: Always afterwards/], advice: [/A mutating webhook that rewrote the init containers .* set --native-sidecars=none .* then replace the pod \(kubectl delete job -n default job/] }, 'a migrated sidecar stripped by a later webhook: it never finishes, and why');
 });
