@@ -29,16 +29,6 @@ function exitCodeCounts(role: ContainerRole): boolean {
 }
 
 /**
- * Whether the pod's end can be such a failure, from what the watcher knew of it before it ended:
- * restartPolicy Never and a sidecar whose exit code counts. Only then is the pod read once more
- * when it leaves the watch.
- */
-export function mayFailBySidecarExit(pod: PodLike): boolean {
-  const spec = pod.spec ?? {};
-  return restartPolicyOf(spec) === 'Never' && classifyContainers(spec, podAnnotations(pod)).some(exitCodeCounts);
-}
-
-/**
  * The failure, for a pod in phase Failed whose main containers all exited 0 and whose sidecars
  * exited non-zero once the main containers had finished; undefined for any other pod: a sidecar
  * that crashed while the work ran is its own failure, not the stop's, and a pod being deleted or

@@ -9,7 +9,6 @@ import {
   controllerOf,
   crrName,
   mainsFinishedAt,
-  mayFailBySidecarExit,
   readStopRecord,
   recordCondition,
   sidecarExitFailure,
@@ -254,7 +253,7 @@ export class Executor {
       }
     }
     if (!pod || !record) return undefined;
-    return { record, exitFailed: mayFailBySidecarExit(pod) && (await this.reportExitFailure(pod)) };
+    return { record, exitFailed: await this.reportExitFailure(pod) };
   }
 
   /** The Warning event of a pod a stopped sidecar's exit code failed; true when it was recorded now. */

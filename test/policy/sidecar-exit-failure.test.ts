@@ -1,18 +1,18 @@
 // A pod whose main containers succeeded, failed by a stopped sidecar's exit code: when it is one,
 // which rule of its Job's podFailurePolicy judged it, and what the event says.
 import t from 'tap';
-import { ENV_IGNORE_EXIT_CODE, POD_ANNOTATIONS, mayFailBySidecarExit, sidecarExitFailure } from '../../src/policy/index.ts';
+import { ENV_IGNORE_EXIT_CODE, POD_ANNOTATIONS, sidecarExitFailure } from '../../src/policy/index.ts';
 import { FINISHED, containerStatus, ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main } from '../support/pods.ts';
 
 const failed = (states: Record<string, number | 'running'>, containers = [main(), killSidecar('proxy')]) => jobPod(containers, states, { phase: 'Failed' });
 const failJobOnAnyCode = { podFailurePolicy: { rules: [{ action: 'FailJob', onExitCodes: { operator: 'NotIn', values: [0] } }] } };
 
-t.test('worth reading at its end: restartPolicy Never and a sidecar whose exit code counts', async (t) => {
-  t.ok(mayFailBySidecarExit(failed({ main: 0, proxy: 'running' })), 'a sidecar stopped by the kill mechanism');
-  t.ok(mayFailBySidecarExit(failed({ main: 0 }, [main(), imageSidecar('logs')])), 'one stopped by its quick-exit image');
-  t.notOk(mayFailBySidecarExit(failed({ main: 0 }, [main(), ignoreExitCodeSidecar('sql')])), 'its exit code ignored: the phase is set from the main containers');
-  t.notOk(mayFailBySidecarExit(jobPod([main(), killSidecar('proxy')], {}, { spec: { restartPolicy: 'OnFailure' } })), 'OnFailure: the kubelet restarts a sidecar that exits non-zero, it does not fail the pod');
-  t.notOk(mayFailBySidecarExit(failed({ main: 0 }, [main()])), 'no sidecar');
+t.test('only a sidecar whose exit code counts, under restartPolicy Never', async (t) => {
+  t.same(sidecarExitFailure(failed({ main: 0, proxy: 137 }))?.sidecars, [{ name: 'proxy', exitCode: 137 }], 'a sidecar stopped by the kill mechanism');
+  t.same(sidecarExitFailure(failed({ main: 0, logs: 143 }, [main(), imageSidecar('logs')]))?.sidecars, [{ name: 'logs', exitCode: 143 }], 'one stopped by its quick-exit image');
+  t.equal(sidecarExitFailure(failed({ main: 0, sql: 143 }, [main(), ignoreExitCodeSidecar('sql')])), undefined, 'its exit code ignored: the phase is set from the main containers');
+  t.equal(sidecarExitFailure(jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 143 }, { phase: 'Failed', spec: { restartPolicy: 'OnFailure' } })), undefined, 'OnFailure: the kubelet restarts a sidecar that exits non-zero, it does not fail the pod');
+  t.equal(sidecarExitFailure(failed({ main: 0 }, [main()])), undefined, 'no sidecar');
 });
 
 t.test('a sidecar that exited 143 after the main succeeded failed the pod; without a rule the Job counts it', async (t) => {
@@ -73,7 +73,6 @@ t.test('no such failure: any other end (and one named by annotation is such a si
 });
 
 t.test('read defensively: a pod without a spec, statuses without names or times', async (t) => {
-  t.notOk(mayFailBySidecarExit({ metadata: {}, status: { phase: 'Failed' } }));
   t.equal(sidecarExitFailure({ metadata: {}, status: { phase: 'Failed' } }), undefined);
   const odd = failed({ main: 0, proxy: 143 });
   odd.status!.containerStatuses!.push('junk' as never, { state: {} } as never);
