@@ -24,6 +24,7 @@ import {
   MANAGED_BY_LABELS,
   MANAGED_LABEL,
   OWNER_EVENT_REASON,
+  PHASE_SET_ANNOTATION,
   POD_ANNOTATIONS,
   SIGNAL_COMMAND,
   STOP_ARGUMENT_FORMS,
@@ -88,6 +89,7 @@ const quickExitImage = (container: string) =>
 const isSidecar = (container: string) => `(${isKillSidecar(container)} || ${quickExitImage(container)} != "")`;
 
 const LABEL = literal(MANAGED_LABEL);
+const PHASE_SET = literal(PHASE_SET_ANNOTATION);
 const TERMINAL_PHASES = ['Succeeded', 'Failed'];
 
 /** The watcher's ServiceAccount: the writes of src/watcher and src/kube/leader-election.ts. */
@@ -101,6 +103,8 @@ const watcher: FenceRules = {
     { name: 'leaseWrite', expression: request('coordination.k8s.io', 'leases', '', ['CREATE', 'UPDATE']) },
     { name: 'oldLabels', expression: 'oldObject.metadata.?labels.orValue({})' },
     { name: 'newLabels', expression: 'object.metadata.?labels.orValue({})' },
+    { name: 'oldAnnotations', expression: 'oldObject.metadata.?annotations.orValue({})' },
+    { name: 'newAnnotations', expression: 'object.metadata.?annotations.orValue({})' },
     { name: 'managedBefore', expression: `variables.oldLabels[?${LABEL}].orValue("") == ${literal(MANAGED)}` },
     // The containers the pod's annotation names as sidecars.
     {
@@ -184,10 +188,14 @@ const watcher: FenceRules = {
         "sidecar-terminator fence: the watcher's signal container runs as the sidecar's runAsUser/runAsGroup, else as the user the kubelet reports for it, else as root with only CAP_KILL added; " +
         'all capabilities dropped otherwise, allowPrivilegeEscalation false, RuntimeDefault seccomp, no other security setting',
     },
-    // PodWriter.setStatus: the terminal phase and the SidecarTerminated condition.
+    // PodWriter.setStatus: the terminal phase and the SidecarTerminated condition, and with the
+    // phase, the phase-set annotation that makes the kubelet sync the pod.
     {
-      expression: `!variables.podStatusUpdate || (variables.managedBefore && ${sameExcept('object.metadata', 'oldObject.metadata', SERVER_METADATA)})`,
-      message: `sidecar-terminator fence: the watcher may write the status only of a pod labelled ${MANAGED_LABEL}=${MANAGED}, and no metadata through it`,
+      expression:
+        `!variables.podStatusUpdate || (variables.managedBefore && ${sameExcept('object.metadata', 'oldObject.metadata', [...SERVER_METADATA, 'annotations'])} && ` +
+        `${sameExcept('variables.newAnnotations', 'variables.oldAnnotations', [PHASE_SET_ANNOTATION])} && (variables.newAnnotations[?${PHASE_SET}] == variables.oldAnnotations[?${PHASE_SET}] || ` +
+        `(object.status.?phase != oldObject.status.?phase && variables.newAnnotations[?${PHASE_SET}] == object.status.?phase)))`,
+      message: `sidecar-terminator fence: the watcher may write the status only of a pod labelled ${MANAGED_LABEL}=${MANAGED}, and no metadata through it but the ${PHASE_SET_ANNOTATION} annotation, set to the phase it sets`,
     },
     {
       expression:

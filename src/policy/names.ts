@@ -52,6 +52,15 @@ export const POD_ANNOTATIONS = {
   gracePeriodPrefix: 'grace-period-seconds.sidecar-terminator.io/',
 } as const;
 
+/**
+ * Written by the watcher in the same status write that sets a pod's terminal phase, with that
+ * phase as its value. The kubelet keeps a terminal phase that another writes only once it syncs
+ * the pod, and a change of status alone does not make it sync: meanwhile its status manager writes
+ * its own phase back (Running), and a sidecar that then exits non-zero fails the pod. A change of
+ * metadata makes it sync at once, with the phase as written.
+ */
+export const PHASE_SET_ANNOTATION = 'sidecar-terminator.io/phase-set';
+
 /** Annotation by which a bare pod asks for Job-strength validation of its restartPolicy. */
 export const STRICT_VALIDATION_ANNOTATION = 'sidecar-terminator.io/validation';
 /** The namespace label that opts a namespace in with --native-sidecars=labelled. */

@@ -32,12 +32,17 @@ export function retainedPod(pod: V1Pod): V1Pod {
   };
 }
 
-/** The annotations that name sidecars and say how to stop them (POD_ANNOTATIONS), and no other. */
+/**
+ * The annotations that name sidecars and say how to stop them (POD_ANNOTATIONS), and no other; an
+ * empty map where the pod has only others: a write that adds an annotation must know whether the
+ * pod has the map at all (a JSON patch adds a key only to a map that exists).
+ */
 function sidecarAnnotations(annotations: Record<string, string> | undefined): { annotations?: Record<string, string> } {
-  const kept = Object.entries(annotations ?? {}).filter(
+  if (!annotations || Object.keys(annotations).length === 0) return {};
+  const kept = Object.entries(annotations).filter(
     ([key]) => key === POD_ANNOTATIONS.sidecars || key === POD_ANNOTATIONS.ignoreExitCode || key.startsWith(POD_ANNOTATIONS.stopPrefix) || key.startsWith(POD_ANNOTATIONS.gracePeriodPrefix),
   );
-  return kept.length > 0 ? { annotations: Object.fromEntries(kept) } : {};
+  return { annotations: Object.fromEntries(kept) };
 }
 
 /**

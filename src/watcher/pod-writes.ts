@@ -7,6 +7,7 @@
 // resourceVersion the next write of the same reconcile carries.
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1EphemeralContainer, type V1Pod } from '@kubernetes/client-node';
 import { isApiError } from '../kube/api-errors.ts';
+import { PHASE_SET_ANNOTATION } from '../policy/index.ts';
 
 /** The pod is not the one the write was decided for: deleted, replaced under the same name, or changed since it was read. */
 export class PodChanged extends Error {
@@ -52,7 +53,10 @@ export class PodWriter {
     return this.patch(pod, 'ephemeralcontainers', [...this.sameVersion(pod), ...additions]);
   }
 
-  /** Sets the condition (replacing one of its type), and the phase when given. */
+  /**
+   * Sets the condition (replacing one of its type), and the phase when given, with the phase-set
+   * annotation in the same write: the kubelet then syncs the pod and keeps the phase (names.ts).
+   */
   async setStatus(pod: V1Pod, condition: Condition, phase?: 'Succeeded' | 'Failed'): Promise<V1Pod> {
     const conditions = pod.status?.conditions;
     const index = conditions?.findIndex((c) => c.type === condition.type) ?? -1;
@@ -65,7 +69,7 @@ export class PodWriter {
       : index >= 0
         ? { op: 'replace', path: `/status/conditions/${index}`, value }
         : { op: 'add', path: '/status/conditions/-', value };
-    const phaseWrite: Operation[] = phase ? [{ op: 'add', path: '/status/phase', value: phase }] : [];
+    const phaseWrite: Operation[] = phase ? [{ op: 'add', path: '/status/phase', value: phase }, annotate(pod, PHASE_SET_ANNOTATION, phase)] : [];
     return this.patch(pod, 'status', [...this.sameVersion(pod), write, ...phaseWrite]);
   }
 
@@ -88,6 +92,13 @@ export class PodWriter {
       throw error;
     }
   }
+}
+
+/** Adds (or replaces) one annotation of the pod: the map itself where the pod has none (retainedPod keeps whether it has). */
+function annotate(pod: V1Pod, key: string, value: string): Operation {
+  if (!pod.metadata?.annotations) return { op: 'add', path: '/metadata/annotations', value: { [key]: value } };
+  // JSON Pointer escapes: ~ as ~0, / as ~1.
+  return { op: 'add', path: `/metadata/annotations/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`, value };
 }
 
 /**

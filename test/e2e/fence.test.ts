@@ -14,7 +14,7 @@ import { AdmissionregistrationV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, Ku
 import t, { type Test } from 'tap';
 import { SERVE_FLAGS } from '../../src/config.ts';
 import { desiredFence } from '../../src/kube/fence.ts';
-import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL, SIGNAL_COMMAND, readStopRecord, signalUser, stopArguments } from '../../src/policy/index.ts';
+import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MANAGED_LABEL, PHASE_SET_ANNOTATION, SIGNAL_COMMAND, readStopRecord, signalUser, stopArguments } from '../../src/policy/index.ts';
 import { argsOf, helmEnv, helmRelease, type Manifest } from '../chart/helm.ts';
 import { serviceAccountKubeconfig } from '../support/service-account.ts';
 import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
@@ -293,10 +293,19 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
     await refused(t, watcherKubeconfig, 'another reason', patchStatus('managed', [{ op: 'add', path: '/status/conditions/-', value: { type: 'SidecarTerminated', status: 'True', reason: 'Evil' } }]), fields);
     await refused(t, watcherKubeconfig, 'the pod IP', patchStatus('managed', [{ op: 'replace', path: '/status/podIP', value: '10.9.9.9' }, { op: 'replace', path: '/status/podIPs', value: [{ ip: '10.9.9.9' }] }]), fields);
     await refused(t, watcherKubeconfig, 'a container status', patchStatus('managed', [{ op: 'replace', path: '/status/containerStatuses/0/ready', value: false }]), fields);
-    await refused(t, watcherKubeconfig, 'labels through the status', patchStatus('managed', [{ op: 'add', path: '/metadata/labels/app', value: 'evil' }]), /may write the status only of a pod labelled sidecar-terminator.io\/managed=true, and no metadata through it/);
+    const metadata = /may write the status only of a pod labelled sidecar-terminator.io\/managed=true, and no metadata through it but the sidecar-terminator.io\/phase-set annotation, set to the phase it sets/;
+    await refused(t, watcherKubeconfig, 'labels through the status', patchStatus('managed', [{ op: 'add', path: '/metadata/labels/app', value: 'evil' }]), metadata);
+    const annotations = (added: Record<string, string>) => ({ op: 'add', path: '/metadata/annotations', value: { ...finished.metadata?.annotations, ...added } });
+    await refused(t, watcherKubeconfig, 'another annotation through the status', patchStatus('finished', [annotations({ owner: 'evil' })]), metadata);
+    await refused(t, watcherKubeconfig, 'the phase-set annotation without the phase', patchStatus('finished', [annotations({ [PHASE_SET_ANNOTATION]: 'Succeeded' })]), metadata);
+    await refused(t, watcherKubeconfig, 'the phase-set annotation naming another phase', patchStatus('finished', [{ op: 'replace', path: '/status/phase', value: 'Succeeded' }, annotations({ [PHASE_SET_ANNOTATION]: 'Failed' })]), metadata);
     await refused(t, watcherKubeconfig, 'a pod it does not manage', patchStatus('unlabelled', [{ op: 'add', path: '/status/conditions/-', value: { type: 'SidecarTerminated', status: 'True', reason: 'SidecarsStopped' } }]), /may write the status only of a pod labelled/);
     const allowed = await patchStatus('managed', [{ op: 'add', path: '/status/conditions/-', value: { type: 'SidecarTerminated', status: 'False', reason: 'QuickExitImageNotPulled', message: 'waiting' } }])();
     t.equal(allowed.code, 0, `its own condition is allowed: ${allowed.stderr}`);
+    const ended = await runningPod(victims, 'phase-set', { mainExitsAfter: '1s' });
+    const phaseSet = await patchStatus('phase-set', [{ op: 'replace', path: '/status/phase', value: 'Succeeded' }, { op: 'add', path: `/metadata/annotations/${PHASE_SET_ANNOTATION.replace('/', '~1')}`, value: 'Succeeded' }])();
+    t.equal(phaseSet.code, 0, `the phase from the main containers, with the phase-set annotation, is allowed: ${phaseSet.stderr}`);
+    t.ok(ended.metadata?.annotations, 'a pod with annotations of its own');
   });
 
   t.test("the watcher's token: ContainerRecreateRequests other than OpenKruise's for a pod are refused", async (t) => {
@@ -458,7 +467,10 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
       t.equal(pod.metadata?.labels?.[MANAGED_LABEL], 'true', `${job}: the label untouched`);
       if (job.startsWith('signal')) t.same(pod.spec?.ephemeralContainers?.map((c) => c.targetContainerName), ['proxy'], `${job}: stopped by its signal container`);
       if (job === 'signal-as-user') t.match(pod.spec?.ephemeralContainers?.[0]?.securityContext, { runAsUser: 1234, runAsGroup: 1234 }, `${job}: as the sidecar's user`);
-      if (job === 'ignore-exit-code') t.equal(pod.status?.phase, 'Succeeded', `${job}: the phase from the main container, whatever the sidecar's exit code`);
+      if (job === 'ignore-exit-code') {
+        t.equal(pod.status?.phase, 'Succeeded', `${job}: the phase from the main container, whatever the sidecar's exit code`);
+        t.equal(pod.metadata?.annotations?.[PHASE_SET_ANNOTATION], 'Succeeded', `${job}: the ${PHASE_SET_ANNOTATION} annotation, written with the phase`);
+      }
       if (job === 'quick-exit') t.equal(pod.spec?.containers.find((c) => c.name === 'logs')?.image, QUICK_EXIT, `${job}: the quick-exit image, in place`);
       await expectStoppedBy(t, cluster, pod, paths[job]!);
     }

@@ -6,7 +6,7 @@ import t from 'tap';
 import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
-import { CONDITION_REASONS, MANAGED_LABEL, TERMINATED_CONDITION, planStop } from '../../src/policy/index.ts';
+import { CONDITION_REASONS, MANAGED_LABEL, PHASE_SET_ANNOTATION, TERMINATED_CONDITION, planStop, retainedPod } from '../../src/policy/index.ts';
 import { Executor } from '../../src/watcher/executor.ts';
 import { WatcherMetrics } from '../../src/watcher/metrics.ts';
 import { PodChanged, PodWriter } from '../../src/watcher/pod-writes.ts';
@@ -59,6 +59,18 @@ t.test('every write succeeds on the pod it was read from, each carrying the vers
   t.same(stored.spec?.ephemeralContainers?.map((c) => c.name), ['stop-proxy', 'stop-logs']);
   t.same(stored.status?.conditions?.filter((c) => c.type === TERMINATED_CONDITION).map((c) => [c.status, c.reason]), [['True', CONDITION_REASONS.stopping]], 'one condition of its type, replaced in place');
   t.equal(stored.status?.phase, 'Succeeded');
+  t.same(stored.metadata?.annotations, { [PHASE_SET_ANNOTATION]: 'Succeeded' }, 'the phase-set annotation, written with the phase');
+});
+
+t.test('the phase-set annotation joins the annotations a pod has, and only a write of the phase writes it', async (t) => {
+  await createPod('annotated');
+  let pod = await core.patchNamespacedPod({ namespace, name: 'annotated', body: { metadata: { annotations: { 'example.com/team': 'data' } } } }, mergePatch);
+  pod = await writer.setStatus(pod, condition);
+  t.same(pod.metadata?.annotations, { 'example.com/team': 'data' }, 'a condition alone: no annotation');
+  // As the watcher writes it: from the pod its cache keeps, without the other annotations.
+  pod = await writer.setStatus(retainedPod(pod), condition, 'Failed');
+  t.same(pod.metadata?.annotations, { 'example.com/team': 'data', [PHASE_SET_ANNOTATION]: 'Failed' }, 'from the pod as the cache keeps it, the other annotations kept');
+  t.equal(pod.status?.phase, 'Failed');
 });
 
 t.test('a pod deleted and created again under the same name between read and write refuses every write', async (t) => {

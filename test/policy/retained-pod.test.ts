@@ -106,7 +106,7 @@ t.test('what the writes address by position stays complete and in order', async 
   const retained = retainedPod(served);
   t.same(retained.spec?.containers.map((c) => c.name), ['main', 'proxy', 'logs'], 'every container');
   t.same(retained.status?.conditions, served.status?.conditions, 'every condition');
-  t.same(retained.metadata, { name: 'job-abc', namespace: 'default', uid: 'uid-1', resourceVersion: '100', labels: served.metadata?.labels }, 'identity and version, the labels');
+  t.same(retained.metadata, { name: 'job-abc', namespace: 'default', uid: 'uid-1', resourceVersion: '100', labels: served.metadata?.labels, annotations: {} }, 'identity and version, the labels; that it has annotations (a write adds to them)');
   t.same(retained.spec?.containers[1]?.env, [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }], 'the sidecar markers alone of the env');
   t.notOk(retained.spec?.containers[0]?.env, 'no env where there is no marker');
   const size = (pod: V1Pod) => JSON.stringify(pod).length;
@@ -139,6 +139,6 @@ t.test("the pod's sidecar annotations, a container's command and ID are kept; ot
   t.same(Object.keys(retained.metadata?.annotations ?? {}), ['sidecar-terminator.io/sidecars', 'sidecar-terminator.io/ignore-exit-code', 'stop.sidecar-terminator.io/istio-proxy', 'grace-period-seconds.sidecar-terminator.io/istio-proxy']);
   t.same(retained.spec?.containers.map((c) => c.command), [[], undefined], 'whether it sets a command, not the command');
   t.equal(retained.status?.containerStatuses?.[0]?.containerID, 'containerd://abc');
-  t.notOk(retainedPod({ metadata: { name: 'q', annotations: { other: 'x' } } }).metadata?.annotations, 'no annotation of its own: none kept');
+  t.same(retainedPod({ metadata: { name: 'q', annotations: { other: 'x' } } }).metadata?.annotations, {}, 'no annotation of its own: none kept, the map kept empty (a write adds to it)');
   t.same(retainedPod({ metadata: { name: 'r' } }).metadata, { name: 'r' }, 'no annotations at all');
 });
