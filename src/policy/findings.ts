@@ -30,7 +30,8 @@ export type AdmissionRuleId =
   | 'sidecar-not-found'
   | 'stop-method-invalid'
   | 'grace-period-invalid'
-  | 'stop-without-sidecar';
+  | 'stop-without-sidecar'
+  | 'native-sidecar-lost';
 
 /** What lint says, as info, about --native-sidecars: which sidecars would move, and why others stay. */
 export type MigrationRuleId = 'native-sidecar-migration' | 'native-sidecar-migration-skipped';

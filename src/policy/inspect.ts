@@ -36,12 +36,19 @@ export function inspectObject(object: unknown, quickExitImageAllowlist: readonly
 /** Whether the object's pods move to native sidecars under --native-sidecars, and why (not). */
 export function nativeSidecarPlan(inspection: Inspection, oldKubelets?: readonly OldKubelet[] | 'unread'): MigrationPlan {
   const { spec, annotations, fieldPrefix, findings } = inspection;
-  return planNativeSidecars({ spec, annotations, fieldPrefix, hasErrors: errorsOf(findings).length > 0, oldKubelets });
+  // A native sidecar lost after an earlier move is put back in the same answer (restoreNativeSidecars).
+  const errors = errorsOf(findings).filter((finding) => finding.rule !== 'native-sidecar-lost');
+  return planNativeSidecars({ spec, annotations, fieldPrefix, hasErrors: errors.length > 0, oldKubelets });
 }
 
-/** The findings as admission and lint report them: errors become warnings in warn mode, and for an object a controller created. */
+/**
+ * The findings as admission and lint report them: errors become warnings in warn mode, and for an
+ * object a controller created; but a pod that lost a native sidecar is refused whatever the mode
+ * and whoever created it: it could never start its main containers.
+ */
 export function enforcedFindings(inspection: Inspection, mode: EnforcementMode): Finding[] {
-  return applyEnforcement(inspection.findings, inspection.controller ? 'warn' : mode);
+  const enforced = applyEnforcement(inspection.findings, inspection.controller ? 'warn' : mode);
+  return enforced.map((finding, index) => (finding.rule === 'native-sidecar-lost' ? inspection.findings[index]! : finding));
 }
 
 /**

@@ -239,23 +239,6 @@ export function suspectWebhooks(webhooks: readonly PodMutatingWebhook[]): string
   return 'no other mutating webhook is registered for pods: the feature gate dropped it';
 }
 
-/**
- * The migrated sidecars that arrived as plain init containers at validation, after every
- * mutating webhook and the API server's own defaults: such a container never finishes and holds
- * the main containers back forever, so the validating webhook refuses the pod; each message names
- * the field and both causes (the mutating webhook puts back what a later webhook strips when it
- * is called again, but a webhook that runs after that call, or the feature gate, still wins).
- */
-export function lostNativeSidecars(rawSpec: unknown, annotations: Record<string, unknown>): string[] {
-  return strippedNativeSidecars(rawSpec, annotations).map(
-    ({ index, name }) =>
-      `spec.initContainers[${index}].restartPolicy: Required value: ${clipValue(name)} was moved here as a native sidecar (annotation ${MIGRATED_ANNOTATION}), but its restartPolicy: Always was dropped, ` +
-      'by a mutating webhook that rewrote the init containers after the last call of the native-sidecars webhook (one built on a client library older than native sidecars drops the field; upgrade it, or exclude these pods from it), ' +
-      'or by the API server when its SidecarContainers feature gate is off (up to Kubernetes 1.32; turn it on); as a plain init container it would never finish and the main containers would never start; ' +
-      'or set --native-sidecars=none (chart value admission.nativeSidecars)',
-  );
-}
-
 /** A Kubernetes version, as the API server's /version reports it. */
 export interface KubernetesVersion {
   gitVersion: string;

@@ -131,6 +131,12 @@ export const RULES: Readonly<Record<RuleId, RuleDescription>> = {
     summary: 'A stop method, a grace period or the ignore-exit-code annotation for a container that is not a sidecar stopped by the kill mechanism: it has no effect.',
     fix: 'Mark the container: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT="true", or its name in the sidecar-terminator.io/sidecars annotation; or remove the setting.',
   },
+  'native-sidecar-lost': {
+    severity: 'error',
+    summary:
+      'A pod whose sidecar the add-on moved to a native sidecar (annotation sidecar-terminator.io/native-sidecars-migrated) has it as a plain init container: its restartPolicy: Always was dropped after the move, by a later mutating webhook or by the API server with the SidecarContainers feature gate off. It would never finish, and the main containers would never start.',
+    fix: 'Upgrade the mutating webhook that rewrites the init containers (one built on a client library older than native sidecars drops the field), or exclude these pods from it; turn the SidecarContainers feature gate on (it can be off up to Kubernetes 1.32); or set --native-sidecars=none (chart value admission.nativeSidecars).',
+  },
   'native-sidecar-migration': {
     severity: 'info',
     summary: 'With --native-sidecars, this sidecar becomes a native sidecar (an init container with restartPolicy: Always) when the pod is created, and the kubelet stops it.',

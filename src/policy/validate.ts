@@ -1,6 +1,6 @@
 // Validation of the sidecar configuration of one pod spec (a pod's, or a template's): the rules
 // of docs/admission-rules.md. Pure: the webhook and the lint command both call it.
-import type { Finding, RuleId, Severity, FindingType } from './findings.ts';
+import { clipValue, type Finding, type RuleId, type Severity, type FindingType } from './findings.ts';
 import { isAllowedImage, isSameImage, parseImageReference } from './image.ts';
 import {
   ENV_GRACE_PERIOD,
@@ -16,7 +16,7 @@ import {
   type MarkerName,
   type SidecarMarkers,
 } from './markers.ts';
-import { POD_ANNOTATIONS } from './names.ts';
+import { MIGRATED_ANNOTATION, POD_ANNOTATIONS } from './names.ts';
 import { targetsVirtualNodes } from './nodes.ts';
 import { parseGracePeriod, parseStopMethod } from './stop-method.ts';
 import { podMetadataPrefix, type JobSpecLocation } from './templates.ts';
@@ -64,6 +64,11 @@ export function validatePodSpec(rawSpec: unknown, options: ValidationOptions): F
     if (!isRecord(raw)) return;
     const native = raw.restartPolicy === 'Always';
     if (native && typeof raw.name === 'string' && migrated.has(raw.name)) return;
+    // A pod's only: the mutating webhook repairs a template's when it creates its pods.
+    if (options.containersFinal && typeof raw.name === 'string' && migrated.has(raw.name)) {
+      report('error', { rule: 'native-sidecar-lost', field: `${options.fieldPrefix}.initContainers[${index}].restartPolicy`, type: 'Required value', detail: lostDetail(raw.name) });
+      return;
+    }
     for (const entry of markerEntries(raw)) {
       report('warning', {
         rule: 'marker-on-init-container',
@@ -75,6 +80,20 @@ export function validatePodSpec(rawSpec: unknown, options: ValidationOptions): F
     }
   });
   return findings;
+}
+
+/**
+ * Why a migrated sidecar that arrived as a plain init container is refused, and both causes: the
+ * mutating webhook puts back what a later webhook strips when it is called again, but a webhook
+ * that runs after that call, or the feature gate, still wins.
+ */
+function lostDetail(name: string): string {
+  return (
+    `${clipValue(name)} was moved here as a native sidecar (annotation ${MIGRATED_ANNOTATION}), but its restartPolicy: Always was dropped, ` +
+    'by a mutating webhook that rewrote the init containers after the last call of the native-sidecars webhook (one built on a client library older than native sidecars drops the field; upgrade it, or exclude these pods from it), ' +
+    'or by the API server when its SidecarContainers feature gate is off (up to Kubernetes 1.32; turn it on); as a plain init container it would never finish and the main containers would never start; ' +
+    'or set --native-sidecars=none (chart value admission.nativeSidecars)'
+  );
 }
 
 function validateContainerMarkers(

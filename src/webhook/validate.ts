@@ -8,8 +8,6 @@ import {
   formatFindingWithoutValue,
   inspectObject,
   listedFindings,
-  listedMessages,
-  lostNativeSidecars,
   suspectWebhooks,
   warningsOf,
   isRecord,
@@ -74,10 +72,10 @@ export function validate(request: AdmissionRequest, settings: AdmissionSettings)
   const inspection = inspectObject(object, settings.quickExitImageAllowlist);
   if (!inspection) return allowed();
   // Refused whoever created the pod: it could never start its main containers.
-  const lost = isPod(request) ? lostNativeSidecars(inspection.spec, inspection.annotations) : [];
+  const lost = inspection.findings.filter((finding) => finding.rule === 'native-sidecar-lost');
   if (lost.length > 0) {
     const suspects = settings.podMutatingWebhooks ? `; ${suspectWebhooks(settings.podMutatingWebhooks)}` : '';
-    return denied(`${lost.length === 1 ? '1 native sidecar' : `${lost.length} native sidecars`} lost: ${listedMessages(lost, 'native sidecar').join('; ')}${suspects}`);
+    return denied(`${lost.length === 1 ? '1 native sidecar' : `${lost.length} native sidecars`} lost: ${listedFindings(lost, 'native sidecar').join('; ')}${suspects}`);
   }
 
   let findings = inspection.findings;

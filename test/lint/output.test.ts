@@ -171,6 +171,24 @@ t.test('exit codes: the restart and podFailurePolicy findings in text, JSON and 
   }
 });
 
+t.test('a pod that lost its native sidecar: an error in text, JSON and SARIF, at the init container, although a Job created it', async (t) => {
+  const file = `${MANIFESTS}/lost-native-sidecar.yaml`;
+  const text = await runCli(['lint', file]);
+  t.equal(text.code, 1, 'the error fails the lint');
+  t.match(text.stdout, /^test\/fixtures\/manifests\/lost-native-sidecar\.yaml: Pod\/export-7x2kq: error: spec\.initContainers\[0\]\.restartPolicy: Required value: cloud-sql-proxy was moved here as a native sidecar \(annotation sidecar-terminator\.io\/native-sidecars-migrated\), but its restartPolicy: Always was dropped, by a mutating webhook /m);
+  t.match(text.stdout, /^1 object checked in 1 file: 1 error, 0 warnings$/m);
+  const warned = await runCli(['lint', '--enforcement', 'warn', file]);
+  t.equal(warned.code, 1, 'an error in warn mode too: the webhook refuses such a pod whatever the mode');
+
+  const { report } = await lintJson([file]);
+  t.match(report.findings, [{ object: 'Pod/export-7x2kq', container: 'cloud-sql-proxy', field: 'spec.initContainers[0].restartPolicy', rule: 'native-sidecar-lost', severity: 'error', line: 24, fix: RULES['native-sidecar-lost'].fix }]);
+  t.equal(report.findings.length, 1, 'nothing else: no marker-on-init-container warning for the moved sidecar');
+
+  const sarif = JSON.parse((await runCli(['lint', '-o', 'sarif', file])).stdout).runs[0];
+  t.same(sarif.results.map((r: { ruleId: string; level: string }) => [r.ruleId, r.level]), [['native-sidecar-lost', 'error']]);
+  t.match((sarif.tool.driver.rules as Array<{ id: string }>).find((rule) => rule.id === 'native-sidecar-lost'), { defaultConfiguration: { level: 'error' } }, 'in the catalogue');
+});
+
 t.test('Helm-rendered stdin: lines of the rendered stream, and the template each finding comes from', async (t) => {
   const chart = t.testdir({
     'Chart.yaml': 'apiVersion: v2\nname: batch\nversion: 0.1.0\n',

@@ -7,7 +7,6 @@ import {
   MIGRATED_ANNOTATION,
   formatFinding,
   inspectObject,
-  lostNativeSidecars,
   kubeletsWithoutNativeSidecars,
   podMutatingWebhooks,
   restoreNativeSidecars,
@@ -136,20 +135,24 @@ t.test('the migrated annotation: read, and merged on a reinvocation', async (t) 
   t.equal(migratedAnnotation({ [MIGRATED_ANNOTATION]: 'proxy' }, ['log-agent', 'proxy']), 'proxy,log-agent', 'the earlier ones first, each once');
 });
 
-t.test('lostNativeSidecars: a migrated sidecar that arrived without restartPolicy: Always', async (t) => {
+t.test('strippedNativeSidecars: a migrated sidecar that arrived without restartPolicy: Always, and the native-sidecar-lost finding of such a pod', async (t) => {
   const annotations = { [MIGRATED_ANNOTATION]: 'proxy,sql' };
   const kept = { containers: [main()], initContainers: [{ name: 'setup' }, { ...killSidecar(), restartPolicy: 'Always' }, { ...ignoreExitCodeSidecar('sql'), restartPolicy: 'Always' }] };
-  t.same(lostNativeSidecars(kept, annotations), [], 'both kept');
+  const lost = (spec: unknown, podAnnotations: Record<string, string>) =>
+    (inspectObject({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', annotations: podAnnotations }, spec }, [])?.findings ?? []).filter((f) => f.rule === 'native-sidecar-lost').map(formatFinding);
+  t.same(strippedNativeSidecars(kept, annotations), [], 'both kept');
+  t.same(lost(kept, annotations), [], 'both kept: no finding');
   const dropped = { containers: [main()], initContainers: [{ name: 'setup' }, killSidecar(), { ...ignoreExitCodeSidecar('sql'), restartPolicy: 'Always' }] };
-  t.match(lostNativeSidecars(dropped, annotations), [
+  t.match(lost(dropped, annotations), [
     /^spec.initContainers\[1\].restartPolicy: Required value: proxy was moved here as a native sidecar .* but its restartPolicy: Always was dropped, by a mutating webhook that rewrote the init containers after the last call of the native-sidecars webhook .*, or by the API server when its SidecarContainers feature gate is off .*set --native-sidecars=none/,
   ]);
   t.same(strippedNativeSidecars(dropped, annotations), [{ index: 1, name: 'proxy' }]);
   t.same(restoreNativeSidecars(dropped, [{ index: 1 }]), kept, 'put back where it was dropped, and nowhere else');
   t.same(restoreNativeSidecars({ initContainers: ['junk'] }, [{ index: 0 }]), { initContainers: ['junk'] }, 'only a container is changed');
-  t.same(lostNativeSidecars(dropped, {}), [], 'without the annotation, init containers are the user\'s');
-  t.same(lostNativeSidecars({ initContainers: 'x' }, annotations), [], 'a malformed spec');
-  t.same(lostNativeSidecars(undefined, annotations), []);
+  t.same(strippedNativeSidecars(dropped, {}), [], "without the annotation, init containers are the user's");
+  t.same(lost(dropped, {}), []);
+  t.same(strippedNativeSidecars({ initContainers: 'x' }, annotations), [], 'a malformed spec');
+  t.same(strippedNativeSidecars(undefined, annotations), []);
 });
 
 t.test('nativeSidecarPlan and inspectObject: a Job template is judged with its own annotations and fields', async (t) => {
