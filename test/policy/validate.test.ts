@@ -203,6 +203,7 @@ t.test('native-sidecar-lost: a native sidecar kept, a template (the webhook repa
   t.same(lost(podSpec([main()], 'Never', { initContainers: initContainers('Always') }), { fieldPrefix: 'spec', migratedSidecars: ['proxy'], containersFinal: true }), [], 'kept');
   t.same(lost(podSpec([main()], 'Never', { initContainers: initContainers() }), { migratedSidecars: ['proxy'] }), [], 'a template');
   t.same(lost(podSpec([main()], 'Never', { initContainers: initContainers() }), { fieldPrefix: 'spec', containersFinal: true }), [], 'not moved by the webhook');
+  t.same(lost({ ...podSpec([main()]), initContainers: [{ image: 'envoy:1' }] }, { fieldPrefix: 'spec', migratedSidecars: ['proxy'], containersFinal: true }), [], 'an init container without a name');
 });
 
 for (const [rule, c] of Object.entries(cases) as Array<[AdmissionRuleId, RuleCase]>) {
