@@ -5,6 +5,7 @@ import {
   ENV_WHEN_JOB_EXIT,
   ENV_WITH_IMAGE,
   MIGRATED_ANNOTATION,
+  enforcedFindings,
   formatFinding,
   inspectObject,
   kubeletsWithoutNativeSidecars,
@@ -151,6 +152,12 @@ t.test('strippedNativeSidecars: a migrated sidecar that arrived without restartP
   t.same(restoreNativeSidecars({ initContainers: ['junk'] }, [{ index: 0 }]), { initContainers: ['junk'] }, 'only a container is changed');
   t.same(strippedNativeSidecars(dropped, {}), [], "without the annotation, init containers are the user's");
   t.same(lost(dropped, {}), []);
+  // Created by a Job, in warn mode: every other error is a warning, this one stays an error; and the pod is still moved (the lost one put back first).
+  const fromJob = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', annotations, ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'j', uid: 'u', controller: true }] }, spec: { ...dropped, containers: [main(), { name: 'log-agent', image: 'fluent/fluent-bit:3.1', env: [{ name: ENV_WHEN_JOB_EXIT, value: 'yes' }] }] } };
+  const inspection = inspectObject(fromJob, [])!;
+  t.same(enforcedFindings(inspection, 'warn').map((f) => [f.rule, f.severity]), [['marker-value', 'warning'], ['native-sidecar-lost', 'error']], 'whatever the mode and the creator');
+  const movable = inspectObject({ ...fromJob, spec: { ...dropped, restartPolicy: 'Never', containers: [main(), { name: 'log-agent', image: 'fluent/fluent-bit:3.1', env: [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }] }] } }, [])!;
+  t.match(nativeSidecarPlan(movable), { outcome: 'migrate', sidecars: ['log-agent'] }, 'the lost one (put back in the same answer) does not keep the pod from moving');
   t.same(strippedNativeSidecars({ initContainers: 'x' }, annotations), [], 'a malformed spec');
   t.same(strippedNativeSidecars(undefined, annotations), []);
 });
