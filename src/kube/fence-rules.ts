@@ -109,7 +109,7 @@ const watcher: FenceRules = {
     // The containers the pod's annotation names as sidecars.
     {
       name: 'namedSidecars',
-      expression: `oldObject.metadata.?annotations.orValue({})[?${literal(POD_ANNOTATIONS.sidecars)}].orValue("").split(",").map(n, n.trim()).filter(n, n != "")`,
+      expression: `variables.oldAnnotations[?${literal(POD_ANNOTATIONS.sidecars)}].orValue("").split(",").map(n, n.trim()).filter(n, n != "")`,
     },
     { name: 'signalCommand', expression: list(SIGNAL_COMMAND) },
     { name: 'oldEphemeral', expression: 'oldObject.spec.?ephemeralContainers.orValue([])' },

@@ -35,10 +35,16 @@ export function inspectObject(object: unknown, quickExitImageAllowlist: readonly
 
 /** Whether the object's pods move to native sidecars under --native-sidecars, and why (not). */
 export function nativeSidecarPlan(inspection: Inspection, oldKubelets?: readonly OldKubelet[] | 'unread'): MigrationPlan {
-  const { spec, annotations, fieldPrefix, findings } = inspection;
-  // A native sidecar lost after an earlier move is put back in the same answer (restoreNativeSidecars).
-  const errors = errorsOf(findings).filter((finding) => finding.rule !== 'native-sidecar-lost');
-  return planNativeSidecars({ spec, annotations, fieldPrefix, hasErrors: errors.length > 0, oldKubelets });
+  const { spec, annotations, fieldPrefix } = inspection;
+  return planNativeSidecars({ spec, annotations, fieldPrefix, hasErrors: errorsOf(findingsOnceRepaired(inspection)).length > 0, oldKubelets });
+}
+
+/**
+ * The findings of the pod the mutating webhook answers with: a native sidecar lost after an
+ * earlier move is put back in that same answer (restoreNativeSidecars).
+ */
+function findingsOnceRepaired(inspection: Inspection): Finding[] {
+  return inspection.findings.filter((finding) => finding.rule !== 'native-sidecar-lost');
 }
 
 /**
@@ -63,5 +69,5 @@ export function shouldManage(pod: unknown, quickExitImageAllowlist: readonly str
 
 /** shouldManage, for a pod inspected already. */
 export function isManaged(inspection: Inspection): boolean {
-  return isManageable(inspection.spec, inspection.controller ? [] : inspection.findings, inspection.annotations);
+  return isManageable(inspection.spec, inspection.controller ? [] : findingsOnceRepaired(inspection), inspection.annotations);
 }

@@ -17,6 +17,7 @@ import {
   type SidecarMarkers,
 } from './markers.ts';
 import { MIGRATED_ANNOTATION, POD_ANNOTATIONS } from './names.ts';
+import { strippedNativeSidecars } from './native-sidecars.ts';
 import { targetsVirtualNodes } from './nodes.ts';
 import { parseGracePeriod, parseStopMethod } from './stop-method.ts';
 import { podMetadataPrefix, type JobSpecLocation } from './templates.ts';
@@ -34,7 +35,10 @@ export interface ValidationOptions {
   migratedSidecars?: readonly string[];
   /** The pod's annotations, or its template's: they may name sidecars and say how to stop them. */
   annotations?: Record<string, unknown>;
-  /** The spec is a pod's, with every container injected: a name the annotations give must be one of them. */
+  /**
+   * The spec is a pod's, with every container injected: a name the annotations give must be one
+   * of them, and a sidecar moved to a native sidecar must have kept restartPolicy: Always.
+   */
   containersFinal?: boolean;
   /** The Job spec the template is part of, for a Job or a CronJob: its podFailurePolicy is checked too. */
   job?: JobSpecLocation;
@@ -60,13 +64,15 @@ export function validatePodSpec(rawSpec: unknown, options: ValidationOptions): F
   if (sidecars.length > 0) validatePodLevel(spec, roles, sidecars, options, report);
 
   const migrated = new Set(options.migratedSidecars);
+  // A pod's only: the mutating webhook repairs a template's when it creates its pods.
+  const lost = new Map(options.containersFinal ? strippedNativeSidecars(spec, annotations).map(({ index, name }) => [index, name]) : []);
   arrayOf(spec.initContainers).forEach((raw, index) => {
     if (!isRecord(raw)) return;
     const native = raw.restartPolicy === 'Always';
     if (native && typeof raw.name === 'string' && migrated.has(raw.name)) return;
-    // A pod's only: the mutating webhook repairs a template's when it creates its pods.
-    if (options.containersFinal && typeof raw.name === 'string' && migrated.has(raw.name)) {
-      report('error', { rule: 'native-sidecar-lost', field: `${options.fieldPrefix}.initContainers[${index}].restartPolicy`, type: 'Required value', detail: lostDetail(raw.name) });
+    const lostName = lost.get(index);
+    if (lostName !== undefined) {
+      report('error', { rule: 'native-sidecar-lost', field: `${options.fieldPrefix}.initContainers[${index}].restartPolicy`, type: 'Required value', detail: lostDetail(lostName) });
       return;
     }
     for (const entry of markerEntries(raw)) {

@@ -302,10 +302,15 @@ if (!apiFeatures(version).validatingAdmissionPolicy) {
     await refused(t, watcherKubeconfig, 'a pod it does not manage', patchStatus('unlabelled', [{ op: 'add', path: '/status/conditions/-', value: { type: 'SidecarTerminated', status: 'True', reason: 'SidecarsStopped' } }]), /may write the status only of a pod labelled/);
     const allowed = await patchStatus('managed', [{ op: 'add', path: '/status/conditions/-', value: { type: 'SidecarTerminated', status: 'False', reason: 'QuickExitImageNotPulled', message: 'waiting' } }])();
     t.equal(allowed.code, 0, `its own condition is allowed: ${allowed.stderr}`);
-    const ended = await runningPod(victims, 'phase-set', { mainExitsAfter: '1s' });
+    await runningPod(victims, 'phase-set', { mainExitsAfter: '1s' });
     const phaseSet = await patchStatus('phase-set', [{ op: 'replace', path: '/status/phase', value: 'Succeeded' }, { op: 'add', path: `/metadata/annotations/${PHASE_SET_ANNOTATION.replace('/', '~1')}`, value: 'Succeeded' }])();
     t.equal(phaseSet.code, 0, `the phase from the main containers, with the phase-set annotation, is allowed: ${phaseSet.stderr}`);
-    t.ok(ended.metadata?.annotations, 'a pod with annotations of its own');
+    // A pod without annotations: the write creates the map.
+    await runningPod(victims, 'phase-set-first', { mainExitsAfter: '1s' });
+    await core.patchNamespacedPod({ namespace: victims, name: 'phase-set-first', body: [{ op: 'remove', path: '/metadata/annotations' }] }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
+    const created = await patchStatus('phase-set-first', [{ op: 'replace', path: '/status/phase', value: 'Succeeded' }, { op: 'add', path: '/metadata/annotations', value: { [PHASE_SET_ANNOTATION]: 'Succeeded' } }])();
+    t.equal(created.code, 0, `the same on a pod without annotations, the map created: ${created.stderr}`);
+    t.same((await core.readNamespacedPod({ namespace: victims, name: 'phase-set-first' })).metadata?.annotations, { [PHASE_SET_ANNOTATION]: 'Succeeded' });
   });
 
   t.test("the watcher's token: ContainerRecreateRequests other than OpenKruise's for a pod are refused", async (t) => {

@@ -2,7 +2,7 @@
 // by diffing a migrated copy; the pods that stay are labelled and annotated with why; and
 // POST /validate refuses a pod whose native sidecars the API server dropped.
 import t from 'tap';
-import { MANAGED, MANAGED_LABEL, MIGRATED_ANNOTATION, SKIPPED_ANNOTATION } from '../../src/policy/index.ts';
+import { MANAGED, MANAGED_LABEL, MIGRATED_ANNOTATION, POD_ANNOTATIONS, SKIPPED_ANNOTATION } from '../../src/policy/index.ts';
 import { OWNERS, applyPatch, createdBy, everyFixture, loadReview, patchOf, post, testApp, type FixtureReview } from './support.ts';
 
 const W = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT';
@@ -127,6 +127,14 @@ t.test('a reinvocation after a later webhook dropped restartPolicy: Always from 
   review.request.object = again;
   const both = (await mutated(review, app)).pod;
   t.same(both.spec.initContainers.map((c: { name: string; restartPolicy: string }) => [c.name, c.restartPolicy]), [['cloud-sql-proxy', 'Always'], ['log-agent', 'Always']]);
+  // Stripped, and a sidecar injected that stays where it is (named by the annotation): put back, and the pod labelled for the watcher.
+  const injected = structuredClone(stripped);
+  injected.spec.containers.push({ name: 'istio-proxy', image: 'istio/proxyv2:1.24.0' });
+  injected.metadata.annotations[POD_ANNOTATIONS.sidecars] = 'istio-proxy';
+  review.request.object = injected;
+  const kept = (await mutated(review, app)).pod;
+  t.same(kept.spec.initContainers.map((c: { name: string; restartPolicy: string }) => [c.name, c.restartPolicy]), [['cloud-sql-proxy', 'Always']], 'put back');
+  t.equal(kept.metadata.labels?.[MANAGED_LABEL], MANAGED, 'labelled: the lost native sidecar, put back in the same answer, does not count as an error');
 });
 
 t.test('a cluster with a node whose kubelet runs no native sidecars: no pod is migrated, and the annotation says why', async (t) => {

@@ -184,7 +184,7 @@ terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, patch]
-# PodWriter.setStatus: the terminal phase with the SidecarTerminated condition, and that condition while a quick-exit image cannot be pulled (patchNamespacedPodStatus).
+# PodWriter.setStatus: the terminal phase with the SidecarTerminated condition and the phase-set annotation, that condition while a quick-exit image cannot be pulled, and the stop record once the pod has ended (patchNamespacedPodStatus).
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
