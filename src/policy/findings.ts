@@ -117,10 +117,14 @@ function withCount(listed: string[], total: number, what: string): string[] {
 
 export type EnforcementMode = 'deny' | 'warn';
 
-/** In `warn` mode nothing is denied: every error is reported as a warning instead. */
+/**
+ * In `warn` mode every error is reported as a warning instead, but a pod that lost a native
+ * sidecar (`native-sidecar-lost`): it could never start its main containers, so it is refused
+ * whatever the mode and whoever created it.
+ */
 export function applyEnforcement(findings: Finding[], mode: EnforcementMode): Finding[] {
   if (mode === 'deny') return findings;
-  return findings.map((finding) => (finding.severity === 'error' ? { ...finding, severity: 'warning' } : finding));
+  return findings.map((finding) => (finding.severity === 'error' && finding.rule !== 'native-sidecar-lost' ? { ...finding, severity: 'warning' } : finding));
 }
 
 export function errorsOf(findings: Finding[]): Finding[] {

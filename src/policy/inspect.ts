@@ -47,14 +47,9 @@ function findingsOnceRepaired(inspection: Inspection): Finding[] {
   return inspection.findings.filter((finding) => finding.rule !== 'native-sidecar-lost');
 }
 
-/**
- * The findings as admission and lint report them: errors become warnings in warn mode, and for an
- * object a controller created; but a pod that lost a native sidecar is refused whatever the mode
- * and whoever created it: it could never start its main containers.
- */
+/** The findings as admission and lint report them: errors become warnings in warn mode, and for an object a controller created. */
 export function enforcedFindings(inspection: Inspection, mode: EnforcementMode): Finding[] {
-  const enforced = applyEnforcement(inspection.findings, inspection.controller ? 'warn' : mode);
-  return enforced.map((finding, index) => (finding.rule === 'native-sidecar-lost' ? inspection.findings[index]! : finding));
+  return applyEnforcement(inspection.findings, inspection.controller ? 'warn' : mode);
 }
 
 /**
