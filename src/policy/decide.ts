@@ -1,12 +1,13 @@
 // The watcher's decision for one pod on its node: is the job's work done, and which sidecars to
-// stop by which mechanism now. Pure: stop-plan.ts turns the actions into the requests to make.
+// stop by which route now. Pure: stop-plan.ts turns the actions into the requests to make.
 import type { IgnoreCode, WaitCode } from './codes.ts';
 import { classifyContainers, podAnnotations, type ContainerRole, type SidecarMarkers } from './markers.ts';
 import { nodeKindOf, type NodeKind } from './nodes.ts';
 import { restartOfContainerAt } from './restarts.ts';
 import { arrayOf, isRecord, restartPolicyOf, type ContainerState, type ContainerStatus, type NodeLike, type PodLike } from './types.ts';
 
-export type StopMechanism = 'kill' | 'image';
+/** How a sidecar is stopped on its node, by Kruise's rule: killed (the kill mechanism) or its image replaced by a quick-exit image. */
+export type StopRoute = 'kill' | 'image';
 
 export type Action =
   /** Stop the container by the configured kill mechanism (CRR or signal). */
@@ -36,7 +37,7 @@ export type Decision =
   | { outcome: 'act'; actions: Action[] };
 
 /** How a sidecar is stopped on a node of this kind; undefined when it cannot be stopped there. */
-export function stopMechanism(markers: SidecarMarkers, kind: NodeKind): StopMechanism | undefined {
+export function stopRoute(markers: SidecarMarkers, kind: NodeKind): StopRoute | undefined {
   // Kruise's priority rule: on a normal node the kill mechanism wins over the quick-exit image.
   if (kind === 'normal' && markers.whenJobExit) return 'kill';
   return markers.quickExitImage !== undefined ? 'image' : undefined;
@@ -91,10 +92,10 @@ export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
   let othersStillRunning = false;
   let stopsWithTerminalPhase = false;
   for (const sidecar of running) {
-    const mechanism = stopMechanism(sidecar.markers, kind);
-    if (mechanism === undefined) {
+    const route = stopRoute(sidecar.markers, kind);
+    if (route === undefined) {
       now.push({ type: 'cannotStop', container: sidecar.name, code: 'virtual-node-without-image' });
-    } else if (mechanism === 'image') {
+    } else if (route === 'image') {
       const image = sidecar.markers.quickExitImage!;
       const pullFailure = sidecar.image === image ? imagePullFailure(pod, sidecar.name) : undefined;
       if (pullFailure) {

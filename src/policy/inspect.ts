@@ -3,7 +3,7 @@
 import { applyEnforcement, errorsOf, type EnforcementMode, type Finding } from './findings.ts';
 import { migratedSidecars, planNativeSidecars, type MigrationPlan, type OldKubelet } from './native-sidecars.ts';
 import { controllerOf, podAnnotationsOf, podSpecOf, type ControllerReference } from './templates.ts';
-import { isManageable, validatePodSpec } from './validate.ts';
+import { isManageableSpec, validatePodSpec } from './validate.ts';
 
 export interface Inspection {
   /** The object's pod spec, as found (possibly malformed). */
@@ -57,12 +57,12 @@ export function enforcedFindings(inspection: Inspection, mode: EnforcementMode):
  * A pod from a controller is handled as OpenKruise handles it, errors or not; any other pod with
  * an error is left alone even when warn mode admitted it.
  */
-export function shouldManage(pod: unknown, quickExitImageAllowlist: readonly string[]): boolean {
+export function shouldManageObject(pod: unknown, quickExitImageAllowlist: readonly string[]): boolean {
   const inspection = inspectObject(pod, quickExitImageAllowlist);
-  return inspection !== undefined && isManaged(inspection);
+  return inspection !== undefined && shouldManage(inspection);
 }
 
-/** shouldManage, for a pod inspected already. */
-export function isManaged(inspection: Inspection): boolean {
-  return isManageable(inspection.spec, inspection.controller ? [] : findingsOnceRepaired(inspection), inspection.annotations);
+/** Whether the inspected pod should carry the managed label (shouldManageObject, for an inspection made already). */
+export function shouldManage(inspection: Inspection): boolean {
+  return isManageableSpec(inspection.spec, inspection.controller ? [] : findingsOnceRepaired(inspection), inspection.annotations);
 }

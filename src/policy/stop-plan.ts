@@ -20,7 +20,7 @@ import { describeStop } from './stop-method.ts';
 export type KillMechanism = 'crr' | 'signal';
 
 /** How a sidecar is stopped, as the metrics count it: `phase` is the pod's terminal phase, `none` a sidecar nothing can stop. */
-export type Mechanism = CountedAs['mechanism'];
+export type StopMechanism = CountedAs['mechanism'];
 
 export interface StopSettings {
   killMechanism: KillMechanism;

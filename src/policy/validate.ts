@@ -350,7 +350,7 @@ function validatePodLevel(
  * Whether the watcher should manage a pod: it has a sidecar, a restartPolicy the trigger
  * applies to, and its configuration has no error (even when `warn` mode admitted it).
  */
-export function isManageable(rawSpec: unknown, findings: Finding[], annotations: Record<string, unknown> = {}): boolean {
+export function isManageableSpec(rawSpec: unknown, findings: Finding[], annotations: Record<string, unknown> = {}): boolean {
   const spec: PodSpec = isRecord(rawSpec) ? rawSpec : {};
   const restartPolicy = restartPolicyOf(spec);
   return (

@@ -27,7 +27,7 @@ import {
   restartOfContainerAt,
   restartPolicyOf,
   setsOwnRestartPolicy,
-  stopMechanism,
+  stopRoute,
   TERMINATED_CONDITION,
   describeStopRecord,
   isCode,
@@ -291,7 +291,7 @@ function withoutLabel(story: PodStory, facts: PodFacts): PodStory {
 }
 
 function mechanismOf(role: ContainerRole, nodeKind: PodStory['nodeKind'], pod: V1Pod, events: CoreV1Event[], crr: CrrView | undefined): Mechanism {
-  const mechanism = stopMechanism(role.markers, nodeKind === 'virtual' ? 'virtual' : 'normal');
+  const mechanism = stopRoute(role.markers, nodeKind === 'virtual' ? 'virtual' : 'normal');
   if (mechanism === undefined) return 'none';
   if (mechanism === 'image') return 'image';
   if (crr?.containers.includes(role.name)) return 'crr';

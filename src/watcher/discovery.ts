@@ -13,7 +13,7 @@ import { KRUISE_DAEMON_SELECTOR, readKruiseDaemonNodes, type KruiseDaemonNodes }
 import type { Logger } from '../logger.ts';
 import { classifyContainers, existingSignalContainer, podAnnotations, type KillMechanism } from '../policy/index.ts';
 
-export type ResolvedKillMechanism =
+export type ClusterKillMechanism =
   | {
       mechanism: 'crr';
       crrVersion: string;
@@ -38,7 +38,7 @@ export interface KillMechanismSource {
  * thrown, or with `daemonReadErrors: 'unknown'` (at start, which must not fail on it) taken as
  * not knowing them.
  */
-export async function resolveKillMechanism(source: KillMechanismSource, daemonReadErrors: 'throw' | 'unknown' = 'throw'): Promise<ResolvedKillMechanism> {
+export async function resolveKillMechanism(source: KillMechanismSource, daemonReadErrors: 'throw' | 'unknown' = 'throw'): Promise<ClusterKillMechanism> {
   const { kubeConfig, option, kruiseNamespace } = source;
   if (option === 'signal') return { mechanism: 'signal' };
   const crrVersion = await servedCrrVersion(kubeConfig);
@@ -60,7 +60,7 @@ export async function resolveKillMechanism(source: KillMechanismSource, daemonRe
 }
 
 /** Whether a ContainerRecreateRequest for a pod on this node is acted on: a kruise-daemon serves it, or it cannot be told. */
-function daemonServes(resolved: ResolvedKillMechanism & { mechanism: 'crr' }, nodeName: string | undefined): boolean {
+function daemonServes(resolved: ClusterKillMechanism & { mechanism: 'crr' }, nodeName: string | undefined): boolean {
   return resolved.daemons === undefined || 'unknown' in resolved.daemons || nodeName === undefined || resolved.daemons.nodes.has(nodeName);
 }
 
@@ -80,7 +80,7 @@ function signalled(pod: V1Pod): boolean {
  * requested; a signal container in its spec, whoever sent it), else the cluster's now for the
  * pod's node: signal where no kruise-daemon serves it.
  */
-export function killMechanismFor(pod: V1Pod, startedWith: KillMechanism | undefined, now: ResolvedKillMechanism): KillMechanism {
+export function killMechanismFor(pod: V1Pod, startedWith: KillMechanism | undefined, now: ClusterKillMechanism): KillMechanism {
   if (startedWith === 'crr' && now.mechanism === 'crr') return 'crr';
   // A ContainerRecreateRequest made while the API was served is gone with it: signalled now, not twice.
   if (startedWith === 'signal' || signalled(pod)) return 'signal';
@@ -94,7 +94,7 @@ export interface KillMechanismFollowerOptions extends KillMechanismSource {
   /** How the mechanism is read; resolveKillMechanism unless a test plays the cluster. */
   resolve?: typeof resolveKillMechanism;
   /** Told of every change of mechanism or version after the first resolution, once it is in effect. */
-  onChange(previous: ResolvedKillMechanism, next: ResolvedKillMechanism): void;
+  onChange(previous: ClusterKillMechanism, next: ClusterKillMechanism): void;
 }
 
 /** At most this many node names in a log line. */
@@ -110,7 +110,7 @@ function sameNodes(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
 /** The cluster's kill mechanism now: resolved at start, then, with auto, every interval. */
 export class KillMechanismFollower {
   private readonly options: KillMechanismFollowerOptions;
-  private resolved: ResolvedKillMechanism = { mechanism: 'signal' };
+  private resolved: ClusterKillMechanism = { mechanism: 'signal' };
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
 
@@ -122,7 +122,7 @@ export class KillMechanismFollower {
     return this.options.resolve ?? resolveKillMechanism;
   }
 
-  get current(): ResolvedKillMechanism {
+  get current(): ClusterKillMechanism {
     return this.resolved;
   }
 
@@ -132,7 +132,7 @@ export class KillMechanismFollower {
   }
 
   /** Resolves the mechanism (failing as resolveKillMechanism does), then follows the cluster with auto. */
-  async start(): Promise<ResolvedKillMechanism> {
+  async start(): Promise<ClusterKillMechanism> {
     const { option, intervalMs } = this.options;
     this.resolved = await this.resolve(this.options, 'unknown');
     this.sayDaemonNodes(undefined);
@@ -154,7 +154,7 @@ export class KillMechanismFollower {
   }
 
   private async check(): Promise<void> {
-    let next: ResolvedKillMechanism;
+    let next: ClusterKillMechanism;
     try {
       next = await this.resolve({ ...this.options, option: 'auto' });
     } catch (error) {

@@ -8,7 +8,7 @@ import { isApiError } from '../kube/api-errors.ts';
 import { eventBody, type EventType } from '../kube/events.ts';
 import type { Code } from '../policy/index.ts';
 
-export interface PodEvent {
+export interface EventOnPod {
   type: EventType;
   reason: string;
   code: Code;
@@ -32,7 +32,7 @@ export class EventRecorder {
    * recorder itself holds nothing per pod. True when this call created it: callers count it in
    * their metrics then.
    */
-  async record(pod: V1Pod, event: PodEvent, sent: Set<string>): Promise<boolean> {
+  async record(pod: V1Pod, event: EventOnPod, sent: Set<string>): Promise<boolean> {
     const { type, reason, code, message, key = `${reason}\n${message}`, related } = event;
     const namespace = pod.metadata!.namespace!;
     const uid = pod.metadata?.uid ?? '';

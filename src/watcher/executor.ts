@@ -14,7 +14,7 @@ import {
   sidecarExitFailure,
   stopRecord,
   type KillMechanism,
-  type Mechanism,
+  type StopMechanism,
   type Plan,
   type Step,
   type StopRecord,
@@ -297,7 +297,7 @@ export class Executor {
   }
 
   /** A stop request, counted (`count` sidecars) with its latency from the main containers' end. */
-  private async requested<T>(pod: V1Pod, mechanism: Mechanism, count: number, request: () => Promise<T>): Promise<T> {
+  private async requested<T>(pod: V1Pod, mechanism: StopMechanism, count: number, request: () => Promise<T>): Promise<T> {
     const { metrics } = this.options;
     let result: T;
     try {

@@ -4,7 +4,7 @@
 // replica runs it). Every series of the stop counter exists from the start, at 0, so that
 // increase() sees the first refused or failed stop of a process.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { countedAs, type Mechanism, type StopRecord, type WarningCode } from '../policy/index.ts';
+import { countedAs, type StopMechanism, type StopRecord, type WarningCode } from '../policy/index.ts';
 import type { QueueObserver } from './queue.ts';
 
 /** What the gauges read from the running watcher. */
@@ -17,7 +17,7 @@ export interface WatcherState {
 
 export const ACTION_RESULTS = ['ok', 'error', 'refused', 'failed', 'escalated'] as const;
 export type ActionResult = (typeof ACTION_RESULTS)[number];
-export const MECHANISMS = ['crr', 'signal', 'image', 'phase', 'none'] as const satisfies readonly Mechanism[];
+export const MECHANISMS = ['crr', 'signal', 'image', 'phase', 'none'] as const satisfies readonly StopMechanism[];
 
 export class WatcherMetrics {
   /** Stop actions: `sidecar_terminator_terminations_total`, the name and labels of earlier versions. */

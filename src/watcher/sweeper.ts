@@ -8,7 +8,7 @@
 // a sweep that fails is tried again after a short backoff rather than a whole interval later.
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
-import { MANAGED, MANAGED_LABEL, shouldManage } from '../policy/index.ts';
+import { MANAGED, MANAGED_LABEL, shouldManageObject } from '../policy/index.ts';
 import { isApiError } from '../kube/api-errors.ts';
 import { retryDelay } from './retries.ts';
 
@@ -76,7 +76,7 @@ function wouldLabel(pod: V1Pod, options: SweepOptions, served: Set<string> | und
   const namespace = pod.metadata?.namespace ?? '';
   if (options.excludedNamespaces.includes(namespace) || (served !== undefined && !served.has(namespace))) return false;
   if (pod.status?.phase !== 'Running' || pod.metadata?.labels?.[MANAGED_LABEL] !== undefined) return false;
-  return shouldManage({ ...pod, apiVersion: 'v1', kind: 'Pod' }, options.quickExitImageAllowlist);
+  return shouldManageObject({ ...pod, apiVersion: 'v1', kind: 'Pod' }, options.quickExitImageAllowlist);
 }
 
 /** The names of the namespaces carrying every one of `labels`, as the webhooks' namespaceSelector picks them. */

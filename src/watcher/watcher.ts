@@ -8,7 +8,7 @@ import type { Logger } from '../logger.ts';
 import { sidecarsPendingSince, signalUserNote, type KillMechanism, type SignalSettings } from '../policy/index.ts';
 import { readServerVersion } from '../kube/server-version.ts';
 import { KILL_MECHANISM_CHANGED } from '../policy/index.ts';
-import { KillMechanismFollower, killMechanismFor, type ResolvedKillMechanism } from './discovery.ts';
+import { KillMechanismFollower, killMechanismFor, type ClusterKillMechanism } from './discovery.ts';
 import { EventRecorder } from './events.ts';
 import { Executor, type EndedPod } from './executor.ts';
 import type { WatcherMetrics } from './metrics.ts';
@@ -90,7 +90,7 @@ export class Watcher {
   }
 
   /** Says that the kill mechanism followed the cluster: a log line, and an event on the Lease the watcher runs under. */
-  private async announce(previous: ResolvedKillMechanism, next: ResolvedKillMechanism): Promise<void> {
+  private async announce(previous: ClusterKillMechanism, next: ClusterKillMechanism): Promise<void> {
     const served = next.mechanism === 'crr' ? `the cluster now serves apps.kruise.io/${next.crrVersion} ContainerRecreateRequest` : 'the cluster no longer serves apps.kruise.io ContainerRecreateRequest';
     const message = `kill mechanism ${previous.mechanism} -> ${next.mechanism}: ${served}; a pod whose sidecars were told to stop already finishes with the mechanism it began with`;
     const { logger, lease, kubeConfig } = this.options;

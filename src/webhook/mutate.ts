@@ -14,7 +14,7 @@ import {
   SKIPPED_ANNOTATION,
   formatFinding,
   inspectObject,
-  isManaged,
+  shouldManage,
   isRecord,
   migratePodSpec,
   migratedAnnotation,
@@ -49,7 +49,7 @@ function mutatePod(request: AdmissionRequest, settings: AdmissionSettings, migra
   const pod = request.object;
   const inspection = inspectObject(objectOf(request), settings.quickExitImageAllowlist);
   if (!inspection) return allowed();
-  const labelled = (pod: Pod) => (isManaged(inspection) ? withLabel(pod, MANAGED) : pod);
+  const labelled = (pod: Pod) => (shouldManage(inspection) ? withLabel(pod, MANAGED) : pod);
   if (!migrate) return patched(diff(pod, labelled(pod)));
 
   // Called again after a later webhook stripped restartPolicy from the sidecars moved before: put back.

@@ -1,17 +1,17 @@
 import t from 'tap';
-import { SIGNAL, decide, mainsFinishedAt, sidecarsPendingSince, stopMechanism, type Action, type Decision } from '../../src/policy/index.ts';
+import { SIGNAL, decide, mainsFinishedAt, sidecarsPendingSince, stopRoute, type Action, type Decision } from '../../src/policy/index.ts';
 import { ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main, normalNode, virtualNode, virtualNodeByTaint } from '../support/pods.ts';
 
 const actionsOf = (decision: Decision): Action[] => (decision.outcome === 'act' ? decision.actions : []);
 
 t.test('stop mechanism table (Kruise priority: the kill mechanism wins on a normal node)', async (t) => {
   const markers = (whenJobExit: boolean, quickExitImage?: string) => ({ whenJobExit, quickExitImage, ignoreExitCode: false, stop: SIGNAL, gracePeriodSeconds: undefined });
-  t.equal(stopMechanism(markers(true), 'normal'), 'kill', 'normal node, WHEN_JOB_EXIT: kill');
-  t.equal(stopMechanism(markers(true, 'q:1'), 'normal'), 'kill', 'normal node, both: kill wins (Kruise priority)');
-  t.equal(stopMechanism(markers(false, 'q:1'), 'normal'), 'image', 'normal node, only WITH_IMAGE: image');
-  t.equal(stopMechanism(markers(false, 'q:1'), 'virtual'), 'image', 'virtual node, WITH_IMAGE: image');
-  t.equal(stopMechanism(markers(true, 'q:1'), 'virtual'), 'image', 'virtual node, both: image');
-  t.equal(stopMechanism(markers(true), 'virtual'), undefined, 'virtual node, only WHEN_JOB_EXIT: cannot stop');
+  t.equal(stopRoute(markers(true), 'normal'), 'kill', 'normal node, WHEN_JOB_EXIT: kill');
+  t.equal(stopRoute(markers(true, 'q:1'), 'normal'), 'kill', 'normal node, both: kill wins (Kruise priority)');
+  t.equal(stopRoute(markers(false, 'q:1'), 'normal'), 'image', 'normal node, only WITH_IMAGE: image');
+  t.equal(stopRoute(markers(false, 'q:1'), 'virtual'), 'image', 'virtual node, WITH_IMAGE: image');
+  t.equal(stopRoute(markers(true, 'q:1'), 'virtual'), 'image', 'virtual node, both: image');
+  t.equal(stopRoute(markers(true), 'virtual'), undefined, 'virtual node, only WHEN_JOB_EXIT: cannot stop');
 });
 
 t.test('trigger: restartPolicy', async (t) => {

@@ -1,7 +1,7 @@
 // Judging whole objects: who created them (their controller), what admission makes of their
 // findings, and which pods the watcher gets.
 import t from 'tap';
-import { ENV_WITH_IMAGE, controllerOf, enforcedFindings, inspectObject, shouldManage } from '../../src/policy/index.ts';
+import { ENV_WITH_IMAGE, controllerOf, enforcedFindings, inspectObject, shouldManageObject } from '../../src/policy/index.ts';
 import { killSidecar, main, podSpec } from '../support/pods.ts';
 
 const jobOwner = { apiVersion: 'batch/v1', kind: 'Job', name: 'nightly-29120', uid: '0f7c1a52-5d2e-4c43-9d47-8b1e3b1f2a10', controller: true, blockOwnerDeletion: true };
@@ -35,15 +35,15 @@ t.test('enforcedFindings: errors of an object a controller created are warnings,
   t.match(enforcedFindings(inspectObject(job, [])!, 'deny'), [{ severity: 'warning' }], "a CronJob's Job: a warning");
 });
 
-t.test('shouldManage: a pod from a controller is handled as OpenKruise handles it, errors or not', async (t) => {
+t.test('shouldManageObject: a pod from a controller is handled as OpenKruise handles it, errors or not', async (t) => {
   const withError = podSpec([main(), ownImageSidecar]);
-  t.ok(shouldManage(pod(withError, [jobOwner]), []), 'an error, from a Job: managed');
-  t.notOk(shouldManage(pod(withError), []), 'an error, bare (admitted only in warn mode): not managed');
-  t.ok(shouldManage(pod(podSpec([main(), killSidecar()])), []), 'valid, bare: managed');
-  t.notOk(shouldManage(pod(podSpec([main(), ownImageSidecar], 'Always'), [jobOwner]), []), 'restartPolicy Always: never, as in OpenKruise');
-  t.notOk(shouldManage(pod(podSpec([main(), main('b')]), [jobOwner]), []), 'no sidecar');
+  t.ok(shouldManageObject(pod(withError, [jobOwner]), []), 'an error, from a Job: managed');
+  t.notOk(shouldManageObject(pod(withError), []), 'an error, bare (admitted only in warn mode): not managed');
+  t.ok(shouldManageObject(pod(podSpec([main(), killSidecar()])), []), 'valid, bare: managed');
+  t.notOk(shouldManageObject(pod(podSpec([main(), ownImageSidecar], 'Always'), [jobOwner]), []), 'restartPolicy Always: never, as in OpenKruise');
+  t.notOk(shouldManageObject(pod(podSpec([main(), main('b')]), [jobOwner]), []), 'no sidecar');
   const notTrue = podSpec([main(), { ...killSidecar(), env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'yes' }] }]);
-  t.notOk(shouldManage(pod(notTrue, [jobOwner]), []), '"yes" is not "true": no sidecar, as in OpenKruise');
+  t.notOk(shouldManageObject(pod(notTrue, [jobOwner]), []), '"yes" is not "true": no sidecar, as in OpenKruise');
   const allowlisted = pod(podSpec([main(), { ...killSidecar(), env: [...killSidecar().env!, { name: ENV_WITH_IMAGE, value: 'busybox:1.36' }] }]), [jobOwner]);
-  t.ok(shouldManage(allowlisted, ['registry.example.com/*']), 'an image outside the allowlist, from a Job: managed (the watcher refuses the image, the kill still works)');
+  t.ok(shouldManageObject(allowlisted, ['registry.example.com/*']), 'an image outside the allowlist, from a Job: managed (the watcher refuses the image, the kill still works)');
 });

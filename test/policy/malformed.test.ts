@@ -12,10 +12,10 @@ import {
   markerEntries,
   normalizeImage,
   restartPolicyOf,
-  shouldManage,
+  shouldManageObject,
   targetsVirtualNodes,
   validatePodSpec,
-  isManageable,
+  isManageableSpec,
   warningsOf,
   type Finding,
   type PodLike,
@@ -45,7 +45,7 @@ t.test('containers and env entries that are not objects are skipped', async (t) 
 
 t.test('a pod spec that is not an object has nothing to validate and is not managed', async (t) => {
   t.same(validatePodSpec('spec', options), []);
-  t.equal(isManageable(null, []), false);
+  t.equal(isManageableSpec(null, []), false);
   t.equal(restartPolicyOf({ restartPolicy: 'Sometimes' }), undefined, 'an unknown restartPolicy is neither of the three');
   t.equal(decide({ metadata: {}, status: { phase: 'Running' } }, undefined).outcome, 'ignore', 'a pod without a spec is Always by default: ignored');
 });
@@ -86,12 +86,12 @@ t.test('an image reference that does not parse is left as written', async (t) =>
   t.equal(normalizeImage('nginx'), 'docker.io/library/nginx:latest');
 });
 
-t.test('shouldManage: the webhook rule for a whole object, as the sweeper applies it', async (t) => {
+t.test('shouldManageObject: the webhook rule for a whole object, as the sweeper applies it', async (t) => {
   const pod = (containers: unknown[], restartPolicy = 'Never') => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' }, spec: { restartPolicy, containers } });
-  t.equal(shouldManage(pod([{ name: 'main', image: 'busybox:1' }, { name: 'proxy', image: 'envoy:1', env: [kill] }]), []), true, 'a sidecar and a main container');
-  t.equal(shouldManage(pod([{ name: 'main', image: 'busybox:1' }]), []), false, 'no sidecar');
-  t.equal(shouldManage(pod([{ name: 'proxy', image: 'envoy:1', env: [kill] }]), []), false, 'an error: no main container');
-  t.equal(shouldManage({ apiVersion: 'v1', kind: 'ConfigMap' }, []), false, 'no pod spec at all');
+  t.equal(shouldManageObject(pod([{ name: 'main', image: 'busybox:1' }, { name: 'proxy', image: 'envoy:1', env: [kill] }]), []), true, 'a sidecar and a main container');
+  t.equal(shouldManageObject(pod([{ name: 'main', image: 'busybox:1' }]), []), false, 'no sidecar');
+  t.equal(shouldManageObject(pod([{ name: 'proxy', image: 'envoy:1', env: [kill] }]), []), false, 'an error: no main container');
+  t.equal(shouldManageObject({ apiVersion: 'v1', kind: 'ConfigMap' }, []), false, 'no pod spec at all');
 });
 
 t.test('errorsOf and warningsOf split findings by severity; warn mode leaves warnings as they are', async (t) => {

@@ -15,7 +15,7 @@ import {
   POD_ANNOTATIONS,
   clip,
   inspectObject,
-  isManageable,
+  isManageableSpec,
   validatePodSpec,
   type Finding,
   type AdmissionRuleId,
@@ -320,7 +320,7 @@ t.test('enforcement mode', async (t) => {
 });
 
 t.test('which pods the watcher manages', async (t) => {
-  const check = (spec: Record<string, unknown>) => isManageable(spec, validatePodSpec(spec, { fieldPrefix: 'spec', strictRestartPolicy: false }));
+  const check = (spec: Record<string, unknown>) => isManageableSpec(spec, validatePodSpec(spec, { fieldPrefix: 'spec', strictRestartPolicy: false }));
   t.ok(check(podSpec([main(), killSidecar()])));
   t.ok(check(podSpec([main(), imageSidecar()], 'OnFailure')));
   t.notOk(check(podSpec([main(), killSidecar()], 'Always')), 'Always');

@@ -2,12 +2,12 @@
 // its stop began with, else the cluster's now; a ContainerRecreateRequest gone with its API is
 // replaced by a signal, never added to one.
 import t from 'tap';
-import { KillMechanismFollower, killMechanismFor, type ResolvedKillMechanism } from '../../src/watcher/discovery.ts';
+import { KillMechanismFollower, killMechanismFor, type ClusterKillMechanism } from '../../src/watcher/discovery.ts';
 import { capturingLogger } from '../support/logger.ts';
 import { jobPod, killSidecar, main } from '../support/pods.ts';
 
-const crr: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1alpha1' };
-const signal: ResolvedKillMechanism = { mechanism: 'signal' };
+const crr: ClusterKillMechanism = { mechanism: 'crr', crrVersion: 'v1alpha1' };
+const signal: ClusterKillMechanism = { mechanism: 'signal' };
 const fresh = () => jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
 const signalled = () => jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
 
@@ -43,9 +43,9 @@ t.test('a signal container for a sidecar with an HTTP stop method does not count
 });
 
 t.test('with auto, a pod on a node no kruise-daemon serves is signalled: a ContainerRecreateRequest there is never acted on', async (t) => {
-  const served: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemons: { nodes: new Set(['node-a']) } };
-  const elsewhere: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemons: { nodes: new Set(['node-b']) } };
-  const none: ResolvedKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemons: { nodes: new Set() } };
+  const served: ClusterKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemons: { nodes: new Set(['node-a']) } };
+  const elsewhere: ClusterKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemons: { nodes: new Set(['node-b']) } };
+  const none: ClusterKillMechanism = { mechanism: 'crr', crrVersion: 'v1beta1', daemons: { nodes: new Set() } };
   t.equal(killMechanismFor(fresh(), undefined, served), 'crr', "the pod's node, node-a, has a ready daemon");
   t.equal(killMechanismFor(fresh(), undefined, elsewhere), 'signal', 'only node-b has one');
   t.equal(killMechanismFor(fresh(), undefined, none), 'signal', 'no node has one (the KruiseDaemon gate off, or the daemon not yet ready)');
@@ -56,7 +56,7 @@ t.test('with auto, a pod on a node no kruise-daemon serves is signalled: a Conta
 });
 
 /** A follower whose cluster answers `answers` in turn (the last one repeats), checked every few ms. */
-async function follow(answers: Array<ResolvedKillMechanism | Error>, checks: number) {
+async function follow(answers: Array<ClusterKillMechanism | Error>, checks: number) {
   const { logger, lines } = capturingLogger();
   const changes: string[] = [];
   let asked = 0;
@@ -83,7 +83,7 @@ async function follow(answers: Array<ResolvedKillMechanism | Error>, checks: num
   return { follower, said, changes };
 }
 
-const served = (...nodes: string[]): ResolvedKillMechanism => ({ mechanism: 'crr', crrVersion: 'v1beta1', daemons: { nodes: new Set(nodes) } });
+const served = (...nodes: string[]): ClusterKillMechanism => ({ mechanism: 'crr', crrVersion: 'v1beta1', daemons: { nodes: new Set(nodes) } });
 
 t.test('the follower says which nodes a daemon serves once, then only what changed; none is a warning; a failed read keeps what it knew', async (t) => {
   const { follower, said, changes } = await follow([served('a', 'b'), served('b', 'a'), new Error('etcd slow'), served('a'), served(), served(), served('c')], 7);
