@@ -5,33 +5,16 @@
 // and a webhook-only process never loads the watcher (bench/README.md measures what that saves).
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { AdmissionregistrationV1Api, BatchV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { pino, type Logger as PinoLogger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { ServeConfig } from '../config.ts';
 import { buildProbeApp, type Readiness } from '../health.ts';
 import { loadKubeConfig, resolveNamespace } from '../kube/client.ts';
-import type { WebhookTarget } from '../kube/webhook-configurations.ts';
 import { SIGNAL_COMMAND } from '../policy/index.ts';
-import type { CertificateBundle } from '../tls/certificates.ts';
 import { UsageError } from '../usage-error.ts';
 import type { Watcher } from '../watcher/watcher.ts';
-import { Drain, whileLeader, type Component, type Stop } from './lifecycle.ts';
-
-/** What every component shares. */
-interface Context {
-  config: ServeConfig;
-  kubeConfig: KubeConfig;
-  /** The add-on's own namespace. */
-  namespace: string;
-  logger: PinoLogger;
-  /** One Prometheus registry for every component, served on /metrics. */
-  metrics: Registry;
-  /** Ready when every component says so; served on /readyz. */
-  readiness: Readiness;
-  /** Components add what their readiness depends on. */
-  readinessChecks: Readiness[];
-}
+import { parseListenAddress, type Context } from './context.ts';
+import { whileLeader, type Component, type Stop } from './lifecycle.ts';
 
 /** The components `config` enables, in start order, and the logger they share. */
 export function compose(config: ServeConfig): { logger: PinoLogger; components: Component[] } {
@@ -121,194 +104,16 @@ function watcherReadiness(watcher: Watcher): { ready: boolean; reason?: string }
   return watcher.ready() ? { ready: true } : { ready: false, reason: 'the watcher has not listed the managed pods yet' };
 }
 
+/** The admission webhook (webhook.ts), its modules loaded only when it runs. */
+async function startWebhook(context: Context): Promise<Stop> {
+  const { startWebhook } = await import('./webhook.ts');
+  return startWebhook(context);
+}
+
 /** Plain-HTTP /healthz, /readyz and /metrics, for probes and scrapes of any component. */
 async function startProbes({ config, metrics, readiness, logger }: Context): Promise<Stop> {
   const app = buildProbeApp(readiness, metrics);
   await app.listen(parseListenAddress(config.probeAddress, 'probe-address'));
   logger.info({ address: config.probeAddress }, 'probe listener started');
   return () => app.close();
-}
-
-/** The admission webhook: certificates, the HTTPS server, the webhook configurations. */
-async function startWebhook({ config, kubeConfig, namespace, logger, metrics, readiness, readinessChecks }: Context): Promise<Stop> {
-  const [
-    { excludedNamespaces, registerWebhookConfigurations, syncCaBundles, webhooksWithoutMatchConditions },
-    { nativeSidecarsOn },
-    { isServingCertificateValid, servingHosts },
-    { createRotator, describeCertificate },
-    { mountedCertificate },
-    { secretStore },
-    { secureContextOptions },
-    { directoryStore },
-    { buildApp },
-    { registerCertificateExpiry },
-    { OwnerEventRecorder },
-    { oldKubeletList, podMutatingWebhookList },
-  ] = await Promise.all([
-    import('../kube/webhook-configurations.ts'),
-    import('../kube/server-version.ts'),
-    import('../tls/certificates.ts'),
-    import('../tls/rotator.ts'),
-    import('../tls/mounted.ts'),
-    import('../tls/secret-store.ts'),
-    import('../tls/secure-context.ts'),
-    import('../tls/store.ts'),
-    import('../webhook/app.ts'),
-    import('../webhook/metrics.ts'),
-    import('../webhook/owner-events.ts'),
-    import('../kube/pod-mutating-webhooks.ts'),
-  ]);
-  const listenAddress = parseListenAddress(config.listenAddress, 'listen-address');
-  // The certificate: issued outside and mounted (cert-manager), or issued and renewed here.
-  const mounted = config.tlsCertDir ? mountedCertificate(config.tlsCertDir, { checkIntervalMs: config.certCheckInterval, logger }) : undefined;
-  const store = config.certDir ? directoryStore(config.certDir) : secretStore(kubeConfig.makeApiClient(CoreV1Api), namespace, config.tlsSecret);
-  const rotator = mounted
-    ? undefined
-    : createRotator({
-        store,
-        hosts: servingHosts(config.serviceName, namespace, config.certHosts),
-        validityMs: config.certValidity,
-        renewBeforeMs: config.certRenewBefore,
-        checkIntervalMs: config.certCheckInterval,
-        logger,
-      });
-  let served: CertificateBundle = mounted ? await mounted.load() : await rotator!.ensure();
-  if (mounted && config.registerWebhooks && !served.caBundle) throw new UsageError(`--tls-cert-dir ${config.tlsCertDir}: --register-webhooks needs the CA to trust in ca.crt there`);
-  registerCertificateExpiry(metrics, () => new Date(describeCertificate(served).notAfter));
-  readinessChecks.push(() => (isServingCertificateValid(served, new Date()) ? { ready: true } : { ready: false, reason: 'the serving certificate is not valid now' }));
-  logger.info({ store: mounted?.description ?? store.description, ...describeCertificate(served) }, 'certificates loaded');
-
-  // Ready once the webhook configurations are in place: a replica ready earlier may be sent
-  // requests by a Service while the API server does not call it yet (or with an old caBundle).
-  let configured = false;
-  readinessChecks.push(() => (configured ? { ready: true } : { ready: false, reason: 'the webhook configurations are not checked yet' }));
-  if (config.shutdownDrain >= config.shutdownGrace) throw new UsageError(`--shutdown-drain (${config.shutdownDrain} ms) must be shorter than --shutdown-grace (${config.shutdownGrace} ms), which it is part of`);
-  const drain = new Drain({ graceMs: config.shutdownGrace - config.shutdownDrain, drainMs: config.shutdownDrain, logger });
-  readinessChecks.push(() => (drain.draining() ? { ready: false, reason: 'shutting down' } : { ready: true }));
-  const ownerEvents = new OwnerEventRecorder({
-    core: kubeConfig.makeApiClient(CoreV1Api),
-    batch: kubeConfig.makeApiClient(BatchV1Api),
-    excludedNamespaces: excludedNamespaces(namespace, config.excludedNamespaces),
-    logger,
-    metrics,
-  });
-  const nativeSidecars = await nativeSidecarsOn(config.nativeSidecars, kubeConfig, logger);
-  // With migration on, a pod that lost its native sidecars is refused naming the webhooks that may have stripped them.
-  // With migration on, what it needs of the cluster, read in the background: the other mutating
-  // webhooks (a pod that lost its native sidecars is refused naming them) and the kubelets (none
-  // is migrated while a node's kubelet runs no native sidecars).
-  const reads = nativeSidecars
-    ? {
-        podMutatingWebhooks: podMutatingWebhookList(kubeConfig.makeApiClient(AdmissionregistrationV1Api), config.webhookConfigName, logger),
-        oldKubelets: oldKubeletList(kubeConfig.makeApiClient(CoreV1Api), logger),
-      }
-    : undefined;
-  // Not awaited: a slow API server does not hold the webhook back; until the nodes are read, no pod is migrated.
-  void reads?.podMutatingWebhooks.start();
-  void reads?.oldKubelets.start();
-  const stopReads = () => {
-    reads?.podMutatingWebhooks.stop();
-    reads?.oldKubelets.stop();
-  };
-  const app = buildApp({
-    nativeSidecars,
-    ...(reads ? { cluster: () => ({ podMutatingWebhooks: reads.podMutatingWebhooks.current(), oldKubelets: reads.oldKubelets.current() ?? 'unread' }) } : {}),
-    ownerEvents,
-    draining: drain.draining,
-    enforcement: config.enforcement,
-    quickExitImageAllowlist: config.quickExitImageAllowlist,
-    bodyLimit: config.bodyLimit,
-    timeoutSeconds: config.webhookTimeoutSeconds,
-    logger,
-    metrics,
-    https: { key: served.key, cert: served.cert },
-    readiness,
-  });
-  drain.track(app.server);
-  await app.listen(listenAddress);
-  logger.info({ address: config.listenAddress, timeoutSeconds: config.webhookTimeoutSeconds, drainMs: config.shutdownDrain }, 'admission webhook listening');
-
-  const admissionApi = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
-  // Read afresh before a CA leaves a caBundle: another replica may have renewed since this one's last check.
-  const storedCaBundle = { read: async () => (await store.load())?.bundle.caBundle };
-  const target: WebhookTarget = {
-    name: config.webhookConfigName,
-    namespace,
-    serviceName: config.serviceName,
-    url: config.webhookUrl,
-    failurePolicy: config.failurePolicy,
-    excludedNamespaces: config.excludedNamespaces,
-    namespaceLabels: Object.fromEntries(config.namespaceLabels.map((pair) => pair.split('=') as [string, string])),
-    nativeSidecars: config.nativeSidecars,
-    timeoutSeconds: config.webhookTimeoutSeconds,
-    validateWorkloads: config.validateWorkloads,
-  };
-  try {
-    if (config.registerWebhooks) {
-      await registerWebhookConfigurations(admissionApi, target, served.caBundle);
-      logger.info({ name: target.name, via: target.url || `service ${namespace}/${target.serviceName}` }, 'webhook configurations registered');
-      await registerFenceFor(admissionApi, config, namespace, logger);
-    } else if (!mounted) {
-      const patched = await syncCaBundles(admissionApi, target.name, served.caBundle, storedCaBundle);
-      logger.info({ name: target.name, patched }, 'caBundle of existing webhook configurations checked');
-    }
-    // A mounted certificate's webhook reads no configuration (cert-manager's cainjector keeps their caBundle).
-    const unmatched = mounted && !config.registerWebhooks ? [] : await webhooksWithoutMatchConditions(admissionApi, target.name);
-    if (unmatched.length > 0) {
-      logger.warn(
-        { name: target.name, webhooks: unmatched },
-        'the API server keeps no matchConditions on these webhooks (Kubernetes before 1.30 with the AdmissionWebhookMatchConditions feature gate off): every pod creation, Job and CronJob write of the served namespaces is sent to the webhook, as without them',
-      );
-    }
-  } catch (err) {
-    stopReads();
-    await app.close();
-    throw err;
-  }
-  configured = true;
-
-  const serve = (bundle: CertificateBundle) => {
-    app.server.setSecureContext(secureContextOptions(bundle));
-    served = bundle;
-    logger.info(describeCertificate(bundle), 'serving the renewed certificate');
-  };
-  mounted?.watch(serve);
-  rotator?.watch(async (bundle) => {
-    // The API server must trust a new CA before any replica serves a certificate it signed.
-    const patched = await syncCaBundles(admissionApi, target.name, bundle.caBundle, storedCaBundle);
-    if (patched.length > 0) logger.info({ name: target.name, patched }, 'caBundle of the webhook configurations updated');
-    if (bundle.cert !== served.cert) serve(bundle);
-  });
-
-  return async () => {
-    mounted?.stop();
-    stopReads();
-    await rotator?.stop();
-    await drain.stop(app);
-    await ownerEvents.idle();
-  };
-}
-
-/** The admission policies that fence both ServiceAccounts; an API server before 1.30 has none to offer. */
-async function registerFenceFor(api: AdmissionregistrationV1Api, config: ServeConfig, namespace: string, logger: PinoLogger): Promise<void> {
-  const { registerFence } = await import('../kube/fence.ts');
-  const serviceAccounts = { watcher: config.watcherServiceAccount, webhook: config.webhookServiceAccount };
-  const result = await registerFence(api, {
-    namespace,
-    serviceAccounts,
-    leaseName: config.leaderElectionLease,
-    signalImage: config.signalImage,
-    quickExitImage: config.quickExitImage,
-    tlsSecret: config.tlsSecret,
-    configurationName: config.webhookConfigName,
-  });
-  if (result === 'registered') logger.info({ serviceAccounts }, 'admission policies fencing the service accounts registered');
-  else logger.warn('the API server does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes 1.30+): the service accounts are not fenced');
-}
-
-/** `host:port`, `[ipv6]:port` or `:port` (all interfaces). */
-function parseListenAddress(address: string, flag: string): { host: string; port: number } {
-  const match = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(address);
-  if (!match) throw new UsageError(`--${flag}: expected host:port, got ${JSON.stringify(address)}`);
-  return { host: match[1] ?? (match[2] || '0.0.0.0'), port: Number(match[3]) };
 }
