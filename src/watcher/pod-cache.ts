@@ -5,13 +5,15 @@
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
 import { IN_FLIGHT_FIELD_SELECTOR, MANAGED, MANAGED_LABEL, retainedPod } from '../policy/index.ts';
-import { PodReflector, podKey } from './reflector.ts';
+import { PodReflector, podKey, type PodListWatch } from './reflector.ts';
 
 export interface PodCacheOptions {
   kubeConfig: KubeConfig;
   /** Namespaces to watch; every namespace when empty. */
   namespaces: readonly string[];
   logger: Logger;
+  /** How the reflectors list and watch; client-node's, through kubeConfig, when unset. */
+  listWatch?: PodListWatch;
 }
 
 /** What the cache tells its user: a pod added or changed, a pod gone from the watch, the API server answering again after failures. */
@@ -38,6 +40,7 @@ export class PodCache {
         fieldSelector: IN_FLIGHT_FIELD_SELECTOR,
         retain: retainedPod,
         ...(namespace ? { namespace } : {}),
+        ...(options.listWatch ? { listWatch: options.listWatch } : {}),
         onEvent: (event, pod) => (event === 'deleted' ? handler.gone(pod) : handler.changed(podKey(pod))),
         onSynced: () => {
           this.synced.add(reflector);

@@ -26,19 +26,39 @@ export interface ReflectorOptions {
   pageSize?: number;
   /** Server-side watch timeout; the watch is then resumed from the last resourceVersion. */
   watchTimeoutSeconds?: number;
+  /** How lists and watches reach the API server; client-node's, through kubeConfig, when unset. */
+  listWatch?: PodListWatch;
 }
 
 export const podKey = (pod: V1Pod): string => `${pod.metadata?.namespace}/${pod.metadata?.name}`;
 
 /** A page of a pod list as the API server sends it (plain JSON, as watch events are). */
-interface PodListPage {
+export interface PodListPage {
   items: V1Pod[];
   metadata?: { continue?: string; resourceVersion?: string };
+}
+
+export type WatchQuery = Record<string, string | number | boolean | undefined>;
+
+/** The two requests a reflector makes: a page of a list, and a watch (as client-node's Watch.watch). */
+export interface PodListWatch {
+  list(path: string, query: Record<string, string | number | undefined>): Promise<PodListPage>;
+  /** Resolves once the watch is answered; `onDone` is called once when it ends, with the error if any. */
+  watch(path: string, query: WatchQuery, onEvent: (type: string, object: Record<string, unknown>) => void, onDone: (error: unknown) => void): Promise<AbortController>;
+}
+
+/** Lists and watches sent to the API server of `kubeConfig`. */
+function apiServerListWatch(kubeConfig: KubeConfig): PodListWatch {
+  return {
+    list: (path, query) => getJson<PodListPage>(kubeConfig, path, query),
+    watch: (path, query, onEvent, onDone) => new Watch(kubeConfig).watch(path, query, onEvent, onDone),
+  };
 }
 
 export class PodReflector {
   readonly cache = new Map<string, V1Pod>();
   private readonly options: ReflectorOptions;
+  private readonly listWatch: PodListWatch;
   /** The pods' collection: in one namespace, or in all. */
   private readonly path: string;
   private resourceVersion: string | undefined;
@@ -50,6 +70,7 @@ export class PodReflector {
 
   constructor(options: ReflectorOptions) {
     this.options = options;
+    this.listWatch = options.listWatch ?? apiServerListWatch(options.kubeConfig);
     this.path = options.namespace ? `/api/v1/namespaces/${encodeURIComponent(options.namespace)}/pods` : '/api/v1/pods';
   }
 
@@ -75,12 +96,12 @@ export class PodReflector {
 
   /** Lists page by page, then replaces the cache, announcing what changed meanwhile. */
   private async list(): Promise<void> {
-    const { kubeConfig, labelSelector, fieldSelector, pageSize = 500 } = this.options;
+    const { labelSelector, fieldSelector, pageSize = 500 } = this.options;
     const fresh = new Map<string, V1Pod>();
     let continueToken: string | undefined;
     let resourceVersion: string | undefined;
     do {
-      const page = await getJson<PodListPage>(kubeConfig, this.path, { labelSelector, fieldSelector, limit: pageSize, continue: continueToken });
+      const page = await this.listWatch.list(this.path, { labelSelector, fieldSelector, limit: pageSize, continue: continueToken });
       for (const pod of page.items) fresh.set(podKey(pod), this.retained(pod));
       continueToken = page.metadata?.continue || undefined;
       resourceVersion = page.metadata?.resourceVersion;
@@ -110,7 +131,7 @@ export class PodReflector {
     const params = { labelSelector, ...(fieldSelector ? { fieldSelector } : {}), resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: watchTimeoutSeconds };
     let gone = false;
     let ended = false;
-    this.abort = await new Watch(this.options.kubeConfig).watch(
+    this.abort = await this.listWatch.watch(
       this.path,
       params,
       (type: string, object: Record<string, unknown>) => {
