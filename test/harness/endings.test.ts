@@ -1,10 +1,11 @@
 // test/support/endings.ts reads how each sidecar ended from the objects alone: each path from the
 // record it leaves, so that a test asserting one cannot pass on another.
-import type { BatchV1Api, CoreV1Api, CoreV1Event, CustomObjectsApi, V1Container, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Event, V1Container, V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
 import { SERVE_FLAGS } from '../../src/config.ts';
 import { CONDITION_REASONS, CRR, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, EVENT_REASONS, MIGRATED_ANNOTATION, TERMINATED_CONDITION, crrName } from '../../src/policy/index.ts';
 import { podEnding, type EndingClients } from '../support/endings.ts';
+import { apiError, fakeBatchV1Api, fakeCoreV1Api, fakeCustomObjectsApi } from '../support/fake-kube.ts';
 
 const marked = (name: string, extra: Partial<V1Container> = {}): V1Container => ({ name, image: 'proxy:1', env: [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }], ...extra });
 const event = (reason: string, action: string, message: string): CoreV1Event => ({ reason, action, message, source: { component: 'sidecar-terminator' }, involvedObject: {}, metadata: {} });
@@ -24,17 +25,13 @@ function pod(containers: V1Container[], extra: { spec?: Partial<V1Pod['spec']>; 
 }
 
 function clients(events: CoreV1Event[] = [], options: { template?: V1Container[]; crr?: unknown } = {}): EndingClients {
-  const notFound = Object.assign(new Error('not found'), { code: 404 });
-  return {
-    core: { listNamespacedEvent: async () => ({ items: events }) } as unknown as CoreV1Api,
-    batch: { readNamespacedJob: async () => ({ spec: { template: { spec: { containers: options.template ?? [] } } } }) } as unknown as BatchV1Api,
-    custom: {
-      getNamespacedCustomObject: async (request: { version: string; name: string; plural: string }) => {
-        if (options.crr && request.version === 'v1beta1' && request.plural === CRR.plural && request.name === crrName('u1')) return options.crr;
-        throw notFound;
-      },
-    } as unknown as CustomObjectsApi,
-  };
+  const core = fakeCoreV1Api().handle('listNamespacedEvent', () => ({ items: events }));
+  const batch = fakeBatchV1Api().handle('readNamespacedJob', () => ({ spec: { template: { spec: { containers: options.template ?? [] } } } }));
+  const custom = fakeCustomObjectsApi().handle('getNamespacedCustomObject', (request) => {
+    if (options.crr && request.version === 'v1beta1' && request.plural === CRR.plural && request.name === crrName('u1')) return options.crr;
+    throw apiError(404, 'not found');
+  });
+  return { core: core.api, batch: batch.api, custom: custom.api };
 }
 
 const steps = async (p: V1Pod, c = clients()) => Object.fromEntries((await podEnding(c, p)).sidecars.map((s) => [s.container, s.steps]));

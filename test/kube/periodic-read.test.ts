@@ -3,9 +3,10 @@
 // succeeds again; the mutating webhooks for pods, and the kubelets without native sidecars, page
 // by page.
 import t from 'tap';
-import type { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import type { V1NodeList } from '@kubernetes/client-node';
 import { PeriodicRead } from '../../src/kube/periodic-read.ts';
 import { oldKubeletList, podMutatingWebhookList } from '../../src/kube/pod-mutating-webhooks.ts';
+import { fakeAdmissionregistrationV1Api, fakeCoreV1Api, type Partly } from '../support/fake-kube.ts';
 
 function capture() {
   const logs: Array<{ level: string; msg: string }> = [];
@@ -82,14 +83,12 @@ t.test('a read with no answer fails after the timeout; stop() holds back the rea
 t.test('the mutating webhooks for pods, ours left out', async (t) => {
   const { logger } = capture();
   const rule = { apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'] };
-  const admission = {
-    listMutatingWebhookConfiguration: async () => ({
-      items: [
-        { metadata: { name: 'sidecar-terminator' }, webhooks: [{ name: 'mutate.sidecar-terminator.io', rules: [rule] }] },
-        { metadata: { name: 'agent' }, webhooks: [{ name: 'w.agent.example.com', rules: [rule], reinvocationPolicy: 'IfNeeded' }] },
-      ],
-    }),
-  } as unknown as AdmissionregistrationV1Api;
+  const admission = fakeAdmissionregistrationV1Api().answer('listMutatingWebhookConfiguration', {
+    items: [
+      { metadata: { name: 'sidecar-terminator' }, webhooks: [{ name: 'mutate.sidecar-terminator.io', rules: [rule] }] },
+      { metadata: { name: 'agent' }, webhooks: [{ name: 'w.agent.example.com', rules: [rule], reinvocationPolicy: 'IfNeeded' }] },
+    ],
+  }).api;
   const webhooks = podMutatingWebhookList(admission, 'sidecar-terminator', logger);
   await webhooks.refresh();
   t.same(webhooks.current(), [{ name: 'agent/w.agent.example.com', again: true }]);
@@ -98,19 +97,13 @@ t.test('the mutating webhooks for pods, ours left out', async (t) => {
 t.test('the kubelets without native sidecars, every page of nodes', async (t) => {
   const { logger } = capture();
   const node = (name: string, kubeletVersion: string, labels: Record<string, string> = {}) => ({ metadata: { name, labels }, status: { nodeInfo: { kubeletVersion } } });
-  const pages: Record<string, { items: object[]; metadata: { _continue?: string } }> = {
+  const pages: Record<string, Partly<V1NodeList>> = {
     first: { items: [node('a', 'v1.37.2'), node('old', 'v1.28.9')], metadata: { _continue: 'second' } },
     second: { items: [node('vk', 'v1.19.3-vk', { type: 'virtual-kubelet' }), node('older', 'v1.27.1-eks-1234')], metadata: {} },
   };
-  const asked: Array<{ limit?: number; _continue?: string }> = [];
-  const core = {
-    listNode: async (request: { limit?: number; _continue?: string }) => {
-      asked.push(request);
-      return pages[request._continue ?? 'first'];
-    },
-  } as unknown as CoreV1Api;
-  const kubelets = oldKubeletList(core, logger);
+  const core = fakeCoreV1Api().handle('listNode', (request) => pages[request?._continue ?? 'first']!);
+  const kubelets = oldKubeletList(core.api, logger);
   await kubelets.refresh();
   t.same(kubelets.current(), [{ node: 'old', version: 'v1.28.9' }, { node: 'older', version: 'v1.27.1-eks-1234' }], 'the virtual node left out');
-  t.same(asked, [{ limit: 500 }, { limit: 500, _continue: 'second' }], 'page by page');
+  t.same(core.requests('listNode'), [{ limit: 500 }, { limit: 500, _continue: 'second' }], 'page by page');
 });

@@ -1,7 +1,7 @@
 // When a failed reconcile is tried again (src/watcher/retries.ts): refusals retrying cannot fix
 // slowly, with one Warning event on the pod; anything else with exponential backoff, both jittered.
 import t from 'tap';
-import type { CoreV1Api, CustomObjectsApi, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import type { Plan } from '../../src/policy/index.ts';
@@ -9,9 +9,10 @@ import { Executor } from '../../src/watcher/executor.ts';
 import { WatcherMetrics } from '../../src/watcher/metrics.ts';
 import { DEFAULT_BACKOFF } from '../../src/watcher/queue.ts';
 import { REFUSED_FIRST_RETRY_MS, REFUSED_RETRY_MS, isRefusal, retryDelay } from '../../src/watcher/retries.ts';
+import { apiError as statusError, fakeCoreV1Api, fakeCustomObjectsApi } from '../support/fake-kube.ts';
 import { jobPod, killSidecar, main } from '../support/pods.ts';
 
-const apiError = (code: number, message = 'refused') => Object.assign(new Error(`HTTP ${code}`), { code, body: JSON.stringify({ message }) });
+const apiError = (code: number, message = 'refused') => statusError(code, message);
 
 t.test('refusals retrying cannot fix, and failures that may pass', async (t) => {
   for (const code of [400, 403, 405, 413, 415, 422]) t.ok(isRefusal(apiError(code)), `${code}: a refusal`);
@@ -41,10 +42,10 @@ t.test('every delay is jittered by up to a fifth either way, so pods that failed
 t.test('a refusal is reported once on the pod, however often it is tried again; a failed stop request is not reported twice', async (t) => {
   const events: string[] = [];
   const actions: string[] = [];
-  const core = { createNamespacedEvent: async ({ body }: { body: { message?: string; action?: string } }) => (events.push(body.message ?? ''), actions.push(body.action ?? ''), body) } as unknown as CoreV1Api;
+  const core = fakeCoreV1Api().handle('createNamespacedEvent', ({ body }: { body: CoreV1Event }) => (events.push(body.message ?? ''), actions.push(body.action ?? ''), body));
   let failWith: Error = apiError(403, 'admission webhook "policy.example.com" denied the request: no restarts here');
-  const custom = { createNamespacedCustomObject: async () => Promise.reject(failWith) } as unknown as CustomObjectsApi;
-  const executor = new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
+  const custom = fakeCustomObjectsApi().handle('createNamespacedCustomObject', () => Promise.reject(failWith));
+  const executor = new Executor({ core: core.api, custom: custom.api, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
   const pod: V1Pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
   pod.metadata!.uid = 'uid-1';
   const plan: Plan = { code: 'mains-done', stopping: ['proxy (ContainerRecreateRequest)'], steps: [{ type: 'create-crr', containers: ['proxy'] }] };

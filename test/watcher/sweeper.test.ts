@@ -8,9 +8,8 @@ import { capturingLogger } from '../support/logger.ts';
 import { MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
 import { DEFAULT_BACKOFF } from '../../src/watcher/queue.ts';
 import { LABEL_ATTEMPTS, Sweeper, sweep } from '../../src/watcher/sweeper.ts';
+import { apiError, fakeCoreV1Api } from '../support/fake-kube.ts';
 import { jobPod, killSidecar, main, type PodOptions } from '../support/pods.ts';
-
-const apiError = (code: number) => Object.assign(new Error(`HTTP ${code}`), { code });
 
 /** A running pod with a sidecar, not labelled yet: one the webhook would have labelled. */
 function unlabelled(name: string, resourceVersion: string, options: PodOptions = {}): V1Pod {
@@ -19,28 +18,19 @@ function unlabelled(name: string, resourceVersion: string, options: PodOptions =
 
 /** A CoreV1Api listing `pods`; each patch and read answers with the next of its answers (an HTTP error code, or a pod read). */
 function fakeCore(pods: V1Pod[], patches: Array<'ok' | number>, reads: Array<V1Pod | number> = []) {
-  const patched: string[] = [];
-  const read: string[] = [];
-  const next = <T>(answers: T[]): T => {
-    if (answers.length === 0) throw new Error('no more answers');
-    return answers.shift()!;
-  };
-  const core = {
-    listPodForAllNamespaces: async () => ({ items: pods, metadata: {} }),
-    patchNamespacedPod: async ({ name, body }: { name: string; body: { metadata: { resourceVersion: string } } }) => {
-      patched.push(`${name}@${body.metadata.resourceVersion}`);
-      const answer = next(patches);
-      if (typeof answer === 'number') throw apiError(answer);
-      return {};
-    },
-    readNamespacedPod: async ({ name }: { name: string }) => {
-      read.push(name);
-      const answer = next(reads);
-      if (typeof answer === 'number') throw apiError(answer);
-      return answer;
-    },
-  } as unknown as CoreV1Api;
-  return { core, patched, read };
+  const core = fakeCoreV1Api()
+    .handle('listPodForAllNamespaces', () => ({ items: pods, metadata: {} }))
+    .answer('patchNamespacedPod', ...patches.map((answer) => (answer === 'ok' ? {} : apiError(answer))))
+    .answer('readNamespacedPod', ...reads.map((answer) => (typeof answer === 'number' ? apiError(answer) : answer)));
+  /** Each patch as name@resourceVersion (the precondition it carried). */
+  const patched = () => core.requests('patchNamespacedPod').map(({ name, body }) => `${name}@${(body as PatchBody).metadata.resourceVersion}`);
+  const read = () => core.requests('readNamespacedPod').map(({ name }) => name);
+  return { core: core.api, patched, read };
+}
+
+/** The body of the sweeper's label patch. */
+interface PatchBody {
+  metadata: { resourceVersion: string; labels: Record<string, string> };
 }
 
 const sweepWith = (core: CoreV1Api) => sweep({ core, namespaces: [], excludedNamespaces: [], quickExitImageAllowlist: [] });
@@ -48,8 +38,8 @@ const sweepWith = (core: CoreV1Api) => sweep({ core, namespaces: [], excludedNam
 t.test('a conflict: the pod is read again and patched at once with its new resourceVersion', async (t) => {
   const { core, patched, read } = fakeCore([unlabelled('a', '1')], [409, 'ok'], [unlabelled('a', '2')]);
   t.same(await sweepWith(core), { labelled: ['default/a'], conflicted: [] });
-  t.same(patched, ['a@1', 'a@2'], 'the precondition kept, with the version judged');
-  t.same(read, ['a']);
+  t.same(patched(), ['a@1', 'a@2'], 'the precondition kept, with the version judged');
+  t.same(read(), ['a']);
 });
 
 t.test('a conflict, and the pod read again no longer qualifies: left alone', async (t) => {
@@ -61,17 +51,17 @@ t.test('a conflict, and the pod read again no longer qualifies: left alone', asy
   for (const [change, current] of Object.entries(changes)) {
     const { core, patched } = fakeCore([unlabelled('a', '1')], [409], [current]);
     t.same(await sweepWith(core), { labelled: [], conflicted: [] }, change);
-    t.same(patched, ['a@1'], `${change}: not patched again`);
+    t.same(patched(), ['a@1'], `${change}: not patched again`);
   }
 });
 
 t.test('a pod gone, at the patch or when read again, ends quietly', async (t) => {
   const atPatch = fakeCore([unlabelled('a', '1')], [404]);
   t.same(await sweepWith(atPatch.core), { labelled: [], conflicted: [] });
-  t.same(atPatch.read, [], 'not read again');
+  t.same(atPatch.read(), [], 'not read again');
   const atRead = fakeCore([unlabelled('a', '1')], [409], [404]);
   t.same(await sweepWith(atRead.core), { labelled: [], conflicted: [] });
-  t.same(atRead.patched, ['a@1']);
+  t.same(atRead.patched(), ['a@1']);
 });
 
 t.test(`a pod that conflicts at every attempt is patched ${LABEL_ATTEMPTS} times, then left to the next sweep; the pods after it are labelled`, async (t) => {
@@ -79,8 +69,8 @@ t.test(`a pod that conflicts at every attempt is patched ${LABEL_ATTEMPTS} times
   const rereads = attempts.slice(1).map((version) => unlabelled('busy', String(version)));
   const { core, patched, read } = fakeCore([unlabelled('busy', '1'), unlabelled('next', '7')], [...attempts.map(() => 409), 'ok'], rereads);
   t.same(await sweepWith(core), { labelled: ['default/next'], conflicted: ['default/busy'] });
-  t.same(patched, [...attempts.map((version) => `busy@${version}`), 'next@7']);
-  t.equal(read.length, LABEL_ATTEMPTS - 1);
+  t.same(patched(), [...attempts.map((version) => `busy@${version}`), 'next@7']);
+  t.equal(read().length, LABEL_ATTEMPTS - 1);
 });
 
 t.test('a read again that fails otherwise fails the sweep, for it to be tried again', async (t) => {
@@ -92,18 +82,14 @@ t.test('a read again that fails otherwise fails the sweep, for it to be tried ag
 function sweeperOn(t: Test, answers: Array<'ok' | number | Promise<void>>, intervalMs = 5 * 60_000) {
   mock.timers.enable({ apis: ['setTimeout'] });
   t.teardown(() => mock.timers.reset());
-  let lists = 0;
-  const core = {
-    listPodForAllNamespaces: async () => {
-      lists++;
-      const answer = answers.shift() ?? 'ok';
-      if (typeof answer === 'number') throw apiError(answer);
-      await answer;
-      return { items: [], metadata: {} };
-    },
-  } as unknown as CoreV1Api;
+  const core = fakeCoreV1Api().handle('listPodForAllNamespaces', async () => {
+    const answer = answers.shift() ?? 'ok';
+    if (typeof answer === 'number') throw apiError(answer);
+    await answer;
+    return { items: [], metadata: {} };
+  });
   const { logger, lines } = capturingLogger();
-  const sweeper = new Sweeper({ core, namespaces: [], excludedNamespaces: [], quickExitImageAllowlist: [], intervalMs, logger });
+  const sweeper = new Sweeper({ core: core.api, namespaces: [], excludedNamespaces: [], quickExitImageAllowlist: [], intervalMs, logger });
   t.teardown(() => sweeper.stop());
   /** Moves the mock clock on, then lets the sweep that fired finish. */
   const advance = async (ms: number) => {
@@ -111,7 +97,7 @@ function sweeperOn(t: Test, answers: Array<'ok' | number | Promise<void>>, inter
     await new Promise((resolve) => setImmediate(resolve));
   };
   const retries = () => lines.filter((line) => line.message === 'sweep failed, will retry').map((line) => line.fields as { attempt: number; retryInMs: number });
-  return { sweeper, advance, lists: () => lists, retries };
+  return { sweeper, advance, lists: () => core.requests('listPodForAllNamespaces').length, retries };
 }
 
 t.test('a sweep that fails twice is tried again after short delays; once one succeeds, the interval resumes', async (t) => {
