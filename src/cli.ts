@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-// The sidecar-terminator command: `serve`, `lint`, `status`, `remove-webhooks`, `help` and `--version`. The flags
-// of serve come from the table in config.ts, which also writes `serve --help`; lint shares two
-// of them. Exit codes: 0 success, 1 lint found errors (or serve failed, or status found a pod
-// stuck), 2 usage or input errors; status has its own (status --help).
+// The sidecar-terminator command. Its commands are one table (COMMANDS), from which the dispatch,
+// the usage and `help COMMAND` are derived. The flags of serve come from the table in config.ts,
+// which also writes `serve --help`; lint shares some of them. Exit codes: 0 success, 1 lint
+// found errors (or serve failed, or status found a pod stuck), 2 usage or input errors; status
+// has its own (status --help).
 //
 // ES modules run their imports first: what this file imports statically must load on an older
 // Node.js too (plain code; test/cli/node-lines.test.ts runs it on Node 20), so that the entry point
@@ -50,35 +51,125 @@ const REMOVE_WEBHOOKS_FLAGS = {
   webhookConfigName: SERVE_FLAGS.webhookConfigName,
 };
 
+/** One run of a command: the name it was called by, the arguments after it, where it reads and writes. */
+interface Invocation {
+  name: string;
+  args: readonly string[];
+  env: Env;
+  io: CliIO;
+  /** Writes `text` to stdout; returns exit code 0. */
+  print(text: string): number;
+}
+
+/** A command of the CLI, from which its dispatch, the usage and `help COMMAND` are derived. */
+interface Command {
+  /** The names it answers to; the usage shows the first. */
+  names: readonly string[];
+  /** What follows its name in the usage. */
+  synopsis: string;
+  /** What it does, in the usage. */
+  summary: string;
+  /** Its flags and what it does, for `COMMAND --help` and `help COMMAND`; help and --version have none. */
+  help?: () => string;
+  run(invocation: Invocation): Promise<number> | number;
+}
+
+/** A command that reads flags from `flags`: `--help` prints its help, anything else runs it with the values. */
+function withFlags<T extends FlagTable>(
+  command: Omit<Command, 'help' | 'run'> & { flags: T; help: () => string; run(parsed: { values: FlagValues<T>; positionals: string[] }, invocation: Invocation): Promise<number> },
+): Command {
+  return {
+    ...command,
+    run(invocation) {
+      const { values, positionals, help } = parseFlags(invocation.name, command.flags, invocation.args, invocation.env);
+      if (help) return invocation.print(command.help());
+      return command.run({ values, positionals }, invocation);
+    },
+  };
+}
+
+// Each command loads its modules when it runs: lint does not pay for the Kubernetes client.
+const COMMANDS: readonly Command[] = [
+  withFlags({
+    names: ['serve'],
+    synopsis: '[flags]',
+    summary: 'run the admission webhook and the watcher',
+    flags: SERVE_FLAGS,
+    help: serveHelp,
+    async run({ values, positionals }) {
+      refuseArguments('serve', positionals);
+      const { runServe } = await import('./serve.ts');
+      await runServe(values);
+      return 0;
+    },
+  }),
+  withFlags({
+    names: ['lint'],
+    synopsis: '[flags] FILE...',
+    summary: 'check manifests offline, as the webhook would ("-" reads stdin)',
+    flags: LINT_FLAGS,
+    help: lintHelp,
+    async run({ values, positionals }, { io }) {
+      if (positionals.length === 0) throw new UsageError(`lint needs at least one FILE ("-" reads stdin); run "${PROGRAM} lint --help"`);
+      const { runLint } = await import('./lint.ts');
+      return runLint(positionals, { ...values, toolVersion: packageVersion() }, io);
+    },
+  }),
+  // `status` lists the managed pods; `status pod/NAME` (or `explain pod/NAME`) tells one pod's story.
+  withFlags({
+    names: ['status', 'explain'],
+    synopsis: '[flags] [pod/NAME]',
+    summary: "the managed pods and their state, or why one pod's sidecars still run (also the kubectl plugin: kubectl sidecar-terminator)",
+    flags: STATUS_FLAGS,
+    help: statusHelp,
+    async run({ values, positionals }, { name, io }) {
+      if (positionals.length > 1) throw new UsageError(`${name} takes at most one pod (pod/NAME), got ${positionals.length} arguments; run "${PROGRAM} status --help"`);
+      if (name === 'explain' && positionals.length === 0) throw new UsageError(`explain needs a pod: ${PROGRAM} explain pod/NAME`);
+      const { runStatus } = await import('./status/command.ts');
+      return runStatus(values, positionals[0], io);
+    },
+  }),
+  withFlags({
+    names: ['remove-webhooks'],
+    synopsis: '[flags]',
+    summary: "delete the webhook configurations (the chart's pre-delete hook)",
+    flags: REMOVE_WEBHOOKS_FLAGS,
+    help: removeWebhooksHelp,
+    async run({ values, positionals }, { io }) {
+      refuseArguments('remove-webhooks', positionals);
+      const { runRemoveWebhooks } = await import('./kube/remove-webhooks.ts');
+      return runRemoveWebhooks(values, io.stdout);
+    },
+  }),
+  {
+    names: ['help', '--help', '-h'],
+    synopsis: '[COMMAND]',
+    summary: 'show this help, or the flags of a command',
+    run: ({ name, args, print }) => print(name === 'help' && args[0] !== undefined ? helpOf(args[0]) : usage()),
+  },
+  {
+    names: ['--version'],
+    synopsis: '',
+    summary: 'print the version',
+    run: ({ print }) => print(`${PROGRAM} ${packageVersion()}\n`),
+  },
+];
+
 export async function main(args: readonly string[], env: Env = process.env, io: CliIO = PROCESS_IO): Promise<number> {
-  const [command, ...rest] = args;
+  const [name, ...rest] = args;
   const print = (text: string) => {
     io.stdout.write(text);
     return 0;
   };
   try {
-    switch (command) {
-      case 'serve':
-        return await serve(rest, env, print);
-      case 'lint':
-        return await lint(rest, env, io, print);
-      case 'status':
-      case 'explain':
-        return await status(command, rest, env, io, print);
-      case 'remove-webhooks':
-        return await removeWebhooks(rest, env, io, print);
-      case 'help':
-      case '--help':
-      case '-h':
-        return print(help(command === 'help' ? rest[0] : undefined));
-      case '--version':
-        return print(`${PROGRAM} ${packageVersion()}\n`);
-      case undefined:
-        io.stderr.write(usage());
-        return 2;
-      default:
-        throw new UsageError(`unknown command "${command}": the commands are serve, lint, status, remove-webhooks and help; run "${PROGRAM} --help"`);
+    if (name === undefined) {
+      io.stderr.write(usage());
+      return 2;
     }
+    const command = COMMANDS.find((each) => each.names.includes(name));
+    const commandNames = COMMANDS.map((each) => each.names[0]!).filter((each) => !each.startsWith('-'));
+    if (!command) throw new UsageError(`unknown command "${name}": the commands are ${listed(commandNames)}; run "${PROGRAM} --help"`);
+    return await command.run({ name, args: rest, env, io, print });
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     io.stderr.write(`${PROGRAM}: ${error.message}\n`);
@@ -86,53 +177,21 @@ export async function main(args: readonly string[], env: Env = process.env, io: 
   }
 }
 
-type Print = (text: string) => number;
-
-async function serve(args: readonly string[], env: Env, print: Print): Promise<number> {
-  const { values, positionals, help } = parseFlags('serve', SERVE_FLAGS, args, env);
-  if (help) return print(serveHelp());
-  if (positionals.length > 0) throw new UsageError(`serve takes no arguments, got "${positionals[0]}"; run "${PROGRAM} serve --help"`);
-  // Loaded on demand: lint should not pay for the Kubernetes client.
-  const { runServe } = await import('./serve.ts');
-  await runServe(values);
-  return 0;
+function refuseArguments(command: string, positionals: readonly string[]): void {
+  if (positionals.length > 0) throw new UsageError(`${command} takes no arguments, got "${positionals[0]}"; run "${PROGRAM} ${command} --help"`);
 }
 
-async function lint(args: readonly string[], env: Env, io: CliIO, print: Print): Promise<number> {
-  const { values, positionals, help } = parseFlags('lint', LINT_FLAGS, args, env);
-  if (help) return print(lintHelp());
-  if (positionals.length === 0) throw new UsageError(`lint needs at least one FILE ("-" reads stdin); run "${PROGRAM} lint --help"`);
-  // Loaded on demand, as serve's and status's modules: each command loads only its own.
-  const { runLint } = await import('./lint.ts');
-  return runLint(positionals, { ...values, toolVersion: packageVersion() }, io);
+/** The help of the command named `topic`. */
+function helpOf(topic: string): string {
+  const withHelp = COMMANDS.filter((command) => command.help);
+  const command = withHelp.find((each) => each.names.includes(topic));
+  if (!command) throw new UsageError(`no help for "${topic}": the commands are ${listed(withHelp.map((each) => each.names[0]!))}`);
+  return command.help!();
 }
 
-/** `status` lists the managed pods; `status pod/NAME` (or `explain pod/NAME`) tells one pod's story. */
-async function status(command: 'status' | 'explain', args: readonly string[], env: Env, io: CliIO, print: Print): Promise<number> {
-  const { values, positionals, help } = parseFlags(command, STATUS_FLAGS, args, env);
-  if (help) return print(statusHelp());
-  if (positionals.length > 1) throw new UsageError(`${command} takes at most one pod (pod/NAME), got ${positionals.length} arguments; run "${PROGRAM} status --help"`);
-  if (command === 'explain' && positionals.length === 0) throw new UsageError(`explain needs a pod: ${PROGRAM} explain pod/NAME`);
-  // Loaded on demand: lint should not pay for the Kubernetes client.
-  const { runStatus } = await import('./status/command.ts');
-  return runStatus(values, positionals[0], io);
-}
-
-async function removeWebhooks(args: readonly string[], env: Env, io: CliIO, print: Print): Promise<number> {
-  const { values, positionals, help } = parseFlags('remove-webhooks', REMOVE_WEBHOOKS_FLAGS, args, env);
-  if (help) return print(removeWebhooksHelp());
-  if (positionals.length > 0) throw new UsageError(`remove-webhooks takes no arguments, got "${positionals[0]}"; run "${PROGRAM} remove-webhooks --help"`);
-  const { runRemoveWebhooks } = await import('./kube/remove-webhooks.ts');
-  return runRemoveWebhooks(values, io.stdout);
-}
-
-function help(topic: string | undefined): string {
-  if (topic === undefined) return usage();
-  if (topic === 'serve') return serveHelp();
-  if (topic === 'lint') return lintHelp();
-  if (topic === 'status' || topic === 'explain') return statusHelp();
-  if (topic === 'remove-webhooks') return removeWebhooksHelp();
-  throw new UsageError(`no help for "${topic}": the commands are serve, lint, status and remove-webhooks`);
+/** "a, b and c" */
+function listed(names: readonly string[]): string {
+  return `${names.slice(0, -1).join(', ')} and ${names.at(-1)}`;
 }
 
 /**
@@ -214,18 +273,20 @@ function usage(): string {
   return `${PROGRAM} ${packageVersion()}: completes Kubernetes Jobs whose pods run long-lived sidecars.
 
 Usage:
-  ${PROGRAM} serve [flags]          run the admission webhook and the watcher
-  ${PROGRAM} lint [flags] FILE...   check manifests offline, as the webhook would ("-" reads stdin)
-  ${PROGRAM} status [flags] [pod/NAME]
-                                    the managed pods and their state, or why one pod's sidecars
-                                    still run (also the kubectl plugin: kubectl sidecar-terminator)
-  ${PROGRAM} remove-webhooks [flags]
-                                    delete the webhook configurations (the chart's pre-delete hook)
-  ${PROGRAM} help [COMMAND]         show this help, or the flags of a command
-  ${PROGRAM} --version              print the version
+${COMMANDS.map(usageLines).join('\n')}
 
 Run "${PROGRAM} COMMAND --help" for the flags of a command.
 `;
+}
+
+/** Where a summary starts beside its command, and where one starts on the lines under a command too long for that. */
+const SUMMARY_COLUMN = 44;
+const SUMMARY_UNDER_INDENT = ' '.repeat(36);
+
+function usageLines({ names: [name], synopsis, summary }: Command): string {
+  const invocation = `  ${PROGRAM} ${[name, synopsis].filter(Boolean).join(' ')}`;
+  if (invocation.length + 2 <= SUMMARY_COLUMN) return invocation.padEnd(SUMMARY_COLUMN) + summary;
+  return `${invocation}\n${wrap(summary, SUMMARY_UNDER_INDENT)}`;
 }
 
 function serveHelp(): string {
