@@ -19,16 +19,20 @@ interface CodeInfo {
   /** What it means, in the words of the logs and `status`. */
   meaning: string;
   counted?: CountedAs;
+  /** A pod not started, or main containers still at work: nothing is to be stopped yet. */
+  waitsOnMains?: true;
+  /** A warning that comes with the end of a sidecar from outside its PID namespace (stop-plan.ts): the kubelet is ending it. */
+  endsFromOutside?: true;
 }
 
 export const CODES = {
   'restart-policy-always': { kind: 'ignore', meaning: 'restartPolicy is neither Never nor OnFailure' },
   'pod-deleting': { kind: 'ignore', meaning: 'the pod is being deleted' },
-  'pod-not-started': { kind: 'ignore', meaning: 'the pod has not started' },
+  'pod-not-started': { kind: 'ignore', meaning: 'the pod has not started', waitsOnMains: true },
   'no-sidecar': { kind: 'ignore', meaning: 'the pod has no sidecar' },
 
-  'mains-running': { kind: 'wait', meaning: 'main containers are still running' },
-  'main-restarting': { kind: 'wait', meaning: 'a main container exited and the kubelet will restart it (restartPolicy OnFailure, or its own restartPolicy or restartPolicyRules)' },
+  'mains-running': { kind: 'wait', meaning: 'main containers are still running', waitsOnMains: true },
+  'main-restarting': { kind: 'wait', meaning: 'a main container exited and the kubelet will restart it (restartPolicy OnFailure, or its own restartPolicy or restartPolicyRules)', waitsOnMains: true },
   'sidecars-restarting': { kind: 'wait', meaning: 'sidecars are restarting' },
   'sidecars-stopping': { kind: 'wait', meaning: 'sidecars are stopping' },
   'containers-not-reported': { kind: 'wait', meaning: 'every container is a sidecar, and not all of them are reported yet' },
@@ -54,15 +58,16 @@ export const CODES = {
     counted: { mechanism: 'none', result: 'refused' },
   },
   'quick-exit-image-not-allowed': { kind: 'warning', meaning: 'the quick-exit image is not in --quick-exit-image-allowlist', counted: { mechanism: 'image', result: 'refused' } },
-  'signal-user-unknown': { kind: 'warning', meaning: "the sidecar's user is unknown and runAsNonRoot forbids the root user that could signal it: it is ended from outside", counted: { mechanism: 'signal', result: 'refused' } },
-  'signal-failed': { kind: 'warning', meaning: 'the signal container exited non-zero without stopping the sidecar: it is ended from outside', counted: { mechanism: 'signal', result: 'failed' } },
-  'signal-not-started': { kind: 'warning', meaning: 'the signal container cannot start: the sidecar is ended from outside', counted: { mechanism: 'signal', result: 'failed' } },
-  'sigterm-unhandled': { kind: 'warning', meaning: "the sidecar's PID 1 has no SIGTERM handler, so the kernel drops SIGTERM sent from inside its PID namespace: it is ended from outside at once", counted: { mechanism: 'signal', result: 'escalated' } },
-  'signal-ignored': { kind: 'warning', meaning: 'the sidecar still runs a grace period after SIGTERM or its shutdown request: it is ended from outside', counted: { mechanism: 'signal', result: 'escalated' } },
+  'signal-user-unknown': { kind: 'warning', meaning: "the sidecar's user is unknown and runAsNonRoot forbids the root user that could signal it: it is ended from outside", counted: { mechanism: 'signal', result: 'refused' }, endsFromOutside: true },
+  'signal-failed': { kind: 'warning', meaning: 'the signal container exited non-zero without stopping the sidecar: it is ended from outside', counted: { mechanism: 'signal', result: 'failed' }, endsFromOutside: true },
+  'signal-not-started': { kind: 'warning', meaning: 'the signal container cannot start: the sidecar is ended from outside', counted: { mechanism: 'signal', result: 'failed' }, endsFromOutside: true },
+  'sigterm-unhandled': { kind: 'warning', meaning: "the sidecar's PID 1 has no SIGTERM handler, so the kernel drops SIGTERM sent from inside its PID namespace: it is ended from outside at once", counted: { mechanism: 'signal', result: 'escalated' }, endsFromOutside: true },
+  'signal-ignored': { kind: 'warning', meaning: 'the sidecar still runs a grace period after SIGTERM or its shutdown request: it is ended from outside', counted: { mechanism: 'signal', result: 'escalated' }, endsFromOutside: true },
   'crr-not-done': {
     kind: 'warning',
     meaning: 'the sidecar still runs a grace period and a minute after the main containers finished, though asked to stop by a ContainerRecreateRequest (no kruise-daemon serves the node, it failed, or the request was refused): it is ended from outside',
     counted: { mechanism: 'crr', result: 'escalated' },
+    endsFromOutside: true,
   },
   'quick-exit-image-not-pulled': { kind: 'warning', meaning: "the sidecar's node cannot pull its quick-exit image", counted: { mechanism: 'image', result: 'failed' } },
   'node-missing': { kind: 'warning', meaning: "the pod's node does not exist" },
@@ -91,4 +96,16 @@ export function isCode(value: unknown): value is Code {
 export function countedAs(code: WarningCode): CountedAs | undefined {
   const info: CodeInfo = CODES[code];
   return info.counted;
+}
+
+/** Whether the code is a wait on the pod's start or its main containers. */
+export function waitsOnMains(code: Code): boolean {
+  const info: CodeInfo = CODES[code];
+  return info.waitsOnMains === true;
+}
+
+/** Whether the code is a warning that comes with the end of a sidecar from outside: it is stopping, not stuck. */
+export function endsFromOutside(code: Code): boolean {
+  const info: CodeInfo = CODES[code];
+  return info.endsFromOutside === true;
 }

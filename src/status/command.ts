@@ -10,7 +10,8 @@ import { MANAGED_LABEL, crrName } from '../policy/index.ts';
 import { ClusterError, ClusterReader, type Scope } from './cluster.ts';
 import { EXIT, type StatusFlags } from './flags.ts';
 import { limitsNote, renderList, renderStory } from './render.ts';
-import { podStory, type PodStory, type Readable } from './story.ts';
+import { podStory } from './story.ts';
+import type { PodStory, Readable } from './types.ts';
 
 export interface StatusIO {
   stdout: { write(text: string): unknown };

@@ -3,7 +3,7 @@
 import { stringify } from 'yaml';
 import { MANAGED_LABEL } from '../policy/index.ts';
 import type { StatusOutput } from './flags.ts';
-import type { PodStory } from './story.ts';
+import type { PodStory, StopMeans } from './types.ts';
 
 export interface PodList {
   items: PodStory[];
@@ -76,7 +76,7 @@ export function limitsNote(limits: readonly string[]): string {
   return `Not shown, for lack of permission to: ${limits.join('; ')}.`;
 }
 
-function mechanismText(mechanism: string): string {
+function mechanismText(mechanism: StopMeans): string {
   switch (mechanism) {
     case 'crr': return 'crr (an OpenKruise ContainerRecreateRequest; kruise-daemon stops it)';
     case 'signal': return 'signal (an ephemeral container sends it SIGTERM, or its HTTP shutdown request)';

@@ -2,7 +2,7 @@
 // warnings counted by the terminations metric under the labels it documents, and the table of
 // docs/operations.md that lists them.
 import t from 'tap';
-import { CODES, countedAs, isCode, type Code, type WarningCode } from '../../src/policy/index.ts';
+import { CODES, countedAs, endsFromOutside, isCode, waitsOnMains, type Code, type WarningCode } from '../../src/policy/index.ts';
 import { readDoc, section, tableRows } from '../support/markdown.ts';
 
 const codes = Object.keys(CODES) as Code[];
@@ -47,4 +47,10 @@ t.test('the table of docs/operations.md is the catalogue, row for row', async (t
     return [`\`${code}\``, CODES[code].kind, CODES[code].meaning, CODES[code].kind === 'warning' && counted ? `\`mechanism="${counted.mechanism}", result="${counted.result}"\`` : ''];
   });
   t.same(rows.map((row) => Object.values(row)), expected, 'take the rows from src/policy/codes.ts when a code changes');
+});
+
+t.test('the waits on the main containers, and the warnings that come with the end of a sidecar from outside', async (t) => {
+  t.same(codes.filter(waitsOnMains), ['pod-not-started', 'mains-running', 'main-restarting']);
+  t.same(codes.filter(endsFromOutside), ['signal-user-unknown', 'signal-failed', 'signal-not-started', 'sigterm-unhandled', 'signal-ignored', 'crr-not-done']);
+  t.ok(codes.filter(endsFromOutside).every((code) => / ended from outside/.test(CODES[code].meaning)), 'each says so in its words');
 });
