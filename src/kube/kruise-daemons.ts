@@ -2,13 +2,11 @@
 // namespace. A ContainerRecreateRequest for a pod on any other node is never acted on (OpenKruise's
 // manager completes it after a minute, "daemon has not responded"), so the watcher sends none there.
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
+import type { KruiseDaemonNodes } from '../policy/index.ts';
 import { isApiError } from './api-errors.ts';
 
 /** The label of kruise-daemon's pods, as OpenKruise's chart and manifests set it. */
 export const KRUISE_DAEMON_SELECTOR = 'control-plane=daemon';
-
-/** The nodes a kruise-daemon serves, or why they cannot be told. */
-export type KruiseDaemonNodes = { nodes: ReadonlySet<string> } | { unknown: string };
 
 /** A daemon pod that is running and ready on its node. */
 function serving(pod: V1Pod): boolean {

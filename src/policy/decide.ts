@@ -1,7 +1,7 @@
 // The watcher's decision for one pod on its node: is the job's work done, and which sidecars to
 // stop by which route now. Pure: stop-plan.ts turns the actions into the requests to make.
 import type { IgnoreCode, WaitCode } from './codes.ts';
-import { classifyContainers, podAnnotations, type ContainerRole, type SidecarMarkers } from './markers.ts';
+import { rolesOf, type ContainerRole, type SidecarMarkers } from './markers.ts';
 import { nodeKindOf, type NodeKind } from './nodes.ts';
 import { restartOfContainerAt } from './restarts.ts';
 import { arrayOf, isRecord, restartPolicyOf, type ContainerState, type ContainerStatus, type NodeLike, type PodLike } from './types.ts';
@@ -43,7 +43,7 @@ export function stopRoute(markers: SidecarMarkers, kind: NodeKind): StopRoute | 
   return markers.quickExitImage !== undefined ? 'image' : undefined;
 }
 
-export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
+export function decide(pod: PodLike, node: NodeLike | undefined, roles: readonly ContainerRole[] = rolesOf(pod)): Decision {
   const spec = pod.spec ?? {};
   const restartPolicy = restartPolicyOf(spec);
   if (restartPolicy !== 'Never' && restartPolicy !== 'OnFailure') {
@@ -53,7 +53,6 @@ export function decide(pod: PodLike, node: NodeLike | undefined): Decision {
   const phase = pod.status?.phase;
   if (phase === undefined || phase === 'Pending') return { outcome: 'ignore', code: 'pod-not-started' };
 
-  const roles = classifyContainers(spec, podAnnotations(pod));
   const mains = roles.filter((role) => role.role === 'main');
   const sidecars = roles.filter((role) => role.role === 'sidecar');
   if (sidecars.length === 0) return { outcome: 'ignore', code: 'no-sidecar' };
@@ -144,7 +143,7 @@ function stateOf(pod: PodLike, name: string): ContainerState | undefined {
 }
 
 /** Whether the kubelet reports a status for every container of the spec, as Kruise's containersCompleted requires. */
-function everyContainerReported(pod: PodLike, roles: ContainerRole[]): boolean {
+function everyContainerReported(pod: PodLike, roles: readonly ContainerRole[]): boolean {
   const reported = new Set(arrayOf(pod.status?.containerStatuses).flatMap((raw) => (isRecord(raw) ? [raw.name] : [])));
   return roles.every((role) => reported.has(role.name));
 }
@@ -167,8 +166,7 @@ export function epochMs(time: unknown): number | undefined {
 }
 
 /** When the last main container finished, in epoch milliseconds, once every main container has. */
-export function mainsFinishedAt(pod: PodLike): number | undefined {
-  const roles = classifyContainers(pod.spec ?? {}, podAnnotations(pod));
+export function mainsFinishedAt(pod: PodLike, roles: readonly ContainerRole[] = rolesOf(pod)): number | undefined {
   const mains = new Set(roles.filter((role) => role.role === 'main').map((role) => role.name));
   const times: number[] = [];
   for (const raw of arrayOf(pod.status?.containerStatuses)) {
@@ -184,9 +182,10 @@ export function mainsFinishedAt(pod: PodLike): number | undefined {
  * its sidecars to stop; undefined when it is not: main containers still at work, or nothing left to stop.
  */
 export function sidecarsPendingSince(pod: PodLike): number | undefined {
-  const decision = decide(pod, undefined);
+  const roles = rolesOf(pod);
+  const decision = decide(pod, undefined, roles);
   const waitsOnSidecars = decision.outcome === 'act' || (decision.outcome === 'wait' && SIDECAR_WAITS.has(decision.code));
-  return waitsOnSidecars ? mainsFinishedAt(pod) : undefined;
+  return waitsOnSidecars ? mainsFinishedAt(pod, roles) : undefined;
 }
 
 /** The waits on the sidecars, once the main containers are done. */

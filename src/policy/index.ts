@@ -13,6 +13,7 @@ export * from './templates.ts';
 export * from './names.ts';
 export * from './inspect.ts';
 export * from './signal-container.ts';
+export * from './kill-mechanism.ts';
 export * from './stop-plan.ts';
 export * from './retained-pod.ts';
 export * from './native-sidecars.ts';

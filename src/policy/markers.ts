@@ -4,7 +4,7 @@
 // and how each sidecar asks to be stopped (stop-method.ts).
 import { POD_ANNOTATIONS } from './names.ts';
 import { SIGNAL, parseGracePeriod, parseStopMethod, type StopMethod } from './stop-method.ts';
-import { arrayOf, isRecord, type Container, type PodSpec } from './types.ts';
+import { arrayOf, isRecord, type Container, type PodLike, type PodSpec } from './types.ts';
 
 export const ENV_WHEN_JOB_EXIT = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT';
 export const ENV_WITH_IMAGE = 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE';
@@ -161,4 +161,13 @@ export function classifyContainers(spec: PodSpec, annotations: Record<string, un
 export function podAnnotations(pod: { metadata?: { annotations?: unknown } | null }): Record<string, unknown> {
   const annotations = pod.metadata?.annotations;
   return isRecord(annotations) ? annotations : {};
+}
+
+/**
+ * The roles of a pod's containers. A reconcile computes them once and hands them to each decision
+ * it makes about the pod (decide, the stop plan, the kill mechanism), which compute them only when
+ * called without them.
+ */
+export function rolesOf(pod: PodLike): ContainerRole[] {
+  return classifyContainers(pod.spec ?? {}, podAnnotations(pod));
 }

@@ -12,12 +12,11 @@ import type { V1EphemeralContainer, V1Node, V1Pod } from '@kubernetes/client-nod
 import { CODES, type Code, type CountedAs, type WarningCode } from './codes.ts';
 import { decide, epochMs, exitCodesByName, mainsFinishedAt, phaseOfMains, type Action } from './decide.ts';
 import { isAllowedImage } from './image.ts';
-import { classifyContainers, podAnnotations, type ContainerRole } from './markers.ts';
+import type { KillMechanism, StopHistory } from './kill-mechanism.ts';
+import { rolesOf, type ContainerRole } from './markers.ts';
 import { CONDITION_REASONS, TERMINATED_CONDITION } from './names.ts';
 import { STOP_EXIT_CODES, existingSignalContainer, signalContainer, type SignalSettings } from './signal-container.ts';
 import { describeStop } from './stop-method.ts';
-
-export type KillMechanism = 'crr' | 'signal';
 
 /** How a sidecar is stopped, as the metrics count it: `phase` is the pod's terminal phase, `none` a sidecar nothing can stop. */
 export type StopMechanism = CountedAs['mechanism'];
@@ -108,8 +107,15 @@ const SIGNAL_CONTAINER_MARGIN_MS = 15_000;
  */
 const CRR_MARGIN_MS = 60_000;
 
-export function planStop(pod: V1Pod, node: NodeState, settings: StopSettings, now: number): Plan {
-  const decision = decide(pod, node === 'missing' ? undefined : node);
+/** What a reconcile knows of the pod besides the pod itself: what the watcher made for it, and its container roles (computed once). */
+export interface PlanContext {
+  history?: StopHistory;
+  roles?: readonly ContainerRole[];
+}
+
+export function planStop(pod: V1Pod, node: NodeState, settings: StopSettings, now: number, context: PlanContext = {}): Plan {
+  const roles = context.roles ?? rolesOf(pod);
+  const decision = decide(pod, node === 'missing' ? undefined : node, roles);
   if (decision.outcome === 'finished') return { code: 'sidecars-stopped', stopping: [], steps: [{ type: 'finish' }] };
   if (decision.outcome !== 'act') return { code: decision.code, stopping: [], steps: [] };
   if (node === 'missing') {
@@ -122,7 +128,7 @@ export function planStop(pod: V1Pod, node: NodeState, settings: StopSettings, no
       requeueAfterMs: MISSING_NODE_RECHECK_MS,
     };
   }
-  const planner = new Planner(pod, settings, now);
+  const planner = new Planner(pod, settings, now, roles, context.history ?? {});
   for (const action of decision.actions) planner.add(action, decision.actions);
   return planner.plan();
 }
@@ -138,13 +144,16 @@ class Planner {
   private waitingForImage: SidecarCondition | undefined;
   private confirm = false;
   private readonly roles: Map<string, ContainerRole>;
+  private readonly mainRoles: readonly ContainerRole[];
+  private readonly history: StopHistory;
 
-  constructor(pod: V1Pod, settings: StopSettings, now: number) {
+  constructor(pod: V1Pod, settings: StopSettings, now: number, roles: readonly ContainerRole[], history: StopHistory) {
     this.pod = pod;
     this.settings = settings;
     this.now = now;
-    // A pod to act on has a spec: decide() found sidecars in it.
-    this.roles = new Map(classifyContainers(pod.spec!, podAnnotations(pod)).map((role) => [role.name, role]));
+    this.roles = new Map(roles.map((role) => [role.name, role]));
+    this.mainRoles = roles.filter((role) => role.role === 'main');
+    this.history = history;
   }
 
   add(action: Action, all: Action[]): void {
@@ -203,9 +212,10 @@ class Planner {
     const byCrr = this.settings.killMechanism === 'crr' ? roles.filter((role) => role.markers.stop.kind === 'signal') : [];
     if (byCrr.length > 0) {
       // Past its deadline a request is not made again: it did nothing, or it cannot be made (refused).
-      const mainsFinished = mainsFinishedAt(this.pod);
+      const mainsFinished = mainsFinishedAt(this.pod, this.mainRoles);
       const asked = byCrr.filter((role) => !this.endOverdueCrr(role, mainsFinished));
-      if (asked.length > 0) this.steps.push({ type: 'create-crr', containers: asked.map((role) => role.name) });
+      // One request per pod: once made (or found) it is not asked for again, whatever it holds.
+      if (asked.length > 0 && this.history.crr === undefined) this.steps.push({ type: 'create-crr', containers: asked.map((role) => role.name) });
       this.stopping.push(...byCrr.map((role) => `${role.name} (ContainerRecreateRequest)`));
     }
     const send: V1EphemeralContainer[] = [];
@@ -358,9 +368,8 @@ class Planner {
       this.warn(code, `${cause}; ending it from outside: the pod's phase is set from its main containers, and the kubelet kills what still runs`, eventKey('phase'));
       return;
     }
-    const mains = [...this.roles.values()].filter((r) => r.role === 'main');
     const codes = exitCodesByName(this.pod);
-    const next = phaseOfMains(mains.map((main) => codes.get(main.name)));
+    const next = phaseOfMains(this.mainRoles.map((main) => codes.get(main.name)));
     const why = failure ? `its quick-exit image ${image} cannot run (${failure.reason})` : role.hasCommand ? 'no quick-exit image can run in its place (it sets command)' : 'no quick-exit image is configured';
     const message = `${PHASE_SET}${next}: the main containers are done, and sidecar ${sidecar} is ended by the kubelet (${why})`;
     this.warn(code, `${cause}; ending it from outside: ${why}, so the pod's phase is set to ${next} from its main containers, and the kubelet kills what still runs`, eventKey('phase'));

@@ -1,29 +1,15 @@
-// Which kill mechanism the watcher uses on normal nodes. With `auto` it follows the cluster: the
-// API server is asked again every interval whether it serves Kruise's ContainerRecreateRequest,
-// and which nodes a kruise-daemon serves, so installing or removing OpenKruise needs no restart
-// and a node without a daemon is never sent a request nobody acts on. A pod whose stop has begun
-// finishes with the mechanism it began with, so a switch never stops a sidecar twice: a pod with
-// a signal container keeps the signal mechanism; one whose ContainerRecreateRequest this watcher
-// made keeps that while the API is served (when it goes, the requests go with it, and the pod is
-// signalled).
-import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+// What the cluster offers for stopping sidecars by a kill, followed while the watcher runs. With
+// `auto` the API server is asked again every interval whether it serves Kruise's
+// ContainerRecreateRequest, and which nodes a kruise-daemon serves, so installing or removing
+// OpenKruise needs no restart and a node without a daemon is never sent a request nobody acts on.
+// Which mechanism each pod gets, given what the cluster offers and what its stop began with, is
+// policy's (src/policy/kill-mechanism.ts).
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { servedCrrVersion } from '../kube/discovery.ts';
 import { apiErrorMessage } from '../kube/api-errors.ts';
-import { KRUISE_DAEMON_SELECTOR, readKruiseDaemonNodes, type KruiseDaemonNodes } from '../kube/kruise-daemons.ts';
+import { KRUISE_DAEMON_SELECTOR, readKruiseDaemonNodes } from '../kube/kruise-daemons.ts';
 import type { Logger } from '../logger.ts';
-import { classifyContainers, existingSignalContainer, podAnnotations, type KillMechanism } from '../policy/index.ts';
-
-export type ClusterKillMechanism =
-  | {
-      mechanism: 'crr';
-      crrVersion: string;
-      /**
-       * With auto, the nodes a ready kruise-daemon serves (pods on the others are signalled), or
-       * why they cannot be told. Absent, or unknown: every node (--kill-mechanism crr).
-       */
-      daemons?: KruiseDaemonNodes;
-    }
-  | { mechanism: 'signal' };
+import type { ClusterKillMechanism, KillMechanism, KruiseDaemonNodes } from '../policy/index.ts';
 
 export interface KillMechanismSource {
   kubeConfig: KubeConfig;
@@ -57,34 +43,6 @@ export async function resolveKillMechanism(source: KillMechanismSource, daemonRe
     throw new Error('--kill-mechanism crr: the cluster does not serve apps.kruise.io ContainerRecreateRequest; install OpenKruise or use --kill-mechanism signal');
   }
   return { mechanism: 'signal' };
-}
-
-/** Whether a ContainerRecreateRequest for a pod on this node is acted on: a kruise-daemon serves it, or it cannot be told. */
-function daemonServes(resolved: ClusterKillMechanism & { mechanism: 'crr' }, nodeName: string | undefined): boolean {
-  return resolved.daemons === undefined || 'unknown' in resolved.daemons || nodeName === undefined || resolved.daemons.nodes.has(nodeName);
-}
-
-/**
- * Whether a signal container was sent to one of the pod's sidecars that SIGTERM stops (the ones
- * the kill mechanism decides for; one with an HTTP stop method gets a signal container with either
- * mechanism): its stop began with the signal mechanism.
- */
-function signalled(pod: V1Pod): boolean {
-  return classifyContainers(pod.spec ?? {}, podAnnotations(pod)).some(
-    (role) => role.role === 'sidecar' && role.markers.stop.kind === 'signal' && existingSignalContainer(pod, role.name) !== undefined,
-  );
-}
-
-/**
- * The mechanism for a pod: the one its stop began with (`startedWith`, what this watcher
- * requested; a signal container in its spec, whoever sent it), else the cluster's now for the
- * pod's node: signal where no kruise-daemon serves it.
- */
-export function killMechanismFor(pod: V1Pod, startedWith: KillMechanism | undefined, now: ClusterKillMechanism): KillMechanism {
-  if (startedWith === 'crr' && now.mechanism === 'crr') return 'crr';
-  // A ContainerRecreateRequest made while the API was served is gone with it: signalled now, not twice.
-  if (startedWith === 'signal' || signalled(pod)) return 'signal';
-  return now.mechanism === 'crr' && daemonServes(now, pod.spec?.nodeName) ? 'crr' : 'signal';
 }
 
 export interface KillMechanismFollowerOptions extends KillMechanismSource {

@@ -1,5 +1,7 @@
 // Executes a stop plan (src/policy/stop-plan.ts) on one pod: the requests, in order, and the
-// events and metrics they come with. The one place where the watcher acts.
+// events and metrics they come with. The one place where the watcher acts. It keeps nothing of a
+// pod itself: what it makes is written into the pod's memory (pod-memory.ts), which the caller
+// keeps and the next plan reads.
 import type { BatchV1Api, CoreV1Api, CustomObjectsApi, V1ObjectReference, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
 import {
@@ -10,10 +12,10 @@ import {
   crrName,
   mainsFinishedAt,
   readStopRecord,
+  type ContainerRole,
   recordCondition,
   sidecarExitFailure,
   stopRecord,
-  type KillMechanism,
   type StopMechanism,
   type Plan,
   type Step,
@@ -23,6 +25,7 @@ import { apiErrorMessage, isApiError } from '../kube/api-errors.ts';
 import { createCrr } from './crr.ts';
 import { EventRecorder } from './events.ts';
 import type { WatcherMetrics } from './metrics.ts';
+import { freshMemory, type PodMemory } from './pod-memory.ts';
 import { PodChanged, PodWriter } from './pod-writes.ts';
 import { REFUSED_FIRST_RETRY_MS, REFUSED_RETRY_MS, isRefusal } from './retries.ts';
 
@@ -36,28 +39,14 @@ export interface ExecutorOptions {
   metrics: WatcherMetrics;
   /** The quick-exit images that may have replaced a sidecar's (--quick-exit-image): the stop record tells them apart. */
   quickExitImages?: readonly string[];
-  /**
-   * Whether the pod is still in the watch (the same uid under its key). What the executor keeps
-   * of a pod is kept only while it is: a write that completes after the pod has left (and was
-   * forgotten) does not bring it back. Every pod counts as in the watch without it.
-   */
-  inFlight?: (pod: V1Pod) => boolean;
 }
 
-/** What this watcher knows of one pod in the watch, which the pod's own status cannot show. */
-interface PodState {
-  /** Its sidecars were told to stop by this watcher: the stop duration is observed when they finish or the pod leaves. */
-  told: boolean;
-  /** A plan stopped its sidecars, told by this watcher or by one before it: its end is worth reading (reportEnded). */
-  stopping: boolean;
-  /** That stop duration was observed: once per pod. */
-  observed: boolean;
-  /** The sidecars in its ContainerRecreateRequest, once this watcher created or found it: it is not requested again. */
-  crr?: readonly string[];
-  /** The events recorded for it, by id (EventRecorder). */
-  events: Set<string>;
-  /** The kill mechanism its sidecars were told to stop with: a pod finishes with the mechanism it began with. */
-  started?: KillMechanism;
+/** What an execution is given besides the pod and the plan. */
+export interface ExecutionContext {
+  /** The pod's memory, kept by the caller while the pod is in the watch; a fresh one without it. */
+  memory?: PodMemory;
+  /** The pod's container roles, computed once by the reconcile; computed here without them. */
+  roles?: readonly ContainerRole[];
 }
 
 /**
@@ -72,27 +61,15 @@ export class Executor {
   private readonly options: ExecutorOptions;
   private readonly writer: PodWriter;
   private readonly events: EventRecorder;
-  /** By pod uid, for the pods in the watch only: memory follows the managed pods in flight. */
-  private readonly pods = new Map<string, PodState>();
-
   constructor(options: ExecutorOptions) {
     this.options = options;
     this.writer = new PodWriter(options.core);
     this.events = new EventRecorder(options.core);
   }
 
-  /** The kill mechanism this watcher told the pod's sidecars to stop with, if it did. */
-  startedWith(pod: V1Pod): KillMechanism | undefined {
-    return this.pods.get(pod.metadata?.uid ?? '')?.started;
-  }
-
-  /** Pods the executor keeps something of. */
-  get size(): number {
-    return this.pods.size;
-  }
-
-  async execute(pod: V1Pod, plan: Plan, log: Logger): Promise<Execution> {
-    const state = this.stateOf(pod);
+  async execute(pod: V1Pod, plan: Plan, log: Logger, context: ExecutionContext = {}): Promise<Execution> {
+    const state = context.memory ?? freshMemory();
+    const finishedAt = mainsFinishedAt(pod, context.roles);
     // Announced with the requests, not before them: one round trip less between the main
     // containers' end and the stop. A watcher that dies between a request and its event leaves
     // its successor to announce it: every plan that tells sidecars to stop, by its requests or by
@@ -102,12 +79,12 @@ export class Executor {
     // Handled at once, while the requests are still in flight: a rejection nobody handles yet
     // (the API server gone mid-write) would end the process. It is awaited, and thrown, below.
     const settled = announced.catch(() => undefined);
-    if (plan.stopping.length > 0 && plan.steps.some((step) => STOP_REQUESTS.has(step.type) && !made(state, step))) state.told = true;
+    if (plan.stopping.length > 0 && plan.steps.some((step) => STOP_REQUESTS.has(step.type))) state.told = true;
     if (plan.stopping.length > 0) state.stopping = true;
     // The stop requests made just now, by their step codes: the log says how the sidecars are told.
     const requestedNow: Step['type'][] = [];
     try {
-      const execution = await this.run(pod, state, plan, log, (step) => requestedNow.push(step));
+      const execution = await this.run(pod, state, plan, log, finishedAt, (step) => requestedNow.push(step));
       await announced;
       return execution;
     } finally {
@@ -119,14 +96,14 @@ export class Executor {
   }
 
   /** The `stopping sidecars` event, once per pod. */
-  private async announce(pod: V1Pod, plan: Plan, state: PodState): Promise<void> {
-    const related = plan.steps.some((step) => step.type === 'create-crr') || state.crr !== undefined ? this.crrReference(pod) : undefined;
+  private async announce(pod: V1Pod, plan: Plan, state: PodMemory): Promise<void> {
+    const related = plan.steps.some((step) => step.type === 'create-crr') || state.history.crr !== undefined ? this.crrReference(pod) : undefined;
     const message = `stopping sidecars: ${plan.stopping.join(', ')}`;
     await this.events.record(pod, { type: 'Normal', reason: EVENT_REASONS.stopping, code: 'stop-requested', message, key: EVENT_REASONS.stopping, ...(related ? { related } : {}) }, state.events);
   }
 
   /** The steps in order; `requested` hears of each stop request made just now. */
-  private async run(pod: V1Pod, state: PodState, plan: Plan, log: Logger, requested: (step: Step['type']) => void): Promise<Execution> {
+  private async run(pod: V1Pod, state: PodMemory, plan: Plan, log: Logger, finishedAt: number | undefined, requested: (step: Step['type']) => void): Promise<Execution> {
     const { metrics } = this.options;
     // Each write carries the resourceVersion the previous one left.
     let current = pod;
@@ -140,33 +117,32 @@ export class Executor {
           }
           case 'replace-image':
           case 'escalate-image':
-            current = await this.requested(pod, 'image', 1, () => this.writer.replaceImage(current, step.container, step.image));
+            current = await this.requested(finishedAt, 'image', 1, () => this.writer.replaceImage(current, step.container, step.image));
             if (step.type === 'escalate-image') log.info({ sidecar: step.container, image: step.image }, 'sidecar ended from outside: its image replaced by the quick-exit image');
             requested(step.type);
             break;
           case 'mark-terminal':
           case 'escalate-phase':
-            current = await this.requested(pod, 'phase', 1, () => this.writer.setStatus(current, { type: TERMINATED_CONDITION, ...step.condition }, step.phase));
+            current = await this.requested(finishedAt, 'phase', 1, () => this.writer.setStatus(current, { type: TERMINATED_CONDITION, ...step.condition }, step.phase));
             log.info({ phase: step.phase }, step.condition.message);
             break;
           case 'create-crr': {
-            if (made(state, step)) break;
             const crrVersion = this.options.crrVersion!;
-            if ((await this.requested(pod, 'crr', 1, () => createCrr(this.options.custom, crrVersion, current, step.containers))) === 'created') requested(step.type);
-            state.crr = step.containers;
-            state.started ??= 'crr';
+            if ((await this.requested(finishedAt, 'crr', 1, () => createCrr(this.options.custom, crrVersion, current, step.containers))) === 'created') requested(step.type);
+            state.history.crr = step.containers;
+            state.history.startedWith ??= 'crr';
             break;
           }
           case 'add-signal-containers':
-            current = await this.requested(pod, 'signal', step.containers.length, () => this.writer.addEphemeralContainers(current, step.containers));
+            current = await this.requested(finishedAt, 'signal', step.containers.length, () => this.writer.addEphemeralContainers(current, step.containers));
             requested(step.type);
-            state.started ??= 'signal';
+            state.history.startedWith ??= 'signal';
             break;
           case 'set-condition':
             current = await this.writer.setStatus(current, { type: TERMINATED_CONDITION, ...step.condition });
             break;
           case 'finish':
-            if (this.observeStopped(pod, state)) log.info('sidecars stopped');
+            if (this.observeStopped(finishedAt, state)) log.info('sidecars stopped');
             break;
         }
       } catch (error) {
@@ -190,27 +166,25 @@ export class Executor {
    * retrying cannot fix (retries.ts), and when it is tried again: once per pod and refusal, so
    * the slow retries that follow say nothing new. Best effort: the event may be refused too.
    */
-  async reportRefused(pod: V1Pod, error: unknown): Promise<void> {
+  async reportRefused(pod: V1Pod, error: unknown, memory: PodMemory = freshMemory()): Promise<void> {
     const status = (error as { code?: unknown }).code;
     const message = `the API server refused a request for this pod (HTTP ${String(status)}): ${apiErrorMessage(error)}; retrying cannot fix that by itself, so it is tried again after ${REFUSED_FIRST_RETRY_MS / 1000}s, then less and less often, up to every ${REFUSED_RETRY_MS / 60_000}m: check the watcher's RBAC and the admission policies in its way`;
     const event = { type: 'Warning' as const, reason: EVENT_REASONS.failed, code: 'request-refused' as const, message, key: `refused\n${String(status)}\n${apiErrorMessage(error)}` };
-    await this.events.record(pod, event, this.stateOf(pod).events).catch(() => undefined);
+    await this.events.record(pod, event, memory.events).catch(() => undefined);
   }
 
   /**
-   * Forgets a pod once it leaves the watch (it ended, or was deleted), so memory follows the
-   * managed pods; `pod` is its last state seen. Its stop duration ends here if it was not seen
-   * stopped before: a pod usually leaves in the same status write that reports its last sidecar
-   * stopped. True when that duration was observed now.
+   * A pod that left the watch (it ended, or was deleted; `pod` is its last state seen, `memory`
+   * what was kept of it). Its stop duration ends here if it was not seen stopped before: a pod
+   * usually leaves in the same status write that reports its last sidecar stopped (`observed`:
+   * that duration was observed now). A pod whose sidecars were told to stop is to be read once
+   * more, for its stop record (`readEnd`).
    */
-  forget(pod: V1Pod): { observed: boolean; readEnd?: EndedPod } {
-    const uid = pod.metadata?.uid ?? '';
-    const state = this.pods.get(uid);
-    this.pods.delete(uid);
+  left(pod: V1Pod, memory: PodMemory | undefined): { observed: boolean; readEnd?: EndedPod } {
     return {
-      observed: state !== undefined && state.told && this.observeStopped(pod, state),
+      observed: memory !== undefined && memory.told && this.observeStopped(mainsFinishedAt(pod), memory),
       // Read once it has left: the watch tells of a pod that ended with its state from before the end.
-      ...(state?.stopping ? { readEnd: { pod, leftAt: Date.now(), crr: () => state.crr ?? [] } } : {}),
+      ...(memory?.stopping ? { readEnd: { pod, leftAt: Date.now(), crr: () => memory.history.crr ?? [] } } : {}),
     };
   }
 
@@ -278,26 +252,13 @@ export class Executor {
     return this.events.record(pod, event, new Set());
   }
 
-  /**
-   * The pod's state: kept while the pod is in the watch; for a pod that has left already (a
-   * reconcile that started before it left), a fresh one that goes with the reconcile.
-   */
-  private stateOf(pod: V1Pod): PodState {
-    const uid = pod.metadata?.uid ?? '';
-    const kept = this.pods.get(uid);
-    if (kept) return kept;
-    const state: PodState = { told: false, stopping: false, observed: false, events: new Set() };
-    if (this.options.inFlight?.(pod) ?? true) this.pods.set(uid, state);
-    return state;
-  }
-
   /** The pod's ContainerRecreateRequest, as the `related` object of the event that announces it. */
   private crrReference(pod: V1Pod): V1ObjectReference {
     return { apiVersion: `${CRR.group}/${this.options.crrVersion}`, kind: CRR.kind, namespace: pod.metadata?.namespace, name: crrName(pod.metadata?.uid ?? '') };
   }
 
-  /** A stop request, counted (`count` sidecars) with its latency from the main containers' end. */
-  private async requested<T>(pod: V1Pod, mechanism: StopMechanism, count: number, request: () => Promise<T>): Promise<T> {
+  /** A stop request, counted (`count` sidecars) with its latency from the main containers' end (`finishedAt`). */
+  private async requested<T>(finishedAt: number | undefined, mechanism: StopMechanism, count: number, request: () => Promise<T>): Promise<T> {
     const { metrics } = this.options;
     let result: T;
     try {
@@ -308,24 +269,17 @@ export class Executor {
     }
     if (result === 'exists') return result; // made by an earlier reconcile
     metrics.actions.inc({ mechanism, result: 'ok' }, count);
-    const finishedAt = mainsFinishedAt(pod);
     for (let i = 0; finishedAt !== undefined && i < count; i++) metrics.requestLatency.observe({ mechanism }, Math.max(0, Date.now() - finishedAt) / 1000);
     return result;
   }
 
-  /** True when the stop duration is observed now (once per pod). */
-  private observeStopped(pod: V1Pod, state: PodState): boolean {
-    const finishedAt = mainsFinishedAt(pod);
+  /** True when the stop duration, from the main containers' end (`finishedAt`), is observed now (once per pod). */
+  private observeStopped(finishedAt: number | undefined, state: PodMemory): boolean {
     if (state.observed || finishedAt === undefined) return false;
     state.observed = true;
     this.options.metrics.stopDuration.observe(Math.max(0, Date.now() - finishedAt) / 1000);
     return true;
   }
-}
-
-/** A stop request already made for this pod by this watcher, which the pod's own status cannot show (a ContainerRecreateRequest). */
-function made(state: PodState, step: Step): boolean {
-  return step.type === 'create-crr' && state.crr !== undefined;
 }
 
 /** What reading an ended pod found: its record, and whether it warned that a sidecar's exit code failed it; or to read it again later. */

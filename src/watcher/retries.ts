@@ -1,7 +1,8 @@
 // When a failed reconcile is tried again, by the kind of its failure. A refusal that retrying
 // cannot fix (403: RBAC or the fence's admission policy; 422: the object is invalid; 400, 405,
 // 413, 415: the request itself is wrong) is tried again after 15 s, then less and less often, up
-// to every 5 minutes, and the pod gets one Warning event saying so (Executor.reportRefused): the
+// to every 5 minutes, and the pod gets one Warning event saying so (the reconciler reports it, and
+// hands the queue a Refused error, as controller-runtime's reconcilers hand it a TerminalError): the
 // change that lifts it often comes seconds later (a helm upgrade updates the fence's admission
 // policy after the watcher's Deployment, and the API server applies it a moment later still); a
 // finished pod does not change, so it is never given up, but it does not hammer the API server.
@@ -24,7 +25,15 @@ const JITTER = 0.2;
 
 /** Whether the API server refused the request in a way retrying the same request cannot fix. */
 export function isRefusal(error: unknown): boolean {
-  return isApiError(error, 400, 403, 405, 413, 415, 422);
+  return error instanceof Refused || isApiError(error, 400, 403, 405, 413, 415, 422);
+}
+
+/** A reconcile the API server refused (isRefusal), reported on the pod already: the queue retries it slowly. */
+export class Refused extends Error {
+  constructor(cause: unknown) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    this.name = 'Refused';
+  }
 }
 
 /** The delay before the n-th retry in a row of a key whose last attempt failed with `error`. */

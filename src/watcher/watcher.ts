@@ -8,15 +8,17 @@ import type { Logger } from '../logger.ts';
 import { sidecarsPendingSince, signalUserNote, type KillMechanism, type SignalSettings } from '../policy/index.ts';
 import { readServerVersion } from '../kube/server-version.ts';
 import { KILL_MECHANISM_CHANGED } from '../policy/index.ts';
-import { KillMechanismFollower, killMechanismFor, type ClusterKillMechanism } from './discovery.ts';
+import type { ClusterKillMechanism } from '../policy/index.ts';
+import { KillMechanismFollower } from './discovery.ts';
 import { EventRecorder } from './events.ts';
 import { Executor, type EndedPod } from './executor.ts';
 import type { WatcherMetrics } from './metrics.ts';
 import { NodeLookup } from './nodes.ts';
 import { PodCache } from './pod-cache.ts';
+import { PodMemories } from './pod-memory.ts';
 import { WorkQueue } from './queue.ts';
 import { Reconciler } from './reconciler.ts';
-import { isRefusal, retryDelay } from './retries.ts';
+import { Refused, isRefusal, retryDelay } from './retries.ts';
 import { podKey } from './reflector.ts';
 import { Sweeper } from './sweeper.ts';
 
@@ -122,6 +124,8 @@ class Controller {
   private readonly options: WatcherOptions;
   private readonly core: CoreV1Api;
   private readonly executor: Executor;
+  /** What the watcher keeps of each pod in the watch, forgotten when it leaves. */
+  private readonly memories: PodMemories;
   private readonly reconciler: Reconciler;
   private readonly queue: WorkQueue<string>;
   /** The pods read once they have ended (Executor.reportEnded), by key and uid; apart from the reconciles, two at a time. */
@@ -144,7 +148,8 @@ class Controller {
         this.queue.retryNow();
       },
     });
-    const executor = (this.executor = new Executor({
+    this.memories = new PodMemories((pod) => this.cache.get(podKey(pod))?.metadata?.uid === pod.metadata?.uid);
+    this.executor = new Executor({
       core: this.core,
       custom: kubeConfig.makeApiClient(CustomObjectsApi),
       batch: kubeConfig.makeApiClient(BatchV1Api),
@@ -154,25 +159,26 @@ class Controller {
       },
       metrics,
       quickExitImages: [options.quickExitImage].filter((image) => image !== ''),
-      inFlight: (pod) => this.cache.get(podKey(pod))?.metadata?.uid === pod.metadata?.uid,
-    }));
+    });
     const { signal, quickExitImageAllowlist, quickExitImage } = options;
     this.reconciler = new Reconciler({
       pods: this.cache,
       nodes: new NodeLookup(this.core),
       core: this.core,
-      settings: (pod) => ({ killMechanism: killMechanismFor(pod, executor.startedWith(pod), kill.current), signal, quickExitImageAllowlist, quickExitImage }),
-      executor,
+      // The kill mechanism of each pod is chosen by policy from the cluster's (below) and the pod's memory.
+      settings: { killMechanism: 'signal', signal, quickExitImageAllowlist, quickExitImage },
+      cluster: () => kill.current,
+      memories: this.memories,
+      executor: this.executor,
       logger,
     });
     this.queue = new WorkQueue({
       concurrency: options.concurrency,
       process: (key) => this.reconciler.reconcile(key),
       backoff: retryDelay,
+      // A refusal was reported on the pod by the reconciler already: the queue only logs and retries.
       onError: (key, error, attempt, retryInMs) => {
-        logger.warn({ pod: key, attempt, retryInMs, refused: isRefusal(error), err: error }, 'reconcile failed, will retry');
-        const pod = isRefusal(error) ? this.cache.get(key) : undefined;
-        if (pod) void this.executor.reportRefused(pod, error);
+        logger.warn({ pod: key, attempt, retryInMs, refused: isRefusal(error), err: error instanceof Refused ? error.cause : error }, 'reconcile failed, will retry');
       },
       observer: metrics.queue,
     });
@@ -220,7 +226,7 @@ class Controller {
    * containers finished. A pod whose sidecars were told to stop is read once more, for its stop record.
    */
   private forget(pod: V1Pod): void {
-    const { observed, readEnd } = this.executor.forget(pod);
+    const { observed, readEnd } = this.executor.left(pod, this.memories.forget(pod));
     if (observed) this.options.logger.info({ pod: podKey(pod), uid: pod.metadata?.uid }, 'sidecars stopped; the pod left the watch');
     if (readEnd) {
       const key = `${podKey(pod)}\n${pod.metadata?.uid ?? ''}`;

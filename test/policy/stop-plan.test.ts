@@ -246,6 +246,15 @@ t.test('done: every sidecar stopped, the pod leaves the watch; a condition alrea
   t.same(types(planStop(jobPod([main(), killSidecar()], { main: 'running', proxy: 'running' }), normalNode, signal, NOW)), [], 'main still at work: nothing');
 });
 
+t.test('a ContainerRecreateRequest this watcher made (its history) is not requested again, but still announced', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy'), killSidecar('sql')], { main: 0, proxy: 'running', sql: 'running' });
+  t.same(stepOf(planStop(pod, normalNode, crr, NOW, { history: {} }), 'create-crr'), { type: 'create-crr', containers: ['proxy', 'sql'] }, 'none made yet: requested');
+  const made = planStop(pod, normalNode, crr, NOW, { history: { startedWith: 'crr', crr: ['proxy', 'sql'] } });
+  t.same(types(made), [], 'made: nothing requested');
+  t.same(made.stopping, ['proxy (ContainerRecreateRequest)', 'sql (ContainerRecreateRequest)'], 'the sidecars it stops are still named');
+  t.same(types(planStop(pod, normalNode, crr, NOW, { history: { startedWith: 'crr', crr: ['proxy'] } })), [], 'one request per pod, whatever it holds');
+});
+
 t.test('the words of a failure the kubelet gives without a message', async (t) => {
   const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' }, { spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'st:1', targetContainerName: 'proxy' }] } });
   pod.status!.ephemeralContainerStatuses = [containerStatus('stop-proxy', { waiting: 'CreateContainerError' })];

@@ -1,14 +1,16 @@
-// What the executor keeps of a pod (the events recorded, a ContainerRecreateRequest made, the stop
-// told and observed) lives exactly as long as the pod is in the watch: a request that completes
-// after the pod has left, or a reconcile that starts as it leaves, keeps nothing.
+// What the watcher keeps of a pod (the events recorded, a ContainerRecreateRequest made, the stop
+// told and observed: its PodMemory, which the executor writes as it acts) lives exactly as long as
+// the pod is in the watch: a request that completes after the pod has left, or a reconcile that
+// starts as it leaves, keeps nothing.
 import t from 'tap';
 import type { BatchV1Api, CoreV1Api, CustomObjectsApi, V1Pod, V1PodCondition } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
-import type { Plan } from '../../src/policy/index.ts';
+import { planStop, type Plan, type StopSettings } from '../../src/policy/index.ts';
 import { Executor, type EndReport } from '../../src/watcher/executor.ts';
 import { WatcherMetrics } from '../../src/watcher/metrics.ts';
-import { MAINS_FINISHED_AT, ignoreExitCodeSidecar, jobPod, killSidecar, main } from '../support/pods.ts';
+import { PodMemories } from '../../src/watcher/pod-memory.ts';
+import { MAINS_FINISHED_AT, ignoreExitCodeSidecar, jobPod, killSidecar, main, normalNode } from '../support/pods.ts';
 
 const log = pino({ level: 'silent' });
 const crrPlan: Plan = { code: 'mains-done', stopping: ['proxy (ContainerRecreateRequest)'], steps: [{ type: 'create-crr', containers: ['proxy'] }] };
@@ -18,6 +20,17 @@ function podWithUid(uid: string): V1Pod {
   pod.metadata!.uid = uid;
   pod.metadata!.name = `job-${uid}`;
   return pod;
+}
+
+const crrSettings: StopSettings = { killMechanism: 'crr', signal: { image: 'st:1', command: ['true'] }, quickExitImageAllowlist: [], quickExitImage: '' };
+
+/** Executions as the reconciler runs them: with the pod's memory, kept while the pod is in the watch and forgotten when it leaves. */
+function inWatch(executor: Executor, memories = new PodMemories()) {
+  return {
+    memories,
+    run: (pod: V1Pod, plan: Plan) => executor.execute(pod, plan, log, { memory: memories.of(pod) }),
+    leave: (pod: V1Pod) => executor.left(pod, memories.forget(pod)),
+  };
 }
 
 /** An executor whose ContainerRecreateRequests wait for `release()`; `watched` holds the uids in the watch. */
@@ -34,68 +47,70 @@ function executorWith() {
       return {};
     },
   } as unknown as CustomObjectsApi;
-  const executor = new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()), inFlight: (pod) => watched.has(pod.metadata?.uid ?? '') });
-  return { executor, watched, events, release: () => release(), crrs: () => crrs };
+  const executor = new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
+  const watch = inWatch(executor, new PodMemories((pod) => watched.has(pod.metadata?.uid ?? '')));
+  return { ...watch, watched, events, release: () => release(), crrs: () => crrs };
 }
 
 t.test('a pod in the watch is kept until it leaves: the request is not made twice meanwhile', async (t) => {
-  const { executor, watched, release, crrs, events } = executorWith();
+  const { memories, run, leave, watched, release, crrs, events } = executorWith();
   const pod = podWithUid('a');
   watched.add('a');
-  const first = executor.execute(pod, crrPlan, log);
+  const first = run(pod, crrPlan);
   await new Promise((resolve) => setImmediate(resolve));
   release();
   await first;
-  t.equal(executor.size, 1, 'kept while in the watch');
-  await executor.execute(pod, crrPlan, log);
+  t.equal(memories.size, 1, 'kept while in the watch');
+  // The next reconcile plans from what was kept: the request made is in the pod's history.
+  await run(pod, planStop(pod, normalNode, crrSettings, MAINS_FINISHED_AT + 1000, { history: memories.of(pod).history }));
   t.equal(crrs(), 1, 'the ContainerRecreateRequest is not requested again');
   t.equal(events.length, 1, 'nor the event recorded again');
   watched.delete('a');
-  executor.forget(pod);
-  t.equal(executor.size, 0, 'forgotten once it left');
+  leave(pod);
+  t.equal(memories.size, 0, 'forgotten once it left');
 });
 
 t.test('a request that completes after its pod left keeps nothing of it', async (t) => {
-  const { executor, watched, release } = executorWith();
+  const { memories, run, leave, watched, release } = executorWith();
   const pod = podWithUid('b');
   watched.add('b');
-  const running = executor.execute(pod, crrPlan, log);
+  const running = run(pod, crrPlan);
   await new Promise((resolve) => setImmediate(resolve));
   // The pod ends while its ContainerRecreateRequest is being created: the watch says it left.
   watched.delete('b');
-  executor.forget(pod);
+  leave(pod);
   release();
   await running;
-  t.equal(executor.size, 0, 'the completed request did not bring the pod back');
+  t.equal(memories.size, 0, 'the completed request did not bring the pod back');
 });
 
 t.test('a reconcile that starts after its pod left keeps nothing of it either', async (t) => {
-  const { executor, release } = executorWith();
-  const running = executor.execute(podWithUid('c'), crrPlan, log);
+  const { memories, run, release } = executorWith();
+  const running = run(podWithUid('c'), crrPlan);
   await new Promise((resolve) => setImmediate(resolve));
   release();
   await running;
-  t.equal(executor.size, 0);
+  t.equal(memories.size, 0);
 });
 
 t.test('1,000 pods through the watch leave nothing behind', async (t) => {
-  const { executor, watched } = executorWith();
+  const { memories, run, leave, watched } = executorWith();
   const warn: Plan = { code: 'mains-done', stopping: [], steps: [{ type: 'warn', code: 'virtual-node-without-image', message: 'sidecar proxy cannot be stopped' }] };
   for (let i = 0; i < 1000; i++) {
     const pod = podWithUid(`p${i}`);
     watched.add(`p${i}`);
-    const result = executor.execute(pod, warn, log);
+    const result = run(pod, warn);
     if (i % 2 === 0) {
       watched.delete(`p${i}`);
-      executor.forget(pod);
+      leave(pod);
     }
     await result;
     if (i % 2 === 1) {
       watched.delete(`p${i}`);
-      executor.forget(pod);
+      leave(pod);
     }
   }
-  t.equal(executor.size, 0);
+  t.equal(memories.size, 0);
 });
 
 t.test('the stop request does not wait for its event: both go at once', async (t) => {
@@ -202,8 +217,9 @@ t.test('a pod whose sidecars were told to stop is read once it has left: its sto
   const crr: Plan = { code: 'mains-done', stopping: ['proxy (ContainerRecreateRequest)'], steps: [{ type: 'create-crr', containers: ['proxy'] }] };
   const created = { createNamespacedCustomObject: async () => ({}) } as unknown as CustomObjectsApi;
   const withCrr = new Executor({ core, custom: created, crrVersion: 'v1alpha1', metrics });
-  await withCrr.execute(running, crr, log);
-  const forgotten = withCrr.forget(running);
+  const watch = inWatch(withCrr);
+  await watch.run(running, crr);
+  const forgotten = watch.leave(running);
   t.equal(forgotten.readEnd?.pod, running, 'read at its end');
   t.same(forgotten.readEnd?.crr(), ['proxy'], 'with the sidecars its ContainerRecreateRequest named');
   const report = finished(await withCrr.reportEnded(forgotten.readEnd!));
@@ -279,9 +295,10 @@ t.test("a pod whose stopped sidecar's exit code failed it is read once it has le
   const executor = new Executor({ core, batch, custom: {} as CustomObjectsApi, crrVersion: undefined, metrics: new WatcherMetrics(new Registry()) });
   const running = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
   const signal: Plan = { code: 'mains-done', stopping: ['proxy (SIGTERM)'], steps: [] };
-  await executor.execute(running, signal, log);
+  const watch = inWatch(executor);
+  await watch.run(running, signal);
   events.length = 0; // the SidecarTerminator event of the stop
-  const forgotten = executor.forget(running);
+  const forgotten = watch.leave(running);
   t.match(forgotten, { observed: false, readEnd: { pod: running } }, 'its sidecars were being stopped: read at its end');
   const ending = forgotten.readEnd!;
   t.equal(finished(await executor.reportEnded(ending))?.exitFailed, true);
@@ -299,6 +316,6 @@ t.test("a pod whose stopped sidecar's exit code failed it is read once it has le
   t.equal(events.length, 2);
   const untouched = jobPod([main(), killSidecar('proxy')], { main: 'running', proxy: 'running' });
   untouched.metadata!.uid = 'never-stopped';
-  await executor.execute(untouched, { code: 'mains-running', stopping: [], steps: [] }, log);
-  t.same(executor.forget(untouched), { observed: false }, 'a pod it never stopped is not read');
+  await watch.run(untouched, { code: 'mains-running', stopping: [], steps: [] });
+  t.same(watch.leave(untouched), { observed: false }, 'a pod it never stopped is not read');
 });

@@ -1,11 +1,17 @@
 // The reconciler plans from the watch's copy of the pod, which may lag: before saying a sidecar
-// ignores SIGTERM (read from the absence of a change), it reads the pod as it is now.
+// ignores SIGTERM (read from the absence of a change), it reads the pod as it is now. It computes
+// the pod's container roles once, and turns a refusal into a report on the pod and a Refused error.
 import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import type { Plan } from '../../src/policy/index.ts';
 import { NodeLookup } from '../../src/watcher/nodes.ts';
+import { PodMemories } from '../../src/watcher/pod-memory.ts';
 import { AFTER_POD_CHANGED_MS, Reconciler } from '../../src/watcher/reconciler.ts';
+import { Refused, isRefusal } from '../../src/watcher/retries.ts';
+import { Registry } from 'prom-client';
+import { WatcherMetrics } from '../../src/watcher/metrics.ts';
+import { fakeCoreV1Api, fakeCustomObjectsApi } from '../support/fake-kube.ts';
 import { containerStatus, jobPod, killSidecar, main, normalNode } from '../support/pods.ts';
 
 /** A pod whose sidecar proxy was signalled long ago (its grace period is over), proxy in `state`. */
@@ -30,7 +36,7 @@ function reconcilerWith(cached: V1Pod | undefined, current: V1Pod | { code: numb
       },
     },
     settings: { killMechanism: 'signal', signal: { image: 'st:1', command: ['true'] }, quickExitImageAllowlist: [], quickExitImage: 'quick-exit:1' },
-    executor: { execute: async (_pod, plan) => (plans.push(plan), execution) },
+    executor: { execute: async (_pod, plan) => (plans.push(plan), execution), reportRefused: async () => {} },
     logger: pino({ level: 'silent' }),
   });
   return { reconciler, plans, reads };
@@ -76,4 +82,69 @@ t.test("the result: the plan's look-again delay, or a short one when the pod cha
   const gone = reconcilerWith(undefined, pod);
   t.same(await gone.reconciler.reconcile('default/job-abc'), {}, 'not in the cache (it left the watch): done');
   t.same(gone.plans, [], 'and nothing planned or executed');
+});
+
+t.test("a reconcile computes the pod's container roles once, and hands them to every decision about it", async (t) => {
+  const markers = await import('../../src/policy/markers.ts');
+  let computed = 0;
+  const counted = (spec: Parameters<typeof markers.classifyContainers>[0], annotations?: Record<string, unknown>) => (computed++, markers.classifyContainers(spec, annotations));
+  // Every module the reconciler and the executor load reads its markers from this copy, which counts.
+  const mocks = { '../../src/policy/markers.ts': { ...markers, classifyContainers: counted, rolesOf: (pod: V1Pod) => counted(pod.spec ?? {}, markers.podAnnotations(pod)) } };
+  const { Reconciler: Counted } = await t.mockImport<typeof import('../../src/watcher/reconciler.ts')>('../../src/watcher/reconciler.ts', mocks);
+  const { Executor } = await t.mockImport<typeof import('../../src/watcher/executor.ts')>('../../src/watcher/executor.ts', mocks);
+  const pod = jobPod([main(), killSidecar('proxy'), killSidecar('sql')], { main: 0, proxy: 'running', sql: 'running' });
+  // The main container finished just now: the request is not overdue.
+  for (const status of pod.status!.containerStatuses!) {
+    if (status.state?.terminated) status.state.terminated.finishedAt = new Date();
+    if (status.state?.running) status.state.running.startedAt = new Date();
+  }
+  const core = fakeCoreV1Api().handle('createNamespacedEvent', ({ body }) => body);
+  const custom = fakeCustomObjectsApi().handle('createNamespacedCustomObject', ({ body }) => body as object);
+  const executor = new Executor({
+    core: core.api,
+    custom: custom.api,
+    crrVersion: 'v1beta1',
+    metrics: new WatcherMetrics(new Registry()),
+  });
+  const reconciler = new Counted({
+    pods: { get: () => pod },
+    nodes: new NodeLookup({ readNode: async () => normalNode }),
+    core: { readNamespacedPod: async () => pod },
+    settings: { killMechanism: 'signal', signal: { image: 'st:1', command: ['true'] }, quickExitImageAllowlist: [], quickExitImage: '' },
+    cluster: () => ({ mechanism: 'crr', crrVersion: 'v1beta1' }),
+    executor,
+    logger: pino({ level: 'silent' }),
+  });
+  await reconciler.reconcile('default/job-abc');
+  t.match(custom.requests('createNamespacedCustomObject').map((request) => request.body), [{ kind: 'ContainerRecreateRequest', spec: { containers: [{ name: 'proxy' }, { name: 'sql' }] } }], 'stopped with the kill mechanism policy chose from the cluster: one ContainerRecreateRequest');
+  t.equal(computed, 1, 'the roles were computed once');
+});
+
+t.test('a refusal is reported on the pod by the reconciler, and reaches the queue as a Refused error', async (t) => {
+  const pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
+  const forbidden = Object.assign(new Error('forbidden'), { code: 403 });
+  const reported: unknown[] = [];
+  const memories = new PodMemories();
+  const reconcilerFailingWith = (error: Error) =>
+    new Reconciler({
+      pods: { get: () => pod },
+      nodes: new NodeLookup({ readNode: async () => normalNode }),
+      core: { readNamespacedPod: async () => pod },
+      settings: { killMechanism: 'signal', signal: { image: 'st:1', command: ['true'] }, quickExitImageAllowlist: [], quickExitImage: '' },
+      memories,
+      executor: {
+        execute: async () => {
+          throw error;
+        },
+        reportRefused: async (refusedPod, refusal, memory) => void reported.push([refusedPod, refusal, memory]),
+      },
+      logger: pino({ level: 'silent' }),
+    });
+  const thrown = await reconcilerFailingWith(forbidden).reconcile('default/job-abc').catch((error: unknown) => error);
+  t.ok(thrown instanceof Refused && thrown.cause === forbidden, 'a Refused error, with the refusal as its cause');
+  t.ok(isRefusal(thrown), 'which the queue retries as a refusal (retryDelay)');
+  t.same(reported, [[pod, forbidden, memories.of(pod)]], "reported once, with the pod's memory (its events: one Warning per pod and refusal)");
+  const unavailable = Object.assign(new Error('unavailable'), { code: 503 });
+  t.equal(await reconcilerFailingWith(unavailable).reconcile('default/job-abc').catch((error: unknown) => error), unavailable, 'anything else is thrown as it is');
+  t.equal(reported.length, 1, 'and not reported');
 });

@@ -6,6 +6,7 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import type { Plan } from '../../src/policy/index.ts';
 import { Executor } from '../../src/watcher/executor.ts';
+import { freshMemory } from '../../src/watcher/pod-memory.ts';
 import { WatcherMetrics } from '../../src/watcher/metrics.ts';
 import { DEFAULT_BACKOFF } from '../../src/watcher/queue.ts';
 import { REFUSED_FIRST_RETRY_MS, REFUSED_RETRY_MS, isRefusal, retryDelay } from '../../src/watcher/retries.ts';
@@ -50,11 +51,13 @@ t.test('a refusal is reported once on the pod, however often it is tried again; 
   pod.metadata!.uid = 'uid-1';
   const plan: Plan = { code: 'mains-done', stopping: ['proxy (ContainerRecreateRequest)'], steps: [{ type: 'create-crr', containers: ['proxy'] }] };
   const log = pino({ level: 'silent' });
+  // What the watcher keeps of the pod while it is in the watch: the events recorded for it among it.
+  const memory = freshMemory();
 
   for (let attempt = 0; attempt < 3; attempt++) {
-    const error = await executor.execute(pod, plan, log).then(() => undefined, (thrown: unknown) => thrown);
+    const error = await executor.execute(pod, plan, log, { memory }).then(() => undefined, (thrown: unknown) => thrown);
     t.equal(error, failWith, 'the refusal goes to the queue');
-    await executor.reportRefused(pod, error);
+    await executor.reportRefused(pod, error, memory);
   }
   const refusals = events.filter((message) => message.startsWith('the API server refused'));
   t.equal(refusals.length, 1, 'one refusal event for three attempts');
@@ -63,6 +66,6 @@ t.test('a refusal is reported once on the pod, however often it is tried again; 
   t.notOk(events.some((message) => message.startsWith('could not stop the sidecars')), 'and no second event for the same failure');
 
   failWith = apiError(503, 'the server is shutting down');
-  await executor.execute(pod, plan, log).catch(() => undefined);
+  await executor.execute(pod, plan, log, { memory }).catch(() => undefined);
   t.ok(events.some((message) => message === 'could not stop the sidecars: the server is shutting down'), 'a failure that may pass is said as before');
 });
