@@ -72,7 +72,7 @@ export interface LeaderStartPolicy {
  * running service, once started. The returned stop ends the service first (still leading, it
  * finishes what it is doing), then the term, then hands the Lease over.
  */
-export function whileLeader<S extends Service>(elector: LeaderElector, create: (term: AbortSignal) => S, logger: Logger, policy: LeaderStartPolicy): { current(): S | undefined; stop: Stop } {
+export function whileLeader<S extends Service>(elector: Pick<LeaderElector, 'run' | 'release' | 'stop'>, create: (term: AbortSignal) => S, logger: Logger, policy: LeaderStartPolicy): { current(): S | undefined; stop: Stop } {
   let service: S | undefined;
   /** Aborted when the leadership that started it ends: its requests stop, a start in its retries stops retrying. */
   let term = new AbortController();
