@@ -1,6 +1,7 @@
 // The words of a managed pod's situation: what is awaited now, and what the user can do.
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { ENV_WITH_IMAGE, CODES, describeStop, explainRestart, restartOfContainerAt, type Code, type ContainerRole, type Decision, type IgnoreCode } from '../policy/index.ts';
+import { isImagePullFailure } from '../policy/image-pull.ts';
 import { containerStatus } from './containers.ts';
 import type { Situation } from './situation.ts';
 import type { CrrView, PodReading, PodStory, StopMeans } from './types.ts';
@@ -95,7 +96,7 @@ function stoppingAdvice(reading: PodReading, told: Told, warning: Code | undefin
 function sidecarAdvice(sidecar: ContainerRole, { pod, stopMeans }: PodReading, told: Told): string[] {
   const means = stopMeans.get(sidecar.name);
   const reason = pod.status?.containerStatuses?.find((s) => s.name === sidecar.name)?.state?.waiting?.reason;
-  if (means === 'image' && (reason === 'ErrImagePull' || reason === 'ImagePullBackOff')) {
+  if (means === 'image' && isImagePullFailure(reason)) {
     return [`The quick-exit image ${sidecar.markers.quickExitImage} of ${sidecar.name} cannot be pulled (${reason}): fix the reference in ${ENV_WITH_IMAGE}.`];
   }
   if (means === 'crr') return [`Check that kruise-daemon runs on ${pod.spec?.nodeName ?? 'the node'}, and the request: kubectl get containerrecreaterequests -n ${told.namespace} -o yaml`];

@@ -107,6 +107,10 @@ t.test('a virtual node: image replaced, waiting for kubelet; an unpullable quick
 
   const pulling = podStory(facts(pod({ sidecar: { ...imageSidecar('proxy'), image: QUICK_EXIT }, statuses: [containerStatus('main', 0), containerStatus('proxy', { waiting: 'ImagePullBackOff' })] }), { node: { value: virtualNode } }));
   t.match(pulling.advice, [/The quick-exit image registry\.example\.com\/quick-exit:1\.0 of proxy cannot be pulled \(ImagePullBackOff\)/]);
+  for (const reason of ['ErrImagePull', 'InvalidImageName', 'ErrImageNeverPull']) {
+    const failing = podStory(facts(pod({ sidecar: { ...imageSidecar('proxy'), image: QUICK_EXIT }, statuses: [containerStatus('main', 0), containerStatus('proxy', { waiting: reason })] }), { node: { value: virtualNode } }));
+    t.match(failing.advice, [new RegExp(`cannot be pulled \\(${reason}\\)`)], `${reason}: every reason the watcher reads as a failed pull`);
+  }
 });
 
 t.test('crr: the request and its phase; nothing recorded yet is said so', async (t) => {
