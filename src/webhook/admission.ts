@@ -1,7 +1,8 @@
-// The admission.k8s.io/v1 AdmissionReview, and the small constructors the handlers build
-// their decisions with (in the manner of controller-runtime's webhook/admission package).
-// A handler decides; the HTTP layer alone wraps the decision in an AdmissionReview carrying
-// the request's uid, so no response can go out without it.
+// The admission.k8s.io/v1 AdmissionReview, a handler's Answer, and the small constructors the
+// handlers build their answers with (in the manner of controller-runtime's webhook/admission
+// package). A handler answers; the HTTP layer alone wraps the answer's response in an
+// AdmissionReview carrying the request's uid, so no response can go out without it.
+import type { ControllerReference } from '../policy/index.ts';
 import type { JsonPatchOperation } from './json-patch.ts';
 
 export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
@@ -35,8 +36,8 @@ export interface Status {
   message: string;
 }
 
-/** What a handler decides about a request. */
-export interface AdmissionDecision {
+export interface AdmissionResponse {
+  uid: string;
   allowed: boolean;
   status?: Status;
   /** Base64 of a JSON Patch document. */
@@ -46,10 +47,6 @@ export interface AdmissionDecision {
   warnings?: string[];
 }
 
-export interface AdmissionResponse extends AdmissionDecision {
-  uid: string;
-}
-
 export interface AdmissionReview {
   apiVersion: typeof ADMISSION_API_VERSION;
   kind: 'AdmissionReview';
@@ -57,36 +54,65 @@ export interface AdmissionReview {
   response?: AdmissionResponse;
 }
 
-export interface DecisionOptions {
+/** What the validating handler found on an object a controller created: the errors it admitted (owner-events.ts makes it an Event). */
+export interface OwnerNotice {
+  namespace: string;
+  /** The controller as the object names it: a claim until the recorder has read it. */
+  owner: ControllerReference;
+  /** The admitted object's kind (Pod, Job: one the policy knows, never the caller's text). */
+  kind: string;
+  /** The first errors, formatted without the object's values (the rest counted in a last entry). */
+  errors: string[];
+  /** How many errors there are in all. */
+  errorCount: number;
+}
+
+/** What /native-sidecars did with a pod that has sidecars: moved them, or kept them where they are. */
+export const MIGRATION_RESULTS = ['migrated', 'kept', 'restored'] as const;
+export type MigrationResult = (typeof MIGRATION_RESULTS)[number];
+
+/**
+ * A handler's answer, carried as it is to the wire: the response sent (the HTTP layer adds the
+ * request's uid), and beside it what the webhook does about the request but never sends.
+ */
+export interface Answer {
+  response: Omit<AdmissionResponse, 'uid'>;
+  /** For the owner's Event, recorded after the answer is sent. */
+  ownerNotice?: OwnerNotice;
+  /** For the metrics. */
+  migration?: MigrationResult;
+}
+
+export interface AnswerOptions {
   warnings?: readonly string[];
 }
 
-/** Omits an empty warnings list, so plain decisions stay plain. */
-function withWarnings(decision: AdmissionDecision, options: DecisionOptions): AdmissionDecision {
-  return options.warnings?.length ? { ...decision, warnings: [...options.warnings] } : decision;
+/** Omits an empty warnings list, so plain answers stay plain. */
+function answer(response: Answer['response'], options: AnswerOptions): Answer {
+  return { response: options.warnings?.length ? { ...response, warnings: [...options.warnings] } : response };
 }
 
-export function allowed(options: DecisionOptions = {}): AdmissionDecision {
-  return withWarnings({ allowed: true }, options);
+export function allowed(options: AnswerOptions = {}): Answer {
+  return answer({ allowed: true }, options);
 }
 
 /** A denial for an invalid object: 422 Invalid, as the API server's own validation answers. */
-export function denied(message: string, options: DecisionOptions = {}): AdmissionDecision {
-  return withWarnings({ allowed: false, status: { code: 422, reason: 'Invalid', message } }, options);
+export function denied(message: string, options: AnswerOptions = {}): Answer {
+  return answer({ allowed: false, status: { code: 422, reason: 'Invalid', message } }, options);
 }
 
 /** Allowed with these changes; no operations means no patch at all (the API server needs none). */
-export function patched(operations: readonly JsonPatchOperation[], options: DecisionOptions = {}): AdmissionDecision {
+export function patched(operations: readonly JsonPatchOperation[], options: AnswerOptions = {}): Answer {
   if (operations.length === 0) return allowed(options);
   const patch = Buffer.from(JSON.stringify(operations)).toString('base64');
-  return withWarnings({ allowed: true, patchType: 'JSONPatch', patch }, options);
+  return answer({ allowed: true, patchType: 'JSONPatch', patch }, options);
 }
 
 /** The request could not be handled: a malformed body, or an internal failure. */
-export function errored(code: number, message: string): AdmissionDecision {
-  return { allowed: false, status: { code, message } };
+export function errored(code: number, message: string): Answer {
+  return { response: { allowed: false, status: { code, message } } };
 }
 
-export function review(uid: string, decision: AdmissionDecision): AdmissionReview {
-  return { apiVersion: ADMISSION_API_VERSION, kind: 'AdmissionReview', response: { uid, ...decision } };
+export function review(uid: string, answer: Answer): AdmissionReview {
+  return { apiVersion: ADMISSION_API_VERSION, kind: 'AdmissionReview', response: { uid, ...answer.response } };
 }

@@ -1,5 +1,5 @@
 // The HTTP layer of the webhook, and the only part that deals with HTTP: bodies, content
-// types, size limits, status codes, logs and metrics. The decisions come from the pure
+// types, size limits, status codes, logs and metrics. The answers come from the pure
 // handlers in validate.ts and mutate.ts. Every answer on an admission route, errors included,
 // is a well-formed AdmissionReview carrying the request's uid when the body had a readable one.
 import type * as http from 'node:http';
@@ -109,7 +109,7 @@ export function buildApp(options: AppOptions): WebhookApp {
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
   for (const endpoint of ADMISSION_ENDPOINTS) {
-    const answer = answerWith(endpoint, metrics);
+    const send = sender(endpoint, metrics);
     const custom = options.handlers?.[endpoint];
     app.post(
       `/${endpoint}`,
@@ -120,7 +120,7 @@ export function buildApp(options: AppOptions): WebhookApp {
           if (status === 500) request.log.error({ err: error }, 'admission handler failed');
           const message = protocolErrorMessage(error, status, options.bodyLimit, request.headers['content-type']);
           // The body was not read (or is in the worker, which failed): no uid to echo.
-          void answer(request, reply, { status, result: 'error', uid: '', decision: errored(status, message), context: { dryRun: false } });
+          void send(request, reply, { status, result: 'error', uid: '', answer: errored(status, message), context: { dryRun: false } });
         },
       },
       async (request, reply) => {
@@ -133,9 +133,9 @@ export function buildApp(options: AppOptions): WebhookApp {
         const judgement = !custom && body.length > OFFLOAD_BODY_BYTES ? await offload.judge(endpoint, body, current, deadline) : judge(body, custom ?? HANDLERS[endpoint], current);
         if (judgement.failure) request.log.error({ err: judgement.failure }, 'admission handler failed');
         // Started here, finished in the background: the answer never waits for it.
-        if (judgement.ownerNotice) options.ownerEvents?.record(judgement.ownerNotice);
-        if (judgement.migration) metrics.migration(judgement.migration);
-        return answer(request, reply, judgement);
+        if (judgement.answer.ownerNotice) options.ownerEvents?.record(judgement.answer.ownerNotice);
+        if (judgement.answer.migration) metrics.migration(judgement.answer.migration);
+        return send(request, reply, judgement);
       },
     );
   }
@@ -165,20 +165,21 @@ export function serverTimeouts(timeoutSeconds: number) {
   };
 }
 
-type Answer = (request: FastifyRequest, reply: FastifyReply, judgement: Judgement) => FastifyReply;
+type Send = (request: FastifyRequest, reply: FastifyReply, judgement: Judgement) => FastifyReply;
 
 /** Sends the AdmissionReview, counts it, and logs one line bound to the request (never the object). */
-function answerWith(endpoint: AdmissionEndpoint, metrics: AdmissionMetrics): Answer {
-  return (request, reply, { status, result, uid, decision, context, payload }) => {
+function sender(endpoint: AdmissionEndpoint, metrics: AdmissionMetrics): Send {
+  return (request, reply, { status, result, uid, answer, context, payload }) => {
+    const { response } = answer;
     metrics.observe(endpoint, result, reply.elapsedTime / 1000);
     // Logged clipped: these come from the body, and a caller other than the API server can make them huge.
     // One object rather than a child logger: a child per request costs more than the line itself.
-    const message = decision.status?.message;
-    const line = { uid: clip(uid), ...context, endpoint, result, status, code: decision.status?.code, message: message && clip(message, MAX_LOGGED_MESSAGE), warnings: decision.warnings?.length ?? 0 };
+    const message = response.status?.message;
+    const line = { uid: clip(uid), ...context, endpoint, result, status, code: response.status?.code, message: message && clip(message, MAX_LOGGED_MESSAGE), warnings: response.warnings?.length ?? 0 };
     if (result === 'error') request.log.warn(line, 'admission request rejected');
     else request.log.info(line, 'admission decision');
     reply.code(status);
-    return payload ? reply.type('application/json; charset=utf-8').send(payload) : reply.send(review(uid, decision));
+    return payload ? reply.type('application/json; charset=utf-8').send(payload) : reply.send(review(uid, answer));
   };
 }
 

@@ -38,10 +38,11 @@ parentPort?.on('message', ({ id, endpoint, body, settings, deadline }: JudgeTask
     return;
   }
   try {
-    const { decision, ...judgement } = judge(body, HANDLERS[endpoint], settings);
+    const judgement = judge(body, HANDLERS[endpoint], settings);
+    const { answer } = judgement;
     // The answer serialized here, and its bytes moved, not copied, to the event loop's thread.
-    const payload = new TextEncoder().encode(JSON.stringify(review(judgement.uid, decision)));
-    parentPort!.postMessage({ id, judgement: { ...judgement, decision: { ...decision, patch: undefined } }, payload }, [payload.buffer]);
+    const payload = new TextEncoder().encode(JSON.stringify(review(judgement.uid, answer)));
+    parentPort!.postMessage({ id, judgement: { ...judgement, answer: { ...answer, response: { ...answer.response, patch: undefined } } }, payload }, [payload.buffer]);
   } catch (error) {
     parentPort!.postMessage({ id, failure: error instanceof Error ? error.message : String(error) });
   }

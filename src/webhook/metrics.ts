@@ -1,14 +1,11 @@
 // Prometheus metrics of the admission endpoints, plus prom-client's default process metrics.
 import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
+import { MIGRATION_RESULTS, type MigrationResult } from './admission.ts';
 
 export const ADMISSION_ENDPOINTS = ['validate', 'mutate', 'native-sidecars'] as const;
 export type AdmissionEndpoint = (typeof ADMISSION_ENDPOINTS)[number];
 export const ADMISSION_RESULTS = ['allowed', 'denied', 'patched', 'error'] as const;
 export type AdmissionResult = (typeof ADMISSION_RESULTS)[number];
-
-/** What /native-sidecars did with a pod that has sidecars: moved them, or kept them where they are. */
-export const MIGRATION_RESULTS = ['migrated', 'kept', 'restored'] as const;
-export type MigrationResult = (typeof MIGRATION_RESULTS)[number];
 
 export interface AdmissionMetrics {
   observe(endpoint: AdmissionEndpoint, result: AdmissionResult, seconds: number): void;

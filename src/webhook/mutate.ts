@@ -25,26 +25,26 @@ import {
   clipValue,
   type Inspection,
 } from '../policy/index.ts';
-import { allowed, patched, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
+import { allowed, patched, type AdmissionRequest, type Answer } from './admission.ts';
 import { diff } from './json-patch.ts';
-import { isPod, objectOf, type AdmissionSettings, type Verdict } from './validate.ts';
+import { isPod, objectOf, type AdmissionSettings } from './validate.ts';
 
 type Pod = Record<string, unknown>;
 
 /**
- * The decision depends on the request alone and has no side effect, so a dryRun request is
+ * The answer depends on the request alone and has no side effect, so a dryRun request is
  * answered exactly like a real one (the webhooks register with sideEffects: None).
  */
-export function mutate(request: AdmissionRequest, settings: AdmissionSettings): AdmissionDecision {
+export function mutate(request: AdmissionRequest, settings: AdmissionSettings): Answer {
   return mutatePod(request, settings, false);
 }
 
 /** /native-sidecars: migrates when --native-sidecars is on and the API server runs native sidecars; else as /mutate. */
-export function mutateNativeSidecars(request: AdmissionRequest, settings: AdmissionSettings): Verdict {
+export function mutateNativeSidecars(request: AdmissionRequest, settings: AdmissionSettings): Answer {
   return mutatePod(request, settings, settings.nativeSidecars === true);
 }
 
-function mutatePod(request: AdmissionRequest, settings: AdmissionSettings, migrate: boolean): Verdict {
+function mutatePod(request: AdmissionRequest, settings: AdmissionSettings, migrate: boolean): Answer {
   if (!isPod(request) || request.operation !== 'CREATE' || request.subResource || !isRecord(request.object)) return allowed();
   const pod = request.object;
   const inspection = inspectObject(objectOf(request), settings.quickExitImageAllowlist);

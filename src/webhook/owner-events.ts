@@ -17,19 +17,7 @@ import { Counter, type Registry } from 'prom-client';
 import { OWNER_EVENT_REASON, clip, type ControllerReference } from '../policy/index.ts';
 import { isApiError } from '../kube/api-errors.ts';
 import { eventBody } from '../kube/events.ts';
-
-/** What the validating handler found on an object a controller created: the errors it admitted. */
-export interface OwnerNotice {
-  namespace: string;
-  /** The controller as the object names it: a claim until the recorder has read it. */
-  owner: ControllerReference;
-  /** The admitted object's kind (Pod, Job: one the policy knows, never the caller's text). */
-  kind: string;
-  /** The first errors, formatted without the object's values (the rest counted in a last entry). */
-  errors: string[];
-  /** How many errors there are in all. */
-  errorCount: number;
-}
+import type { OwnerNotice } from './admission.ts';
 
 export const OWNER_EVENT_RESULTS = ['created', 'duplicate', 'dropped', 'unverified', 'error'] as const;
 export type OwnerEventResult = (typeof OWNER_EVENT_RESULTS)[number];

@@ -1,16 +1,15 @@
-// One admission request, from the body's bytes to the decision: parse, check the envelope and
+// One admission request, from the body's bytes to the answer: parse, check the envelope and
 // the types of the fields the policy reads, run the handler. Pure and synchronous, so that it
 // runs alike on the event loop (small bodies) and in the worker thread (judge-worker.ts) that
 // takes large ones: its result is plain data, and carries the log fields, clipped.
 import { clip, isRecord } from '../policy/index.ts';
-import { errored, type AdmissionDecision, type AdmissionRequest } from './admission.ts';
-import type { AdmissionEndpoint, AdmissionResult, MigrationResult } from './metrics.ts';
+import { errored, type AdmissionRequest, type Answer } from './admission.ts';
+import type { AdmissionEndpoint, AdmissionResult } from './metrics.ts';
 import { mutate, mutateNativeSidecars } from './mutate.ts';
-import type { OwnerNotice } from './owner-events.ts';
 import { BodyError, checkReview, parseJsonBody } from './schema.ts';
-import { validate, type AdmissionSettings, type Verdict } from './validate.ts';
+import { validate, type AdmissionSettings } from './validate.ts';
 
-export type AdmissionHandler = (request: AdmissionRequest, settings: AdmissionSettings) => Verdict;
+export type AdmissionHandler = (request: AdmissionRequest, settings: AdmissionSettings) => Answer;
 
 export const HANDLERS: Record<AdmissionEndpoint, AdmissionHandler> = {
   validate,
@@ -27,28 +26,26 @@ export interface RequestContext {
   dryRun: boolean;
 }
 
-/** What to answer, count and log for one request. */
+/** One request's answer, and what to count and log about it. */
 export interface Judgement {
   /** The HTTP status: 413 only for a body too large to read, 503 for one that waited past its deadline (app.ts). */
   status: 200 | 400 | 413 | 500 | 503;
   result: AdmissionResult;
   /** The request's uid, whole: the answer must carry it as sent (the log clips it). */
   uid: string;
-  decision: AdmissionDecision;
+  answer: Answer;
   context: RequestContext;
-  ownerNotice?: OwnerNotice;
-  migration?: MigrationResult;
   /** Why the handler failed (a 500), for the log; never part of the answer. */
   failure?: { message: string; stack?: string };
   /**
    * The answer, already serialized, from the worker thread: a patch for a large pod is megabytes,
-   * which would take the event loop milliseconds to copy and serialize. The decision then comes
+   * which would take the event loop milliseconds to copy and serialize. The answer then comes
    * without its patch, for the log.
    */
   payload?: Buffer;
 }
 
-/** Parses and checks the body, then decides. */
+/** Parses and checks the body, then runs the handler. */
 export function judge(body: Uint8Array | string, handler: AdmissionHandler, settings: AdmissionSettings): Judgement {
   let parsed: unknown;
   try {
@@ -60,20 +57,19 @@ export function judge(body: Uint8Array | string, handler: AdmissionHandler, sett
   const { uid, ...context } = requestContext(parsed);
   const problem = checkReview(parsed);
   if (problem) return refused(uid, context, problem);
-  let verdict: Verdict;
+  let answer: Answer;
   try {
-    verdict = handler((parsed as { request: AdmissionRequest }).request, settings);
+    answer = handler((parsed as { request: AdmissionRequest }).request, settings);
   } catch (error) {
     const { message, stack } = error instanceof Error ? error : new Error(String(error));
-    return { status: 500, result: 'error', uid, decision: errored(500, 'internal error while handling the admission request'), context, failure: { message, stack } };
+    return { status: 500, result: 'error', uid, answer: errored(500, 'internal error while handling the admission request'), context, failure: { message, stack } };
   }
-  const { ownerNotice, migration, ...decision } = verdict;
-  const result: AdmissionResult = !decision.allowed ? 'denied' : decision.patch ? 'patched' : 'allowed';
-  return { status: 200, result, uid, decision, context, ...(ownerNotice && { ownerNotice }), ...(migration && { migration }) };
+  const result: AdmissionResult = !answer.response.allowed ? 'denied' : answer.response.patch ? 'patched' : 'allowed';
+  return { status: 200, result, uid, answer, context };
 }
 
 function refused(uid: string, context: RequestContext | Record<string, never>, message: string, status: 400 | 413 = 400): Judgement {
-  return { status, result: 'error', uid, decision: errored(status, message), context: { dryRun: false, ...context } };
+  return { status, result: 'error', uid, answer: errored(status, message), context: { dryRun: false, ...context } };
 }
 
 /** The identifying fields of a body that may be anything (it failed validation when an error is answered). */

@@ -1,5 +1,5 @@
 // The validating handler: a pure function from an AdmissionRequest and the cluster's settings
-// to a decision, and to the notice for the owner of an object a controller created despite
+// to an answer, with the notice for the owner of an object a controller created despite
 // errors (app.ts records it as an Event). The rules themselves live in src/policy.
 import {
   enforcedFindings,
@@ -17,9 +17,7 @@ import {
   type OldKubelet,
   type PodMutatingWebhook,
 } from '../policy/index.ts';
-import { allowed, denied, type AdmissionDecision, type AdmissionRequest, type GroupVersionKind } from './admission.ts';
-import type { MigrationResult } from './metrics.ts';
-import type { OwnerNotice } from './owner-events.ts';
+import { allowed, denied, type AdmissionRequest, type Answer, type GroupVersionKind, type OwnerNotice } from './admission.ts';
 
 export interface AdmissionSettings {
   enforcement: EnforcementMode;
@@ -63,10 +61,7 @@ function isValidated(request: AdmissionRequest): boolean {
   return request.operation === 'CREATE' || request.operation === 'UPDATE';
 }
 
-/** A decision, and what to tell the owner of the object or count in the metrics (never part of the answer). */
-export type Verdict = AdmissionDecision & { ownerNotice?: OwnerNotice; migration?: MigrationResult };
-
-export function validate(request: AdmissionRequest, settings: AdmissionSettings): Verdict {
+export function validate(request: AdmissionRequest, settings: AdmissionSettings): Answer {
   if (!isValidated(request)) return allowed();
   const object = objectOf(request);
   const inspection = inspectObject(object, settings.quickExitImageAllowlist);

@@ -131,7 +131,7 @@ t.test('a large body is answered from the worker exactly as the event loop would
       const response = await app.inject({ method: 'POST', url: `/${endpoint}`, headers: { 'content-type': 'application/json' }, payload: body });
       const inline = judge(body, HANDLERS[endpoint], settings);
       t.equal(response.headers['content-type'], 'application/json; charset=utf-8', `${id}, /${endpoint}: JSON`);
-      t.same(JSON.parse(response.body), review(inline.uid, inline.decision), `${id}, /${endpoint}: the same answer (${response.body.length} bytes)`);
+      t.same(JSON.parse(response.body), review(inline.uid, inline.answer), `${id}, /${endpoint}: the same answer (${response.body.length} bytes)`);
     }
   }
 });

@@ -9,7 +9,8 @@ import { BatchV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import t from 'tap';
 import { OWNER_EVENT_REASON } from '../../src/policy/index.ts';
-import { OwnerEventRecorder, ownerEventMessage, type OwnerNotice } from '../../src/webhook/owner-events.ts';
+import type { OwnerNotice } from '../../src/webhook/admission.ts';
+import { OwnerEventRecorder, ownerEventMessage } from '../../src/webhook/owner-events.ts';
 
 type Behaviour = 'created' | 'conflict' | 'invalid' | 'silent';
 

@@ -2,7 +2,7 @@
 // for the pod spec of a Pod, a Job and a CronJob; enforcement modes; what is left alone.
 import t from 'tap';
 import type { AdmissionRuleId, Severity } from '../../src/policy/index.ts';
-import type { OwnerNotice } from '../../src/webhook/owner-events.ts';
+import type { OwnerNotice } from '../../src/webhook/admission.ts';
 import { readDoc, section, tableRows } from '../support/markdown.ts';
 import { FIELD_PREFIX, OWNERS, asKind, createdBy, loadReview, post, testApp, type FixtureReview } from './support.ts';
 
