@@ -1,8 +1,9 @@
-// The admission.k8s.io/v1 AdmissionReview, a handler's Answer, and the small constructors the
-// handlers build their answers with (in the manner of controller-runtime's webhook/admission
-// package). A handler answers; the HTTP layer alone wraps the answer's response in an
-// AdmissionReview carrying the request's uid, so no response can go out without it.
-import type { ControllerReference } from '../policy/index.ts';
+// What the admission handlers share (in the manner of controller-runtime's webhook/admission
+// package): the admission.k8s.io/v1 AdmissionReview, the settings and the readers of a request,
+// a handler's Answer and the small constructors the handlers build it with. A handler answers;
+// the HTTP layer alone wraps the answer's response in an AdmissionReview carrying the request's
+// uid, so no response can go out without it.
+import { isRecord, type ControllerReference, type EnforcementMode, type OldKubelet, type PodMutatingWebhook } from '../policy/index.ts';
 import type { JsonPatchOperation } from './json-patch.ts';
 
 export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
@@ -28,6 +29,36 @@ export interface AdmissionRequest {
   /** The existing object (UPDATE, DELETE). */
   oldObject?: unknown;
   dryRun?: boolean;
+}
+
+export interface AdmissionSettings {
+  enforcement: EnforcementMode;
+  /** When non-empty, quick-exit images must match one of these patterns. */
+  quickExitImageAllowlist: readonly string[];
+  /** Whether /native-sidecars migrates: --native-sidecars is on and the API server runs native sidecars. */
+  nativeSidecars?: boolean;
+  /** The cluster's other mutating webhooks for pods, as last read: a pod that lost its native sidecars is refused naming them. */
+  podMutatingWebhooks?: readonly PodMutatingWebhook[];
+  /** The nodes whose kubelets run no native sidecars, as last read ('unread' before): while there is one, or they are unknown, no pod is migrated. */
+  oldKubelets?: readonly OldKubelet[] | 'unread';
+}
+
+/**
+ * The object as the request names it. The API server always sends apiVersion and kind inside
+ * the object too, but request.kind is the authority (after any version conversion).
+ */
+export function objectOf(request: AdmissionRequest, which: 'object' | 'oldObject' = 'object'): unknown {
+  const object = request[which];
+  if (!isRecord(object)) return object;
+  return { ...object, apiVersion: apiVersionOf(request.kind), kind: request.kind.kind };
+}
+
+function apiVersionOf({ group, version }: GroupVersionKind): string {
+  return group === '' ? version : `${group}/${version}`;
+}
+
+export function isPod(request: AdmissionRequest): boolean {
+  return request.kind.group === '' && request.kind.kind === 'Pod';
 }
 
 export interface Status {
@@ -82,6 +113,9 @@ export interface Answer {
   /** For the metrics. */
   migration?: MigrationResult;
 }
+
+/** Decides about one request; pure, so that it runs alike on the event loop and in the worker thread. */
+export type AdmissionHandler = (request: AdmissionRequest, settings: AdmissionSettings) => Answer;
 
 export interface AnswerOptions {
   warnings?: readonly string[];

@@ -2,10 +2,9 @@
 // away from the event loop that answers probes and the other reviews.
 import { getPriority, setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
-import { review } from './admission.ts';
+import { review, type AdmissionSettings } from './admission.ts';
 import type { AdmissionEndpoint } from './metrics.ts';
 import { HANDLERS, judge } from './review.ts';
-import type { AdmissionSettings } from './validate.ts';
 
 export interface JudgeTask {
   id: number;

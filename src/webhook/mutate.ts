@@ -25,9 +25,8 @@ import {
   clipValue,
   type Inspection,
 } from '../policy/index.ts';
-import { allowed, patched, type AdmissionRequest, type Answer } from './admission.ts';
+import { allowed, isPod, objectOf, patched, type AdmissionRequest, type AdmissionSettings, type Answer } from './admission.ts';
 import { diff } from './json-patch.ts';
-import { isPod, objectOf, type AdmissionSettings } from './validate.ts';
 
 type Pod = Record<string, unknown>;
 

@@ -4,10 +4,10 @@
 // time, on its own heap: a body that needs more memory than that heap kills the worker, not
 // the webhook (the review gets a 413, the next large one a new worker).
 import { Worker } from 'node:worker_threads';
+import type { AdmissionSettings } from './admission.ts';
 import type { JudgeTask } from './judge-worker.ts';
 import type { AdmissionEndpoint } from './metrics.ts';
 import type { Judgement } from './review.ts';
-import type { AdmissionSettings } from './validate.ts';
 
 /**
  * Bodies larger than this go to the worker. Below it, parsing and judging take a millisecond or

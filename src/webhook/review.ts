@@ -3,13 +3,11 @@
 // runs alike on the event loop (small bodies) and in the worker thread (judge-worker.ts) that
 // takes large ones: its result is plain data, and carries the log fields, clipped.
 import { clip, isRecord } from '../policy/index.ts';
-import { errored, type AdmissionRequest, type Answer } from './admission.ts';
+import { errored, type AdmissionHandler, type AdmissionRequest, type AdmissionSettings, type Answer } from './admission.ts';
 import type { AdmissionEndpoint, AdmissionResult } from './metrics.ts';
 import { mutate, mutateNativeSidecars } from './mutate.ts';
 import { BodyError, checkReview, parseJsonBody } from './schema.ts';
-import { validate, type AdmissionSettings } from './validate.ts';
-
-export type AdmissionHandler = (request: AdmissionRequest, settings: AdmissionSettings) => Answer;
+import { validate } from './validate.ts';
 
 export const HANDLERS: Record<AdmissionEndpoint, AdmissionHandler> = {
   validate,

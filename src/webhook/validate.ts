@@ -1,53 +1,8 @@
 // The validating handler: a pure function from an AdmissionRequest and the cluster's settings
 // to an answer, with the notice for the owner of an object a controller created despite
 // errors (app.ts records it as an Event). The rules themselves live in src/policy.
-import {
-  enforcedFindings,
-  errorsOf,
-  formatFinding,
-  formatFindingWithoutValue,
-  inspectObject,
-  listedFindings,
-  suspectWebhooks,
-  warningsOf,
-  isRecord,
-  type EnforcementMode,
-  type Finding,
-  type Inspection,
-  type OldKubelet,
-  type PodMutatingWebhook,
-} from '../policy/index.ts';
-import { allowed, denied, type AdmissionRequest, type Answer, type GroupVersionKind, type OwnerNotice } from './admission.ts';
-
-export interface AdmissionSettings {
-  enforcement: EnforcementMode;
-  /** When non-empty, quick-exit images must match one of these patterns. */
-  quickExitImageAllowlist: readonly string[];
-  /** Whether /native-sidecars migrates: --native-sidecars is on and the API server runs native sidecars. */
-  nativeSidecars?: boolean;
-  /** The cluster's other mutating webhooks for pods, as last read: a pod that lost its native sidecars is refused naming them. */
-  podMutatingWebhooks?: readonly PodMutatingWebhook[];
-  /** The nodes whose kubelets run no native sidecars, as last read ('unread' before): while there is one, or they are unknown, no pod is migrated. */
-  oldKubelets?: readonly OldKubelet[] | 'unread';
-}
-
-/**
- * The object as the request names it. The API server always sends apiVersion and kind inside
- * the object too, but request.kind is the authority (after any version conversion).
- */
-export function objectOf(request: AdmissionRequest, which: 'object' | 'oldObject' = 'object'): unknown {
-  const object = request[which];
-  if (!isRecord(object)) return object;
-  return { ...object, apiVersion: apiVersionOf(request.kind), kind: request.kind.kind };
-}
-
-function apiVersionOf({ group, version }: GroupVersionKind): string {
-  return group === '' ? version : `${group}/${version}`;
-}
-
-export function isPod(request: AdmissionRequest): boolean {
-  return request.kind.group === '' && request.kind.kind === 'Pod';
-}
+import { enforcedFindings, errorsOf, formatFinding, formatFindingWithoutValue, inspectObject, listedFindings, suspectWebhooks, warningsOf, type Finding, type Inspection } from '../policy/index.ts';
+import { allowed, denied, isPod, objectOf, type AdmissionRequest, type AdmissionSettings, type Answer, type OwnerNotice } from './admission.ts';
 
 /**
  * Pods are validated on CREATE only: the watcher's in-place image replacement is a pod UPDATE

@@ -18,7 +18,7 @@ import t from 'tap';
 import { HOSTILE_SHAPES, countWithin, hostileBody } from '../support/hostile-reviews.ts';
 import { ADMISSION_ENDPOINTS, type AdmissionEndpoint } from '../../src/webhook/metrics.ts';
 import { HANDLERS, judge } from '../../src/webhook/review.ts';
-import type { AdmissionSettings } from '../../src/webhook/validate.ts';
+import type { AdmissionSettings } from '../../src/webhook/admission.ts';
 
 const GROWTH_LIMIT = 3;
 /** Runs at 1x, 10x and 100x: the best of them is the time. */
