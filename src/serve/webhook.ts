@@ -4,6 +4,7 @@
 import { AdmissionregistrationV1Api, BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type { Logger as PinoLogger } from 'pino';
 import type { ServeConfig } from '../config.ts';
+import type { Logger } from '../logger.ts';
 import { excludedNamespaces, registerWebhookConfigurations, syncCaBundles, webhooksWithoutMatchConditions, type WebhookTarget } from '../kube/webhook-configurations.ts';
 import { oldKubeletList, podMutatingWebhookList } from '../kube/pod-mutating-webhooks.ts';
 import { nativeSidecarsOn } from '../kube/server-version.ts';
@@ -71,8 +72,8 @@ export async function startWebhook(context: Context): Promise<Stop> {
   };
 }
 
-/** The drain of --shutdown-drain, which is part of --shutdown-grace. */
-function webhookDrain(config: ServeConfig, logger: PinoLogger): Drain {
+/** The drain of --shutdown-drain, which is part of --shutdown-grace: what is left open when the grace is over is closed. */
+export function webhookDrain(config: ServeConfig, logger: Logger): Drain {
   if (config.shutdownDrain >= config.shutdownGrace) throw new UsageError(`--shutdown-drain (${config.shutdownDrain} ms) must be shorter than --shutdown-grace (${config.shutdownGrace} ms), which it is part of`);
   return new Drain({ graceMs: config.shutdownGrace - config.shutdownDrain, drainMs: config.shutdownDrain, logger });
 }
