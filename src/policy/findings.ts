@@ -51,6 +51,9 @@ export interface Finding {
   detail: string;
 }
 
+/** Adds a finding of a rule: the validators give the rule and the detail, the catalogue (rules.ts) its severity, or its milder one when `milder`. */
+export type Report = (finding: Omit<Finding, 'severity'>, milder?: boolean) => void;
+
 /** `field: Type: "value": detail`, as the API server words its own validation errors. */
 export function formatFinding(finding: Finding): string {
   return formatParts(finding, true);

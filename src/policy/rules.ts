@@ -4,8 +4,10 @@
 import type { RuleId, Severity } from './findings.ts';
 
 export interface RuleDescription {
-  /** The severity the rule reports with; `restart-policy-always` is an error on Jobs, CronJobs and strict pods only; `info` only in lint with --native-sidecars. */
+  /** The severity the rule reports with; `info` only in lint with --native-sidecars. */
   severity: Severity;
+  /** The severity in the cases the summary names as milder. */
+  milder?: Severity;
   /** What the rule catches, in one line. */
   summary: string;
   /** What to do about it. */
@@ -55,6 +57,7 @@ export const RULES: Readonly<Record<RuleId, RuleDescription>> = {
   },
   'restart-policy-always': {
     severity: 'error',
+    milder: 'warning',
     summary: 'Sidecar markers on a pod whose restartPolicy is Always (or unset): they never take effect. An error on Jobs, CronJobs and strict pods, a warning elsewhere.',
     fix: 'Set restartPolicy to Never or OnFailure, or remove the markers.',
   },
@@ -76,6 +79,7 @@ export const RULES: Readonly<Record<RuleId, RuleDescription>> = {
   },
   'sidecar-restart-policy-always': {
     severity: 'error',
+    milder: 'warning',
     summary:
       'A sidecar with its own restartPolicy Always: the kubelet restarts it whatever its exit code, so a stop does not keep it down. An error for a sidecar only its quick-exit image stops (the Job never completes), a warning for one the kill mechanism stops (by signal it is ended from outside after its grace period; by a ContainerRecreateRequest it comes back).',
     fix: 'Remove the container\'s restartPolicy (and restartPolicyRules), or make the sidecar a native sidecar (an init container with restartPolicy: Always).',
@@ -151,3 +155,15 @@ export const RULES: Readonly<Record<RuleId, RuleDescription>> = {
 
 /** The rule ids in the catalogue's order. */
 export const RULE_IDS = Object.keys(RULES) as RuleId[];
+
+/** The severity a finding of the rule reports with: its milder one, where it has one, in the cases its summary names. */
+export function severityOf(rule: RuleId, milder = false): Severity {
+  const { severity, milder: milderSeverity } = RULES[rule];
+  return milder ? milderSeverity ?? severity : severity;
+}
+
+/** The rule's fix as the last clause of a finding's detail: `...; remove the markers from ...`. */
+export function fixClause(rule: RuleId): string {
+  const { fix } = RULES[rule];
+  return `${fix[0]!.toLowerCase()}${fix.slice(1).replace(/\.$/, '')}`;
+}

@@ -3,7 +3,7 @@
 // restartPolicyRules, or the pod's OnFailure) or a main container once it has succeeded, and
 // whether the Job's podFailurePolicy judges a stopped sidecar's exit code. validate.ts calls it
 // for a pod spec with sidecars and a restartPolicy the markers apply to (Never or OnFailure).
-import { clip, type Finding, type Severity } from './findings.ts';
+import { clip, type Report } from './findings.ts';
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, markerEntries, type ContainerRole } from './markers.ts';
 import { POD_ANNOTATIONS } from './names.ts';
 import { POD_FAILURE_OUTCOMES, podFailureRules, type PodFailureRule } from './pod-failure-policy.ts';
@@ -11,7 +11,6 @@ import { restartCause, restartOfContainerAt, type Restart } from './restarts.ts'
 import { podMetadataPrefix, type JobSpecLocation } from './templates.ts';
 import { arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from './types.ts';
 
-type Report = (severity: Severity, finding: Omit<Finding, 'severity'>) => void;
 
 /**
  * The exit codes a stop can leave a sidecar stopped by the kill mechanism with: 0 when it exits
@@ -49,7 +48,7 @@ function validateMain(spec: PodSpec, main: ContainerRole, path: string, report: 
   if (!restart.restarts) return;
   // Neither pod policy the markers apply to restarts after exit 0: the container's own policy or a rule does.
   const { decidedBy } = restart;
-  report('warning', {
+  report({
     rule: 'main-restarted-after-success',
     field: decidedBy.by === 'rule' ? `${path}.restartPolicyRules[${decidedBy.rule - 1}]` : `${path}.restartPolicy`,
     detail:
@@ -72,18 +71,18 @@ function validateAlwaysSidecar(sidecar: ContainerRole, path: string, report: Rep
   const fix = 'remove its restartPolicy (and restartPolicyRules), or make it a native sidecar (an init container with restartPolicy Always)';
   const finding = { rule: 'sidecar-restart-policy-always', field: `${path}.restartPolicy`, type: 'Unsupported value', value: 'Always' } as const;
   if (!sidecar.markers.whenJobExit) {
-    report('error', {
+    report({
       ...finding,
       detail: `the kubelet restarts this sidecar whatever its exit code: the quick-exit image put in its place exits 0 and is started again and again, so the sidecar never stays down and the Job never completes; ${fix}`,
     });
     return;
   }
-  report('warning', {
+  report({
     ...finding,
     detail:
       'the kubelet restarts this sidecar whatever its exit code, so a stop does not keep it down: stopped by signal, it is ended from outside after its grace period (the pod\'s phase is set from its main containers) and the Job completes late; ' +
       `stopped by a ContainerRecreateRequest (--kill-mechanism crr), or by its quick-exit image on a virtual node, it comes back and the Job does not complete; ${fix}`,
-  });
+  }, true);
 }
 
 /** A sidecar its own policy or rules (or the pod's OnFailure) restart after an exit code a stop can leave. */
@@ -93,7 +92,7 @@ function validateRestartedAfterStop(spec: PodSpec, container: Container, sidecar
     .filter((restart) => restart.restarts);
   if (restarts.length === 0) return;
   const marked = markerEntries(container).some((entry) => entry.name === ENV_WHEN_JOB_EXIT);
-  report('warning', {
+  report({
     rule: 'on-failure-kill-exit-code',
     field: marked ? `${path}.env[${ENV_WHEN_JOB_EXIT}]` : `${podMetadataPrefix(fieldPrefix)}.annotations[${POD_ANNOTATIONS.sidecars}]`,
     detail: restartedAfterStop(restarts),
@@ -148,7 +147,7 @@ function validatePodFailurePolicy(spec: PodSpec, roles: ContainerRole[], job: Jo
     const matched = listed.map(({ name, codes }) => `${codes.join(' or ')} of sidecar ${clip(name, 63)}`).join(', and ') + (more > 0 ? `, and of ${more} more sidecars` : '');
     const names = [...listed.map(({ name }) => clip(name, 63)), ...(more > 0 ? [`${more} more`] : [])].join(', ').replace(/, ([^,]*)$/, ' and $1');
     const one = sidecars.length === 1;
-    report('warning', {
+    report({
       rule: 'pod-failure-policy-sidecar-exit-code',
       field: `${job.fieldPrefix}.podFailurePolicy.rules[${rule.index}].onExitCodes`,
       detail:

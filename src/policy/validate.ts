@@ -1,6 +1,6 @@
 // Validation of the sidecar configuration of one pod spec (a pod's, or a template's): the rules
 // of docs/admission-rules.md. Pure: the webhook and the lint command both call it.
-import { clipValue, type Finding, type RuleId, type Severity, type FindingType } from './findings.ts';
+import { clipValue, type Finding, type FindingType, type Report, type RuleId } from './findings.ts';
 import { isAllowedImage, isSameImage, parseImageReference } from './image.ts';
 import {
   ENV_GRACE_PERIOD,
@@ -20,6 +20,7 @@ import { MIGRATED_ANNOTATION, POD_ANNOTATIONS } from './names.ts';
 import { strippedNativeSidecars } from './native-sidecars.ts';
 import { targetsVirtualNodes } from './nodes.ts';
 import { parseGracePeriod, parseStopMethod } from './stop-method.ts';
+import { fixClause, severityOf } from './rules.ts';
 import { podMetadataPrefix, type JobSpecLocation } from './templates.ts';
 import { arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from './types.ts';
 import { validateExits } from './validate-exits.ts';
@@ -44,12 +45,11 @@ export interface ValidationOptions {
   job?: JobSpecLocation;
 }
 
-type NewFinding = Omit<Finding, 'severity'>;
-
 export function validatePodSpec(rawSpec: unknown, options: ValidationOptions): Finding[] {
   const spec: PodSpec = isRecord(rawSpec) ? rawSpec : {};
   const findings: Finding[] = [];
-  const report = (severity: Severity, finding: NewFinding) => findings.push({ severity, ...finding });
+  // The severity is the rule's (rules.ts): its milder one where the case is.
+  const report: Report = (finding, milder = false) => findings.push({ severity: severityOf(finding.rule, milder), ...finding });
 
   const containersPath = `${options.fieldPrefix}.containers`;
   const annotations = options.annotations ?? {};
@@ -72,11 +72,11 @@ export function validatePodSpec(rawSpec: unknown, options: ValidationOptions): F
     if (native && typeof raw.name === 'string' && migrated.has(raw.name)) return;
     const lostName = lost.get(index);
     if (lostName !== undefined) {
-      report('error', { rule: 'native-sidecar-lost', field: `${options.fieldPrefix}.initContainers[${index}].restartPolicy`, type: 'Required value', detail: lostDetail(lostName) });
+      report({ rule: 'native-sidecar-lost', field: `${options.fieldPrefix}.initContainers[${index}].restartPolicy`, type: 'Required value', detail: lostDetail(lostName) });
       return;
     }
     for (const entry of markerEntries(raw)) {
-      report('warning', {
+      report({
         rule: 'marker-on-init-container',
         field: `${options.fieldPrefix}.initContainers[${index}].env[${entry.name}]`,
         detail: native
@@ -107,7 +107,7 @@ function validateContainerMarkers(
   role: ContainerRole,
   path: string,
   options: ValidationOptions,
-  report: (severity: Severity, finding: NewFinding) => void,
+  report: Report,
 ): void {
   const entries = markerEntries(container);
   if (entries.length === 0) return;
@@ -121,7 +121,7 @@ function validateContainerMarkers(
 
   for (const [name, definitions] of byName) {
     if (definitions.length < 2 || name === ENV_STOP || name === ENV_GRACE_PERIOD) continue;
-    report('warning', {
+    report({
       rule: 'duplicate-marker',
       field: envPath(name),
       type: 'Duplicate value',
@@ -137,7 +137,7 @@ function validateContainerMarkers(
     if (reported.has(key)) continue;
     reported.add(key);
     if (entry.fromValueFrom) {
-      report('error', {
+      report({
         rule: 'marker-value-from',
         field: `${envPath(entry.name)}.valueFrom`,
         type: 'Forbidden',
@@ -145,9 +145,9 @@ function validateContainerMarkers(
       });
     } else if (entry.name === ENV_STOP || entry.name === ENV_GRACE_PERIOD) {
       const problem = settingProblem(entry.name, entry.value ?? '');
-      if (problem) report('error', { ...problem, field: envPath(entry.name), type: 'Invalid value', value: entry.value ?? '' });
+      if (problem) report({ ...problem, field: envPath(entry.name), type: 'Invalid value', value: entry.value ?? '' });
     } else if (entry.name !== ENV_WITH_IMAGE && !/^(true|false)$/i.test(entry.value ?? '')) {
-      report('error', {
+      report({
         rule: 'marker-value',
         field: envPath(entry.name),
         type: 'Invalid value',
@@ -163,7 +163,7 @@ function validateContainerMarkers(
 
   for (const name of [ENV_STOP, ENV_GRACE_PERIOD] as const) {
     if (!byName.has(name) || role.markers.whenJobExit) continue;
-    report('error', {
+    report({
       rule: 'stop-without-sidecar',
       field: envPath(name),
       type: 'Forbidden',
@@ -172,7 +172,7 @@ function validateContainerMarkers(
   }
 
   if (role.markers.ignoreExitCode && !role.markers.whenJobExit && byName.has(ENV_IGNORE_EXIT_CODE)) {
-    report('error', {
+    report({
       rule: 'ignore-exit-code-without-kill',
       field: envPath(ENV_IGNORE_EXIT_CODE),
       type: 'Forbidden',
@@ -208,15 +208,15 @@ const CONTAINER_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
  * names, values that can be read, and settings for containers that are sidecars. A name the
  * template does not have is fine (another webhook may inject it); a pod has every container.
  */
-function validateAnnotations(annotations: Record<string, unknown>, roles: ContainerRole[], options: ValidationOptions, report: (severity: Severity, finding: NewFinding) => void): void {
+function validateAnnotations(annotations: Record<string, unknown>, roles: ContainerRole[], options: ValidationOptions, report: Report): void {
   const path = (key: string) => `${podMetadataPrefix(options.fieldPrefix)}.annotations[${key}]`;
   const byName = new Map(roles.map((role) => [role.name, role]));
   const namedSidecars = new Set(annotationNames(annotations[POD_ANNOTATIONS.sidecars]));
   const isKillSidecar = (name: string) => byName.get(name)?.markers.whenJobExit ?? namedSidecars.has(name);
   const notFound = (key: string, name: string) =>
-    report('warning', { rule: 'sidecar-not-found', field: path(key), type: 'Not found', value: name, detail: `the pod has no container ${name}, so this has no effect; correct the name or remove it` });
+    report({ rule: 'sidecar-not-found', field: path(key), type: 'Not found', value: name, detail: `the pod has no container ${name}, so this has no effect; correct the name or remove it` });
   const notSidecar = (key: string, name: string, what: string) =>
-    report('error', {
+    report({
       rule: 'stop-without-sidecar',
       field: path(key),
       type: 'Forbidden',
@@ -228,7 +228,7 @@ function validateAnnotations(annotations: Record<string, unknown>, roles: Contai
     if (value === undefined) continue;
     for (const name of typeof value === 'string' ? annotationNames(value) : [JSON.stringify(value)]) {
       if (!CONTAINER_NAME.test(name)) {
-        report('error', { rule: 'sidecar-name-invalid', field: path(key), type: 'Invalid value', value: name, detail: 'not a container name: list container names (lowercase letters, digits and "-") separated by commas' });
+        report({ rule: 'sidecar-name-invalid', field: path(key), type: 'Invalid value', value: name, detail: 'not a container name: list container names (lowercase letters, digits and "-") separated by commas' });
       } else if (options.containersFinal && !byName.has(name)) {
         notFound(key, name);
       } else if (key === POD_ANNOTATIONS.ignoreExitCode && !isKillSidecar(name)) {
@@ -242,11 +242,11 @@ function validateAnnotations(annotations: Record<string, unknown>, roles: Contai
     if (!prefix) continue;
     const name = key.slice(prefix.length);
     if (!CONTAINER_NAME.test(name)) {
-      report('error', { rule: 'sidecar-name-invalid', field: path(key), type: 'Invalid value', value: name, detail: `the key must be ${prefix}<container name>` });
+      report({ rule: 'sidecar-name-invalid', field: path(key), type: 'Invalid value', value: name, detail: `the key must be ${prefix}<container name>` });
       continue;
     }
     const problem = settingProblem(prefix === POD_ANNOTATIONS.stopPrefix ? ENV_STOP : ENV_GRACE_PERIOD, typeof value === 'string' ? value : JSON.stringify(value));
-    if (problem) report('error', { ...problem, field: path(key), type: 'Invalid value', value: typeof value === 'string' ? value : JSON.stringify(value) });
+    if (problem) report({ ...problem, field: path(key), type: 'Invalid value', value: typeof value === 'string' ? value : JSON.stringify(value) });
     else if (options.containersFinal && !byName.has(name)) notFound(key, name);
     else if (!isKillSidecar(name)) notSidecar(key, name, prefix === POD_ANNOTATIONS.stopPrefix ? 'a stop method' : 'a grace period');
   }
@@ -267,13 +267,13 @@ function validateQuickExitImage(
   image: string,
   field: string,
   options: ValidationOptions,
-  report: (severity: Severity, finding: NewFinding) => void,
+  report: Report,
 ): void {
   const invalid = (rule: RuleId, type: FindingType, detail: string) =>
-    report('error', { rule, field, type, ...(type === 'Required value' ? {} : { value: image }), detail });
+    report({ rule, field, type, ...(type === 'Required value' ? {} : { value: image }), detail });
 
   if (image === '') {
-    return invalid('quick-exit-image-empty', 'Required value', 'set it to an image that exits 0 at once (for example a pinned busybox running `true`), or remove the variable');
+    return invalid('quick-exit-image-empty', 'Required value', fixClause('quick-exit-image-empty'));
   }
   const reference = parseImageReference(image);
   if (!reference) {
@@ -287,7 +287,7 @@ function validateQuickExitImage(
     invalid('quick-exit-image-not-allowed', 'Forbidden', `not in this cluster's quick-exit image allowlist (${allowlist.join(', ')}); use one of those images`);
   }
   if (!reference.digest && (reference.tag === undefined || reference.tag === 'latest')) {
-    report('warning', {
+    report({
       rule: 'quick-exit-image-unpinned',
       field,
       type: 'Invalid value',
@@ -296,7 +296,7 @@ function validateQuickExitImage(
     });
   }
   if (container.command !== undefined && container.command !== null) {
-    report('warning', {
+    report({
       rule: 'quick-exit-image-command',
       field,
       detail: 'this container sets command, which the quick-exit image will run in its place: that image must provide the command (or exit 0 whatever the command)',
@@ -309,27 +309,27 @@ function validatePodLevel(
   roles: ContainerRole[],
   sidecars: ContainerRole[],
   options: ValidationOptions,
-  report: (severity: Severity, finding: NewFinding) => void,
+  report: Report,
 ): void {
   const containersPath = `${options.fieldPrefix}.containers`;
   if (sidecars.length === roles.length) {
-    report('error', {
+    report({
       rule: 'no-main-container',
       field: containersPath,
       type: 'Forbidden',
-      detail: 'every container is marked as a sidecar, so there is no main container to wait for: as soon as all of them have started, every one is stopped (as OpenKruise does), cutting the work short; remove the markers from the container that does the work',
+      detail: `every container is marked as a sidecar, so there is no main container to wait for: as soon as all of them have started, every one is stopped (as OpenKruise does), cutting the work short; ${fixClause('no-main-container')}`,
     });
   }
 
   const restartPolicy = restartPolicyOf(spec);
   if (restartPolicy === 'Always') {
-    report(options.strictRestartPolicy ? 'error' : 'warning', {
+    report({
       rule: 'restart-policy-always',
       field: `${options.fieldPrefix}.restartPolicy`,
       type: 'Unsupported value',
       value: typeof spec.restartPolicy === 'string' ? spec.restartPolicy : 'Always',
       detail: 'sidecar markers take effect only when restartPolicy is "Never" or "OnFailure" (unset means "Always"), so these sidecars would never be stopped; set restartPolicy, or remove the markers',
-    });
+    }, !options.strictRestartPolicy);
   }
 
   if (restartPolicy === 'Never' || restartPolicy === 'OnFailure') validateExits(spec, roles, options.fieldPrefix, options.job, report);
@@ -337,7 +337,7 @@ function validatePodLevel(
   const onVirtualNodes = targetsVirtualNodes(spec);
   for (const sidecar of sidecars) {
     if (onVirtualNodes && sidecar.markers.quickExitImage === undefined) {
-      report('warning', {
+      report({
         rule: 'virtual-node-without-image',
         field: `${containersPath}[${sidecar.index}]`,
         detail: `the pod can run on virtual-kubelet nodes, where a sidecar can only be stopped by replacing its image; add ${ENV_WITH_IMAGE} with a quick-exit image`,
