@@ -41,7 +41,7 @@ async function startWatcher({ config, kubeConfig, namespace, logger, metrics, re
   const [{ Watcher }, { WatcherMetrics }, { exponentialBackoff }, { LeaderElector }, { fencedKubeConfig }, { excludedNamespaces }] = await Promise.all([
     import('../watcher/watcher.ts'),
     import('../watcher/metrics.ts'),
-    import('../watcher/queue.ts'),
+    import('../watcher/retries.ts'),
     import('../kube/leader-election.ts'),
     import('../kube/fenced-client.ts'),
     import('../kube/webhook-configurations.ts'),

@@ -5,7 +5,6 @@
 // increase() sees the first refused or failed stop of a process.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { countedAs, type StopMechanism, type StopRecord, type WarningCode } from '../policy/index.ts';
-import type { QueueObserver } from './queue.ts';
 
 /** What the gauges read from the running watcher. */
 export interface WatcherState {
@@ -26,7 +25,8 @@ export class WatcherMetrics {
   readonly requestLatency: Histogram<'mechanism'>;
   /** From the main containers' end to every sidecar seen stopped. */
   readonly stopDuration: Histogram;
-  readonly queue: QueueObserver;
+  /** The work queue's observer (QueueObserver, queue.ts). */
+  readonly queue: ReturnType<typeof queueMetrics>;
   private readonly podsEnded: Counter<'phase'>;
   private readonly sidecarsEnded: Counter<'stopped_by' | 'exit_code'>;
   private readonly sidecarEndSeconds: Histogram<'stopped_by'>;
@@ -73,22 +73,7 @@ export class WatcherMetrics {
       buckets: [0, 1, 2, 5, 10, 30, 60, 120, 300, 600],
       registers,
     });
-    const duration = new Histogram({
-      name: 'sidecar_terminator_reconcile_duration_seconds',
-      help: 'Time to reconcile one pod, by result (done; requeue: look again later; error: retried with backoff).',
-      labelNames: ['result'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers,
-    });
-    const retries = new Counter({
-      name: 'sidecar_terminator_reconcile_retries_total',
-      help: 'Reconciles that failed and were scheduled again with backoff.',
-      registers,
-    });
-    this.queue = {
-      processed: (outcome, seconds) => duration.observe({ result: outcome }, seconds),
-      retrying: () => retries.inc(),
-    };
+    this.queue = queueMetrics(registers);
     const read = <T>(get: (state: WatcherState) => T, fallback: T) => (this.state ? get(this.state) : fallback);
     new Gauge({
       name: 'sidecar_terminator_leader',
@@ -153,4 +138,24 @@ export class WatcherMetrics {
     const counted = countedAs(code);
     if (counted) this.actions.inc({ ...counted });
   }
+}
+
+/** What the work queue reports: how long each reconcile took, by result, and how many were retried. */
+function queueMetrics(registers: Registry[]) {
+  const duration = new Histogram({
+    name: 'sidecar_terminator_reconcile_duration_seconds',
+    help: 'Time to reconcile one pod, by result (done; requeue: look again later; error: retried with backoff).',
+    labelNames: ['result'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers,
+  });
+  const retries = new Counter({
+    name: 'sidecar_terminator_reconcile_retries_total',
+    help: 'Reconciles that failed and were scheduled again with backoff.',
+    registers,
+  });
+  return {
+    processed: (outcome: 'done' | 'requeue' | 'error', seconds: number) => duration.observe({ result: outcome }, seconds),
+    retrying: () => retries.inc(),
+  };
 }

@@ -6,6 +6,8 @@
 // finished pod does not change, so nothing else would bring it back. The queue reports what it
 // does to its observer (the watcher's metrics).
 
+import { DEFAULT_BACKOFF } from './retries.ts';
+
 export interface QueueObserver {
   /** A key was processed: how it ended and how long it took. */
   processed(outcome: 'done' | 'requeue' | 'error', seconds: number): void;
@@ -22,12 +24,6 @@ export interface WorkQueueOptions<K> {
   onError?(key: K, error: unknown, attempt: number, retryInMs: number): void;
   observer?: QueueObserver;
 }
-
-export const exponentialBackoff = (baseMs: number, maxMs: number) => (attempt: number) =>
-  Math.min(maxMs, baseMs * 2 ** (attempt - 1));
-
-/** controller-runtime's default starts at 5 ms and stops at 1000 s; an API request per retry is cheap, a hanging Job is not. */
-export const DEFAULT_BACKOFF = exponentialBackoff(500, 2 * 60_000);
 
 interface Scheduled {
   timer: NodeJS.Timeout;

@@ -9,7 +9,6 @@ import type { Logger } from '../logger.ts';
 import { CODES, killMechanismFor, planStop, rolesOf, type ClusterKillMechanism, type ContainerRole, type StopSettings } from '../policy/index.ts';
 import type { Executor } from './executor.ts';
 import type { NodeLookup } from './nodes.ts';
-import type { PodCache } from './pod-cache.ts';
 import { PodMemories, type PodMemory } from './pod-memory.ts';
 import { Refused, isRefusal } from './retries.ts';
 
@@ -20,7 +19,8 @@ export interface Result {
 }
 
 export interface ReconcilerOptions {
-  pods: Pick<PodCache, 'get'>;
+  /** The pods in flight, by key (the watch's cache, pod-cache.ts). */
+  pods: { get(key: string): V1Pod | undefined };
   nodes: Pick<NodeLookup, 'get'>;
   core: Pick<CoreV1Api, 'readNamespacedPod'>;
   settings: StopSettings;

@@ -4,7 +4,7 @@
 // keep a healthy watch talking).
 import { Watch, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { getJson } from '../kube/client.ts';
-import { exponentialBackoff } from './queue.ts';
+import { exponentialBackoff } from './retries.ts';
 
 export type PodEvent = 'added' | 'modified' | 'deleted';
 

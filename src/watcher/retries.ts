@@ -10,7 +10,12 @@
 // retried for as long as it fails, with exponential backoff and jitter, so that pods that failed
 // together do not all come back at the same moment.
 import { isApiError } from '../kube/api-errors.ts';
-import { DEFAULT_BACKOFF, exponentialBackoff } from './queue.ts';
+
+export const exponentialBackoff = (baseMs: number, maxMs: number) => (attempt: number) =>
+  Math.min(maxMs, baseMs * 2 ** (attempt - 1));
+
+/** controller-runtime's default starts at 5 ms and stops at 1000 s; an API request per retry is cheap, a hanging Job is not. */
+export const DEFAULT_BACKOFF = exponentialBackoff(500, 2 * 60_000);
 
 /** The first retry of a refused reconcile: a policy or role updated with the watcher lifts the refusal within seconds. */
 export const REFUSED_FIRST_RETRY_MS = 15_000;

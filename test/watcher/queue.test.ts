@@ -1,5 +1,6 @@
 import t from 'tap';
-import { DEFAULT_BACKOFF, WorkQueue, exponentialBackoff } from '../../src/watcher/queue.ts';
+import { WorkQueue } from '../../src/watcher/queue.ts';
+import { DEFAULT_BACKOFF, exponentialBackoff } from '../../src/watcher/retries.ts';
 import { waitFor } from '../support/wait.ts';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));

@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { capturingLogger } from '../support/logger.ts';
 import { MANAGED, MANAGED_LABEL } from '../../src/policy/index.ts';
-import { DEFAULT_BACKOFF } from '../../src/watcher/queue.ts';
+import { DEFAULT_BACKOFF } from '../../src/watcher/retries.ts';
 import { LABEL_ATTEMPTS, Sweeper, sweep } from '../../src/watcher/sweeper.ts';
 import { apiError, fakeCoreV1Api } from '../support/fake-kube.ts';
 import { jobPod, killSidecar, main, type PodOptions } from '../support/pods.ts';
