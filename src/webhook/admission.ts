@@ -1,8 +1,8 @@
 // What the admission handlers share (in the manner of controller-runtime's webhook/admission
 // package): the admission.k8s.io/v1 AdmissionReview, the settings and the readers of a request,
 // a handler's Answer and the small constructors the handlers build it with. A handler answers;
-// the HTTP layer alone wraps the answer's response in an AdmissionReview carrying the request's
-// uid, so no response can go out without it.
+// review.ts alone wraps the answer's response in an AdmissionReview carrying the request's uid,
+// so no response can go out without it.
 import { isRecord, type ControllerReference, type EnforcementMode, type OldKubelet, type PodMutatingWebhook } from '../policy/index.ts';
 import type { JsonPatchOperation } from './json-patch.ts';
 
@@ -145,8 +145,4 @@ export function patched(operations: readonly JsonPatchOperation[], options: Answ
 /** The request could not be handled: a malformed body, or an internal failure. */
 export function errored(code: number, message: string): Answer {
   return { response: { allowed: false, status: { code, message } } };
-}
-
-export function review(uid: string, answer: Answer): AdmissionReview {
-  return { apiVersion: ADMISSION_API_VERSION, kind: 'AdmissionReview', response: { uid, ...answer.response } };
 }

@@ -11,11 +11,11 @@ import { healthRoutes, type Readiness } from '../health.ts';
 import { WEBHOOK_TIMEOUT_SECONDS } from '../config.ts';
 import { secureContextOptions } from '../tls/secure-context.ts';
 import { clip } from '../policy/index.ts';
-import { errored, review, type AdmissionHandler, type AdmissionSettings } from './admission.ts';
+import { errored, type AdmissionHandler, type AdmissionSettings } from './admission.ts';
 import { createAdmissionMetrics, ADMISSION_ENDPOINTS, type AdmissionEndpoint, type AdmissionMetrics } from './metrics.ts';
 import { OFFLOAD_BODY_BYTES, Offload, ReviewExpired, WorkerFailure } from './offload.ts';
 import type { OwnerEventRecorder } from './owner-events.ts';
-import { HANDLERS, judge, type Judgement } from './review.ts';
+import { HANDLERS, judge, review, type Judgement } from './review.ts';
 
 export interface AppOptions extends AdmissionSettings {
   /** Largest request body in bytes; larger ones get a 413. */

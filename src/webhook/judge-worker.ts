@@ -2,9 +2,9 @@
 // away from the event loop that answers probes and the other reviews.
 import { getPriority, setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
-import { review, type AdmissionSettings } from './admission.ts';
+import type { AdmissionSettings } from './admission.ts';
 import type { AdmissionEndpoint } from './metrics.ts';
-import { HANDLERS, judge } from './review.ts';
+import { HANDLERS, judge, review } from './review.ts';
 
 export interface JudgeTask {
   id: number;

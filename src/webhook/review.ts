@@ -1,9 +1,10 @@
-// One admission request, from the body's bytes to the answer: parse, check the envelope and
-// the types of the fields the policy reads, run the handler. Pure and synchronous, so that it
-// runs alike on the event loop (small bodies) and in the worker thread (judge-worker.ts) that
-// takes large ones: its result is plain data, and carries the log fields, clipped.
+// One AdmissionReview, from the body's bytes to the one sent back: parse, check the envelope and
+// the types of the fields the policy reads, run the handler (judge), then wrap its answer with
+// the request's uid (review). Pure and synchronous, so that it runs alike on the event loop
+// (small bodies) and in the worker thread (judge-worker.ts) that takes large ones: its result is
+// plain data, and carries the log fields, clipped.
 import { clip, isRecord } from '../policy/index.ts';
-import { errored, type AdmissionHandler, type AdmissionRequest, type AdmissionSettings, type Answer } from './admission.ts';
+import { ADMISSION_API_VERSION, errored, type AdmissionHandler, type AdmissionRequest, type AdmissionReview, type AdmissionSettings, type Answer } from './admission.ts';
 import type { AdmissionEndpoint, AdmissionResult } from './metrics.ts';
 import { mutate, mutateNativeSidecars } from './mutate.ts';
 import { BodyError, checkReview, parseJsonBody } from './schema.ts';
@@ -68,6 +69,11 @@ export function judge(body: Uint8Array | string, handler: AdmissionHandler, sett
 
 function refused(uid: string, context: RequestContext | Record<string, never>, message: string, status: 400 | 413 = 400): Judgement {
   return { status, result: 'error', uid, answer: errored(status, message), context: { dryRun: false, ...context } };
+}
+
+/** The AdmissionReview sent back: the answer's response, with the request's uid. */
+export function review(uid: string, answer: Answer): AdmissionReview {
+  return { apiVersion: ADMISSION_API_VERSION, kind: 'AdmissionReview', response: { uid, ...answer.response } };
 }
 
 /** The identifying fields of a body that may be anything (it failed validation when an error is answered). */
