@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { Drain, whileLeader, type LeaderStartPolicy, type Service } from '../../src/serve/lifecycle.ts';
 import { capturingLogger } from '../support/logger.ts';
+import { waitFor } from '../support/wait.ts';
 
 /** An elector whose leadership the test hands out and takes back. */
 function fakeElector() {
@@ -56,15 +57,8 @@ function fakeServices(options: { failStarts?: number; stopDelayMs?: number } = {
 
 const policy = (overrides: Partial<LeaderStartPolicy> = {}): LeaderStartPolicy => ({ backoff: () => 1, giveUpAfterMs: 10_000, standBackMs: 5_000, ...overrides });
 const settle = () => sleep(20);
-
-/** Waits until `condition` holds, for timers that a busy machine may run late. */
-async function until(condition: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`not so after ${timeoutMs} ms`);
-    await sleep(5);
-  }
-}
+/** Waits for timers that a busy machine may run late. */
+const until = (what: string, condition: () => boolean) => waitFor(what, condition, { timeoutMs: 5000, intervalMs: 5 });
 
 t.test('whileLeader: a standby runs nothing; a leader runs one service, with its term', async (t) => {
   const { elector, acquire } = fakeElector();
@@ -109,7 +103,7 @@ t.test('whileLeader: a quick loss and regain waits for the old service to stop b
   await settle();
   lose();
   acquire();
-  await until(() => leading.current()?.id === 2);
+  await until('the second service', () => leading.current()?.id === 2);
   t.same(services.calls, ['start 1', 'stop 1 (term over)', 'stopped 1', 'start 2']);
   t.equal(leading.current()?.id, 2);
 });
@@ -121,7 +115,7 @@ t.test('whileLeader: a service that fails to start is stopped and a fresh one re
   const backoffs: number[] = [];
   const leading = whileLeader(elector, services.create, logger, policy({ backoff: (attempt) => (backoffs.push(attempt), 5) }));
   acquire();
-  await until(() => leading.current() !== undefined);
+  await until('a started service', () => leading.current() !== undefined);
   t.same(services.calls, ['start 1', 'stop 1', 'stopped 1', 'start 2', 'stop 2', 'stopped 2', 'start 3']);
   t.same(backoffs, [1, 2], 'the backoff of each retry');
   t.equal(leading.current()?.id, 3);
@@ -138,7 +132,7 @@ t.test('whileLeader: a leader that cannot start within giveUpAfterMs releases th
   const { logger, lines } = capturingLogger();
   const leading = whileLeader(elector, services.create, logger, policy({ backoff: () => 20, giveUpAfterMs: 50, standBackMs: 1234 }));
   acquire();
-  await until(() => electorCalls.length > 0);
+  await until('the Lease released', () => electorCalls.length > 0);
   t.same(electorCalls, ['release 1234'], 'released, standing back standBackMs');
   t.equal(services.terms.at(-1)!.aborted, true, 'the term ends with the Lease');
   const created = services.created();
