@@ -3,7 +3,7 @@
 import { getPriority, setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import type { AdmissionSettings } from './admission.ts';
-import type { AdmissionEndpoint } from './metrics.ts';
+import type { AdmissionEndpoint } from './routes.ts';
 import { HANDLERS, judge, review } from './review.ts';
 
 export interface JudgeTask {

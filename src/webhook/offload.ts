@@ -6,7 +6,7 @@
 import { Worker } from 'node:worker_threads';
 import type { AdmissionSettings } from './admission.ts';
 import type { JudgeTask } from './judge-worker.ts';
-import type { AdmissionEndpoint } from './metrics.ts';
+import type { AdmissionEndpoint } from './routes.ts';
 import type { Judgement } from './review.ts';
 
 /**

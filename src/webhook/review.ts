@@ -5,7 +5,8 @@
 // plain data, and carries the log fields, clipped.
 import { clip, isRecord } from '../policy/index.ts';
 import { ADMISSION_API_VERSION, errored, type AdmissionHandler, type AdmissionRequest, type AdmissionReview, type AdmissionSettings, type Answer } from './admission.ts';
-import type { AdmissionEndpoint, AdmissionResult } from './metrics.ts';
+import type { AdmissionResult } from './metrics.ts';
+import type { AdmissionEndpoint } from './routes.ts';
 import { mutate, mutateNativeSidecars } from './mutate.ts';
 import { BodyError, checkReview, parseJsonBody } from './schema.ts';
 import { validate } from './validate.ts';

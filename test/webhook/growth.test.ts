@@ -16,7 +16,7 @@
 // short runs.)
 import t from 'tap';
 import { HOSTILE_SHAPES, countWithin, hostileBody } from '../support/hostile-reviews.ts';
-import { ADMISSION_ENDPOINTS, type AdmissionEndpoint } from '../../src/webhook/metrics.ts';
+import { ADMISSION_ENDPOINTS, type AdmissionEndpoint } from '../../src/webhook/routes.ts';
 import { HANDLERS, judge } from '../../src/webhook/review.ts';
 import type { AdmissionSettings } from '../../src/webhook/admission.ts';
 

@@ -4,7 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import type { AdmissionRequest, AdmissionReview } from '../../src/webhook/admission.ts';
 import { buildApp, type AppOptions, type WebhookApp } from '../../src/webhook/app.ts';
 import type { JsonPatchOperation } from '../../src/webhook/json-patch.ts';
-import type { AdmissionEndpoint } from '../../src/webhook/metrics.ts';
+import type { AdmissionEndpoint } from '../../src/webhook/routes.ts';
 
 /** A fixture: an AdmissionReview whose objects the tests reshape freely. */
 export interface FixtureReview {
