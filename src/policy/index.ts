@@ -14,6 +14,7 @@ export * from './names.ts';
 export * from './inspect.ts';
 export * from './signal-container.ts';
 export * from './kill-mechanism.ts';
+export { PHASE_SET, type NodeState, type Plan, type PlanContext, type SidecarCondition, type Step, type StopMechanism, type StopSettings } from './plan-draft.ts';
 export * from './stop-plan.ts';
 export * from './retained-pod.ts';
 export * from './native-sidecars.ts';

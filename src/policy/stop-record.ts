@@ -10,7 +10,7 @@ import { epochMs, mainsFinishedAt } from './decide.ts';
 import { classifyContainers, podAnnotations } from './markers.ts';
 import { CONDITION_REASONS, TERMINATED_CONDITION } from './names.ts';
 import { existingSignalContainer } from './signal-container.ts';
-import { PHASE_SET, type SidecarCondition } from './stop-plan.ts';
+import { PHASE_SET, type SidecarCondition } from './plan-draft.ts';
 
 /**
  * One way a sidecar was acted on. Told to stop: `signal` (SIGTERM from its signal container),
