@@ -156,20 +156,29 @@ export function watchRefused(statusCode: number): Error {
   return Object.assign(new Error(`HTTP ${statusCode}`), { statusCode });
 }
 
+type ListQuery = Record<string, string | number | undefined>;
+
 /**
  * The pod lists and watches of one or more reflectors. Lists answer with the scripted pages (a
- * page, or an Error) in turn; watches open a FakeWatch each, unless a refusal (watchRefused) is
- * scripted for the next one.
+ * page, or an Error) in turn, then from the list handler; watches open a FakeWatch each, unless a
+ * refusal (watchRefused) is scripted for the next one.
  */
 export class FakePodListWatch implements PodListWatch {
-  readonly lists: Array<{ path: string; query: Record<string, string | number | undefined> }> = [];
+  readonly lists: Array<{ path: string; query: ListQuery }> = [];
   readonly watches: FakeWatch[] = [];
   private readonly pages: Array<PodListPage | Error | Promise<PodListPage>> = [];
+  private listHandler: ((path: string, query: ListQuery) => PodListPage) | undefined;
   private readonly refusals: Error[] = [];
 
   /** The next lists answer with these, one page (or error) each. */
   answerList(...pages: Array<PodListPage | Error | Promise<PodListPage>>): this {
     this.pages.push(...pages);
+    return this;
+  }
+
+  /** How lists answer once the scripted pages are used up (a thrown error fails the list). */
+  handleList(handler: (path: string, query: ListQuery) => PodListPage): this {
+    this.listHandler = handler;
     return this;
   }
 
@@ -184,12 +193,18 @@ export class FakePodListWatch implements PodListWatch {
     return this.watches.at(-1);
   }
 
-  async list(path: string, query: Record<string, string | number | undefined>): Promise<PodListPage> {
+  /** The watch opened last on `path`. */
+  watchOf(path: string): FakeWatch | undefined {
+    return this.watches.findLast((watch) => watch.path === path);
+  }
+
+  async list(path: string, query: ListQuery): Promise<PodListPage> {
     this.lists.push({ path, query });
     const page = this.pages.shift();
-    if (page === undefined) throw new Error(`list ${path}: no page scripted`);
     if (page instanceof Error) throw page;
-    return page;
+    if (page !== undefined) return page;
+    if (!this.listHandler) throw new Error(`list ${path}: no page scripted`);
+    return this.listHandler(path, query);
   }
 
   async watch(path: string, query: WatchQuery, onEvent: (type: string, object: Record<string, unknown>) => void, onDone: (error: unknown) => void): Promise<AbortController> {
