@@ -153,3 +153,87 @@ t.test('a sweep running at stop() finishes and schedules no other', async (t) =>
   await advance(60 * 60_000);
   t.equal(lists(), 1, 'no sweep after stop()');
 });
+
+t.test('the query: running pods of Jobs without the label, page by page; the label set by a merge patch with the resourceVersion judged', async (t) => {
+  const core = fakeCoreV1Api()
+    .answer('listPodForAllNamespaces', { items: [unlabelled('a', '1')], metadata: { _continue: 'page-2' } }, { items: [unlabelled('b', '4')], metadata: {} })
+    .handle('patchNamespacedPod', () => ({}));
+  t.same(await sweep({ core: core.api, namespaces: [], excludedNamespaces: [], quickExitImageAllowlist: [], pageSize: 1 }), { labelled: ['default/a', 'default/b'], conflicted: [] });
+  const query = { fieldSelector: 'status.phase=Running,spec.restartPolicy!=Always', labelSelector: `!${MANAGED_LABEL}`, limit: 1 };
+  t.same(core.requests('listPodForAllNamespaces'), [{ ...query, _continue: undefined }, { ...query, _continue: 'page-2' }], 'the second page from the first one\'s continue token');
+  t.same(core.requests('patchNamespacedPod')[0], { name: 'a', namespace: 'default', body: { metadata: { resourceVersion: '1', labels: { [MANAGED_LABEL]: MANAGED } } } });
+  t.ok(core.calls.find((call) => call.method === 'patchNamespacedPod')?.options, 'with its Content-Type set');
+  const defaults = fakeCoreV1Api().answer('listPodForAllNamespaces', { items: [], metadata: {} });
+  await sweep({ core: defaults.api, namespaces: [], excludedNamespaces: [], quickExitImageAllowlist: [] });
+  t.match(defaults.requests('listPodForAllNamespaces'), [{ limit: 100 }], '100 pods a page by default');
+});
+
+t.test('namespaces named: each listed on its own, never all of them', async (t) => {
+  const core = fakeCoreV1Api()
+    .handle('listNamespacedPod', ({ namespace }) => ({ items: [unlabelled(`in-${namespace}`, '1', { metadata: { namespace } })], metadata: {} }))
+    .handle('patchNamespacedPod', () => ({}));
+  const result = await sweep({ core: core.api, namespaces: ['team-a', 'team-b'], excludedNamespaces: [], quickExitImageAllowlist: [] });
+  t.same(result.labelled, ['team-a/in-team-a', 'team-b/in-team-b']);
+  t.same(core.requests('listNamespacedPod').map((request) => request.namespace), ['team-a', 'team-b']);
+  t.same(core.requests('listPodForAllNamespaces'), []);
+});
+
+t.test('pods the webhook would not have labelled are left alone: excluded namespace, already labelled, not running, no sidecar', async (t) => {
+  const pods = [
+    unlabelled('excluded', '1', { metadata: { namespace: 'kube-system' } }),
+    unlabelled('labelled', '1', { metadata: { labels: { [MANAGED_LABEL]: 'false' } } }),
+    unlabelled('pending', '1', { phase: 'Pending' }),
+    jobPod([main()], { main: 'running' }, { metadata: { name: 'no-sidecar', labels: {} } }),
+    unlabelled('this-one', '1'),
+  ];
+  const { core, patched } = fakeCore(pods, ['ok']);
+  t.same(await sweep({ core, namespaces: [], excludedNamespaces: ['kube-system'], quickExitImageAllowlist: [] }), { labelled: ['default/this-one'], conflicted: [] });
+  t.same(patched(), ['this-one@1']);
+});
+
+t.test('--namespace-labels: only the pods of the namespaces carrying every label, read page by page', async (t) => {
+  const inNamespace = (namespace: string) => unlabelled(`pod-${namespace}`, '1', { metadata: { namespace } });
+  const core = fakeCoreV1Api()
+    .answer('listNamespace', { items: [{ metadata: { name: 'opted-in' } }], metadata: { _continue: 'more' } }, { items: [{ metadata: { name: 'also-in' } }, { metadata: {} }], metadata: {} })
+    .answer('listPodForAllNamespaces', { items: [inNamespace('opted-in'), inNamespace('never-opted-in'), inNamespace('also-in')], metadata: {} })
+    .handle('patchNamespacedPod', () => ({}));
+  const result = await sweep({ core: core.api, namespaces: [], excludedNamespaces: [], namespaceLabels: ['team=a', 'sidecars=on'], quickExitImageAllowlist: [] });
+  t.same(result.labelled, ['opted-in/pod-opted-in', 'also-in/pod-also-in']);
+  t.same(core.requests('listNamespace'), [{ labelSelector: 'team=a,sidecars=on', limit: 500, _continue: undefined }, { labelSelector: 'team=a,sidecars=on', limit: 500, _continue: 'more' }]);
+  const unlabelledNamespaces = fakeCoreV1Api().answer('listPodForAllNamespaces', { items: [], metadata: {} });
+  await sweep({ core: unlabelledNamespaces.api, namespaces: [], excludedNamespaces: [], namespaceLabels: [], quickExitImageAllowlist: [] });
+  t.same(unlabelledNamespaces.requests('listNamespace'), [], 'no label asked: the namespaces are not read');
+});
+
+t.test('a patch that fails otherwise fails the sweep', async (t) => {
+  const { core } = fakeCore([unlabelled('a', '1')], [403]);
+  await t.rejects(sweepWith(core), { code: 403 });
+});
+
+t.test('the Sweeper logs the pods it labelled and those left to the next sweep; a success resets the backoff', async (t) => {
+  mock.timers.enable({ apis: ['setTimeout'] });
+  t.teardown(() => mock.timers.reset());
+  const attempts = Array.from({ length: LABEL_ATTEMPTS }, (_, i) => unlabelled('busy', String(i + 1)));
+  const core = fakeCoreV1Api()
+    .answer('listPodForAllNamespaces', { items: [unlabelled('a', '1'), attempts[0]!], metadata: {} }, apiError(503), { items: [], metadata: {} }, apiError(503))
+    .answer('patchNamespacedPod', {}, ...attempts.map(() => apiError(409)))
+    .answer('readNamespacedPod', ...attempts.slice(1));
+  const { logger, lines } = capturingLogger();
+  const sweeper = new Sweeper({ core: core.api, namespaces: [], excludedNamespaces: [], quickExitImageAllowlist: [], intervalMs: 60_000, logger });
+  t.teardown(() => sweeper.stop());
+  const advance = async (ms: number) => {
+    mock.timers.tick(ms);
+    await new Promise((resolve) => setImmediate(resolve));
+  };
+  sweeper.start();
+  await advance(0);
+  t.match(lines.find((line) => line.message === 'sweeper labelled pods the webhook missed')?.fields, { pods: ['default/a'] });
+  t.match(lines.find((line) => line.message.startsWith('sweeper: pods changed at every attempt'))?.fields, { pods: ['default/busy'], attempts: LABEL_ATTEMPTS });
+  await advance(60_000);
+  const failed = () => lines.filter((line) => line.message === 'sweep failed, will retry').map((line) => (line.fields as { attempt: number }).attempt);
+  t.same(failed(), [1]);
+  await advance(60_000);
+  t.equal(core.requests('listPodForAllNamespaces').length, 3, 'the retry succeeded');
+  await advance(60_000);
+  t.same(failed(), [1, 1], 'the next failure is a first attempt again');
+});
