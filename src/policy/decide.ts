@@ -1,6 +1,7 @@
 // The watcher's decision for one pod on its node: is the job's work done, and which sidecars to
 // stop by which route now. Pure: stop-plan.ts turns the actions into the requests to make.
 import type { IgnoreCode, WaitCode } from './codes.ts';
+import { IMAGE_PULL_FAILURES } from './image-pull.ts';
 import { rolesOf, type ContainerRole, type SidecarMarkers } from './markers.ts';
 import { nodeKindOf, type NodeKind } from './nodes.ts';
 import { restartOfContainerAt } from './restarts.ts';
@@ -132,8 +133,6 @@ export function phaseOfMains(mainCodes: ReadonlyArray<number | undefined>): 'Suc
   return mainCodes.every((code) => code === 0) ? 'Succeeded' : 'Failed';
 }
 
-/** Waiting reasons of a container whose image cannot be pulled: kubelet retries the pull and never gives up. */
-const IMAGE_PULL_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull']);
 
 function stateOf(pod: PodLike, name: string): ContainerState | undefined {
   for (const raw of arrayOf(pod.status?.containerStatuses)) {

@@ -9,6 +9,7 @@
 import type { V1ContainerState } from '@kubernetes/client-node';
 import type { WarningCode } from './codes.ts';
 import { epochMs, exitCodesByName, phaseOfMains } from './decide.ts';
+import { IMAGE_PULL_FAILURES } from './image-pull.ts';
 import type { ContainerRole } from './markers.ts';
 import { CONDITION_REASONS } from './names.ts';
 import { PHASE_SET, gracePeriodSeconds, imageAllowed, lookingAgainIn, setsPhase, warning, withSteps, type Draft, type Planning } from './plan-draft.ts';
@@ -16,7 +17,7 @@ import { STOP_EXIT_CODES } from './signal-container.ts';
 import { describeStop } from './stop-method.ts';
 
 /** Waiting reasons of a signal container that will not run. */
-const CONTAINER_START_FAILURES = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull', 'CreateContainerError', 'CreateContainerConfigError', 'RunContainerError']);
+const CONTAINER_START_FAILURES = new Set([...IMAGE_PULL_FAILURES, 'CreateContainerError', 'CreateContainerConfigError', 'RunContainerError']);
 
 /** Waiting reasons of a sidecar whose quick-exit image, put in its place to end it, does not run. */
 const ESCALATION_IMAGE_FAILURES = new Set([...CONTAINER_START_FAILURES, 'CrashLoopBackOff']);

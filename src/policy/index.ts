@@ -3,6 +3,7 @@ export * from './types.ts';
 export * from './markers.ts';
 export * from './stop-method.ts';
 export * from './image.ts';
+export * from './image-pull.ts';
 export * from './nodes.ts';
 export * from './findings.ts';
 export * from './validate.ts';

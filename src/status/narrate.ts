@@ -1,7 +1,6 @@
 // The words of a managed pod's situation: what is awaited now, and what the user can do.
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
-import { ENV_WITH_IMAGE, CODES, describeStop, explainRestart, restartOfContainerAt, type Code, type ContainerRole, type Decision, type IgnoreCode } from '../policy/index.ts';
-import { isImagePullFailure } from '../policy/image-pull.ts';
+import { ENV_WITH_IMAGE, CODES, describeStop, explainRestart, isImagePullFailure, restartOfContainerAt, type Code, type ContainerRole, type Decision, type IgnoreCode } from '../policy/index.ts';
 import { containerStatus } from './containers.ts';
 import type { Situation } from './situation.ts';
 import type { CrrView, PodReading, PodStory, StopMeans } from './types.ts';

@@ -3,7 +3,9 @@
 // itself; logger, config and health above it; kube and tls, the Kubernetes client and the
 // certificates, above those; then the components (watcher, webhook, status, lint), which never
 // import one another; serve composes the components; cli is on top and nothing imports it.
-// Type-only and dynamic imports count like the others.
+// Type-only and dynamic imports count like the others. Inside the components, the webhook's
+// admission handlers import no other handler, and the webhook and the watcher are each at most
+// four floors deep; and no two files under src/, nor two exported types, share a name.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import t from 'tap';
@@ -135,4 +137,79 @@ t.test('the checks find what they look for', async (t) => {
   t.strictSame(cycles(bad), [['src/serve.ts', 'src/cli.ts', 'src/serve.ts']]);
   t.strictSame(cycles(new Map([['a', ['b']], ['b', []]])), []);
   t.throws(() => layerOf('src/elsewhere/new.ts'), /is in no layer/);
+});
+
+/** The admission handlers: each turns an AdmissionRequest into an answer, and none imports another. */
+const HANDLERS = ['src/webhook/validate.ts', 'src/webhook/mutate.ts'];
+
+/** The longest chain of imports between the files of `dir` (A imports B imports C: three floors). */
+function deepestChain(graph: Map<string, string[]>, dir: string): string[] {
+  const inside = (file: string) => file.startsWith(dir) && !file.slice(dir.length).includes('/');
+  const chains = new Map<string, string[]>();
+  const chainFrom = (file: string): string[] => {
+    const known = chains.get(file);
+    if (known) return known;
+    chains.set(file, [file]); // a cycle, failed above, ends here
+    const below = (graph.get(file) ?? []).filter(inside).map(chainFrom);
+    const longest = [file, ...below.reduce((a, b) => (b.length > a.length ? b : a), [])];
+    chains.set(file, longest);
+    return longest;
+  };
+  return [...graph.keys()].filter(inside).map(chainFrom).reduce((a, b) => (b.length > a.length ? b : a), []);
+}
+
+/** Names that two or more of `entries` ([name, where]) carry, with where. */
+function sharedNames(entries: ReadonlyArray<[string, string]>): string[] {
+  const where = new Map<string, string[]>();
+  for (const [name, place] of entries) where.set(name, [...(where.get(name) ?? []), place]);
+  return [...where].filter(([, places]) => places.length > 1).map(([name, places]) => `${name}: ${places.join(', ')}`);
+}
+
+/** The types, interfaces, classes and enums each file exports, as [name, file]. */
+function exportedTypes(files: readonly string[], read: (file: string) => string): Array<[string, string]> {
+  return files.flatMap((file) => {
+    const source = ts.createSourceFile(file, read(file), ts.ScriptTarget.Latest);
+    return source.statements.flatMap((statement): Array<[string, string]> => {
+      const exported = ts.canHaveModifiers(statement) && ts.getModifiers(statement)?.some((modifier) => modifier.kind === ts.SyntaxKind.ExportKeyword);
+      const typed = ts.isInterfaceDeclaration(statement) || ts.isTypeAliasDeclaration(statement) || ts.isClassDeclaration(statement) || ts.isEnumDeclaration(statement);
+      return exported && typed && statement.name ? [[statement.name.text, file]] : [];
+    });
+  });
+}
+
+t.test('no admission handler imports another', async (t) => {
+  for (const handler of HANDLERS) t.ok(files.includes(handler), `${handler} exists`);
+  const sideways = HANDLERS.flatMap((handler) => (graph.get(handler) ?? []).filter((imported) => HANDLERS.includes(imported)).map((imported) => `${handler} imports ${imported}`));
+  t.strictSame(sideways, []);
+});
+
+t.test('the webhook and the watcher are each at most four floors deep', async (t) => {
+  for (const dir of ['src/webhook/', 'src/watcher/']) {
+    const chain = deepestChain(graph, dir);
+    t.ok(chain.length >= 2 && chain.length <= 4, `${dir}: ${chain.length} floors (${chain.join(' -> ')})`);
+  }
+});
+
+t.test('no two files under src/ share a name', async (t) => {
+  t.strictSame(sharedNames(files.map((file) => [file.split('/').at(-1)!, file])), []);
+});
+
+t.test('no two exported types share a name', async (t) => {
+  const types = exportedTypes(files, (file) => readFileSync(join(root, file), 'utf8'));
+  t.ok(types.length > 100, `${types.length} exported types read`);
+  t.strictSame(sharedNames(types), []);
+});
+
+t.test('the name and depth checks find what they look for', async (t) => {
+  const deep = new Map([
+    ['src/webhook/a.ts', ['src/webhook/b.ts', 'src/policy/x.ts']],
+    ['src/webhook/b.ts', ['src/webhook/c.ts']],
+    ['src/webhook/c.ts', ['src/webhook/d.ts']],
+    ['src/webhook/d.ts', ['src/webhook/e.ts']],
+    ['src/webhook/e.ts', []],
+  ]);
+  t.strictSame(deepestChain(deep, 'src/webhook/'), ['src/webhook/a.ts', 'src/webhook/b.ts', 'src/webhook/c.ts', 'src/webhook/d.ts', 'src/webhook/e.ts']);
+  t.strictSame(sharedNames([['metrics.ts', 'src/watcher/metrics.ts'], ['metrics.ts', 'src/webhook/metrics.ts'], ['cli.ts', 'src/cli.ts']]), ['metrics.ts: src/watcher/metrics.ts, src/webhook/metrics.ts']);
+  const read = (file: string) => (file === 'a.ts' ? 'export interface Action { x: 1 }\nexport type Step = 1;\ninterface Local {}\n' : 'export class Action {}\nexport const Step = 2;\n');
+  t.strictSame(sharedNames(exportedTypes(['a.ts', 'b.ts'], read)), ['Action: a.ts, b.ts']);
 });
