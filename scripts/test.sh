@@ -5,7 +5,8 @@
 #                             the coverage floors (scripts/coverage-floor.ts).
 #   scripts/test.sh --unit    (make test-unit, npm run test:unit) the inner loop: every test that
 #                             needs no control plane, no Go and no download, i.e. all but test/e2e,
-#                             test/chart and the CLI on other Node.js lines.
+#                             test/chart and the CLI on other Node.js lines, save two stress runs
+#                             (unit_loop says which; UNIT_STRESS=1 keeps them).
 #   scripts/test.sh FILE...   (npm test -- FILE...) these test files, after the type-check; the
 #                             control plane is built only when one of them needs it.
 set -euo pipefail
@@ -13,24 +14,80 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"
 start=$SECONDS
 
+# Incremental: a second run re-checks only what changed (its state is kept in node_modules/.cache).
+typecheck() { tsc -p tsconfig.json --noEmit --incremental --tsBuildInfoFile node_modules/.cache/sidecar-terminator/tsbuildinfo; }
+
+# tap closes each run with a line such as `# { total: 12, pass: 10, fail: 1, skip: 1 }`: the sum of
+# `what` (pass, fail, skip) over the runs logged in these files.
+count() {
+  local what=$1 sum=0 log n
+  shift
+  for log in "$@"; do
+    n=$(grep -E '^# \{ total: [0-9]+' "$log" | tail -n 1 | grep -oE "$what: [0-9]+" | grep -oE '[0-9]+' || echo 0)
+    sum=$((sum + n))
+  done
+  echo "$sum"
+}
+
+# The inner loop. Each test file runs once: those of test/policy and test/watcher with the coverage
+# their floor needs, the type-check beside them; then the others without coverage (each test
+# process starts faster), alone, for some of them answer against a deadline.
+unit_loop() {
+  # Fewer fuzz cases than make test's 3,000 keep the loop short; FUZZ_CASES still wins.
+  export FUZZ_CASES="${FUZZ_CASES:-1000}"
+  # .taprc's jobs fit the end-to-end files (a control plane each); unit test files take a core each.
+  local jobs="${UNIT_JOBS:-$(nproc)}"
+  # Left to make test, with the end-to-end suite: the CLI on each Node.js line downloads those
+  # releases (150 MB the first time); test/webhook/growth.test.ts times every hostile body shape at
+  # three sizes, several times over, and adversarial.test.ts's test of every shape at the API server's
+  # 3 MiB limit judges each on every endpoint: over a minute of CPU each, most of the loop's time
+  # (that test is named to tap to leave out; the other tests of the file stay).
+  local excluded=(--exclude 'test/{e2e,chart}/**' --exclude 'test/cli/node-lines.test.ts')
+  local stress=()
+  if [ -z "${UNIT_STRESS:-}" ]; then
+    excluded+=(--exclude 'test/webhook/growth.test.ts')
+    stress=(--grep '^every shape of hostile body at the API server limit' --invert)
+  fi
+  local covered=(test/policy/*.test.ts test/watcher/*.test.ts)
+  local checked policy_log others_log
+  checked=$(mktemp) policy_log=$(mktemp) others_log=$(mktemp)
+  trap 'rm -f "$checked" "$policy_log" "$others_log"' EXIT
+
+  typecheck >"$checked" 2>&1 &
+  local checking=$!
+
+  echo "== tests (node $(node --version)), $jobs at a time"
+  set +e
+  # The same rule as make test's, so that a branch of src/policy without its test fails here first.
+  echo "-- test/policy and test/watcher, with coverage: every branch of src/policy, by its unit tests (scripts/coverage-floor.ts says why); the type-check meanwhile"
+  tap --jobs "$jobs" --coverage-report=json-summary "$@" "${covered[@]}" 2>&1 | tee "$policy_log"
+  local status=${PIPESTATUS[0]}
+  node scripts/coverage-floor.ts policy || status=1
+  echo "-- type-check (tsc --noEmit)"
+  wait "$checking" || status=1
+  cat "$checked"
+  echo "-- the other unit tests"
+  tap --jobs "$jobs" --disable-coverage "${excluded[@]}" --exclude 'test/{policy,watcher}/**' "${stress[@]}" "$@" 2>&1 | tee "$others_log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  set -e
+
+  echo "unit tests: $((SECONDS - start)) s, type-check included"
+  echo "tests: $(count pass "$policy_log" "$others_log") passed, $(count fail "$policy_log" "$others_log") failed, $(count skip "$policy_log" "$others_log") skipped"
+  exit "$status"
+}
+
 mode=all
 tap_args=()
 if [ "${1:-}" = "--unit" ]; then
-  mode=unit
   shift
-  # Fewer fuzz cases than make test's 3,000 keep the loop short; FUZZ_CASES still wins.
-  export FUZZ_CASES="${FUZZ_CASES:-1000}"
-  # Coverage is make test's business; without it each test process starts faster. The CLI on
-  # each Node.js line downloads those releases (150 MB the first time): make test's business too.
-  tap_args=(--exclude 'test/{e2e,chart}/**' --exclude 'test/cli/node-lines.test.ts' --disable-coverage "$@")
+  unit_loop "$@"
 elif [ $# -gt 0 ]; then
   mode=files
   tap_args=("$@")
 fi
 
 echo "== type-check (tsc --noEmit)"
-# Incremental: a second run re-checks only what changed (its state is kept in node_modules/.cache).
-tsc -p tsconfig.json --noEmit --incremental --tsBuildInfoFile node_modules/.cache/sidecar-terminator/tsbuildinfo
+typecheck
 
 if [ "$mode" = all ]; then
   echo "== lint (eslint, no warning allowed)"
@@ -62,17 +119,12 @@ if [ "$mode" = all ] && [ "$status" -eq 0 ]; then
   tap report json-summary >/dev/null && node scripts/coverage-floor.ts whole
   status=$?
 fi
-# The inner loop holds src/policy to the same rule as make test (about 30 s), so that a branch
-# without its test fails here first.
+# Every branch of src/policy, measured by their own unit tests alone (unit_loop does the same).
 if [ "$mode" != files ] && [ "$status" -eq 0 ]; then
   echo "== coverage: every branch of src/policy, by its unit tests (scripts/coverage-floor.ts says why)"
   tap --coverage-report=json-summary test/policy/*.test.ts test/watcher/*.test.ts >/dev/null && node scripts/coverage-floor.ts policy || status=1
 fi
 set -e
 
-# tap closes with a line such as `# { total: 12, pass: 10, fail: 1, skip: 1 }`.
-summary=$(grep -E '^# \{ total: [0-9]+' "$log" | tail -n 1 || true)
-count() { echo "$summary" | grep -oE "$1: [0-9]+" | grep -oE '[0-9]+' || echo 0; }
-[ "$mode" = unit ] && echo "unit tests: $((SECONDS - start)) s, type-check included"
-echo "tests: $(count pass) passed, $(count fail) failed, $(count skip) skipped"
+echo "tests: $(count pass "$log") passed, $(count fail "$log") failed, $(count skip "$log") skipped"
 exit "$status"
