@@ -4,7 +4,6 @@
 // review.ts alone wraps the answer's response in an AdmissionReview carrying the request's uid,
 // so no response can go out without it.
 import { isRecord, type ControllerReference, type EnforcementMode, type OldKubelet, type PodMutatingWebhook } from '../policy/index.ts';
-import type { JsonPatchOperation } from './json-patch.ts';
 
 export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
 export const OPERATIONS = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] as const;
@@ -135,8 +134,14 @@ export function denied(message: string, options: AnswerOptions = {}): Answer {
   return answer({ allowed: false, status: { code: 422, reason: 'Invalid', message } }, options);
 }
 
+/** One operation of an RFC 6902 JSON Patch, as the answer carries it; diff() in json-patch.ts makes them. */
+interface PatchOperation {
+  op: string;
+  path: string;
+}
+
 /** Allowed with these changes; no operations means no patch at all (the API server needs none). */
-export function patched(operations: readonly JsonPatchOperation[], options: AnswerOptions = {}): Answer {
+export function patched(operations: readonly PatchOperation[], options: AnswerOptions = {}): Answer {
   if (operations.length === 0) return allowed(options);
   const patch = Buffer.from(JSON.stringify(operations)).toString('base64');
   return answer({ allowed: true, patchType: 'JSONPatch', patch }, options);

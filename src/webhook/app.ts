@@ -12,10 +12,11 @@ import { WEBHOOK_TIMEOUT_SECONDS } from '../config.ts';
 import { secureContextOptions } from '../tls/secure-context.ts';
 import { clip } from '../policy/index.ts';
 import { errored, type AdmissionHandler, type AdmissionSettings } from './admission.ts';
+import type { Judgement } from './judgement.ts';
 import { createAdmissionMetrics, type AdmissionMetrics } from './metrics.ts';
 import { OFFLOAD_BODY_BYTES, Offload, ReviewExpired, WorkerFailure } from './offload.ts';
 import type { OwnerEventRecorder } from './owner-events.ts';
-import { HANDLERS, judge, review, type Judgement } from './review.ts';
+import { HANDLERS, judge, review } from './review.ts';
 import { ADMISSION_ENDPOINTS, type AdmissionEndpoint } from './routes.ts';
 
 export interface AppOptions extends AdmissionSettings {

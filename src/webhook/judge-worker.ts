@@ -2,18 +2,8 @@
 // away from the event loop that answers probes and the other reviews.
 import { getPriority, setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
-import type { AdmissionSettings } from './admission.ts';
-import type { AdmissionEndpoint } from './routes.ts';
+import type { JudgeReply, JudgeTask } from './offload.ts';
 import { HANDLERS, judge, review } from './review.ts';
-
-export interface JudgeTask {
-  id: number;
-  endpoint: AdmissionEndpoint;
-  body: Uint8Array;
-  settings: AdmissionSettings;
-  /** Epoch ms after which the API server no longer waits for the answer: the body is not judged. */
-  deadline: number;
-}
 
 // This thread alone at a lower CPU priority (Linux sets a thread's own nice value), so that the
 // event loop gets the cores first: a stream of large bodies slows the large bodies only. In a
@@ -31,9 +21,11 @@ try {
   // Not allowed here: the worker keeps the process's priority.
 }
 
+const reply = (message: JudgeReply, transfer: ArrayBuffer[] = []) => parentPort!.postMessage(message, transfer);
+
 parentPort?.on('message', ({ id, endpoint, body, settings, deadline }: JudgeTask) => {
   if (Date.now() > deadline) {
-    parentPort!.postMessage({ id, expired: true });
+    reply({ id, expired: true });
     return;
   }
   try {
@@ -41,8 +33,8 @@ parentPort?.on('message', ({ id, endpoint, body, settings, deadline }: JudgeTask
     const { answer } = judgement;
     // The answer serialized here, and its bytes moved, not copied, to the event loop's thread.
     const payload = new TextEncoder().encode(JSON.stringify(review(judgement.uid, answer)));
-    parentPort!.postMessage({ id, judgement: { ...judgement, answer: { ...answer, response: { ...answer.response, patch: undefined } } }, payload }, [payload.buffer]);
+    reply({ id, judgement: { ...judgement, answer: { ...answer, response: { ...answer.response, patch: undefined } } }, payload }, [payload.buffer]);
   } catch (error) {
-    parentPort!.postMessage({ id, failure: error instanceof Error ? error.message : String(error) });
+    reply({ id, failure: error instanceof Error ? error.message : String(error) });
   }
 });

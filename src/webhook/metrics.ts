@@ -1,13 +1,11 @@
 // Prometheus metrics of the admission endpoints, plus prom-client's default process metrics.
 import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
 import { MIGRATION_RESULTS, type MigrationResult } from './admission.ts';
+import { ADMISSION_RESULTS, type AdmissionResult } from './judgement.ts';
 import { ADMISSION_ENDPOINTS, type AdmissionEndpoint } from './routes.ts';
 
 /** Kept for the importers outside src/webhook/ until they import it from routes.ts. */
 export type { AdmissionEndpoint } from './routes.ts';
-
-export const ADMISSION_RESULTS = ['allowed', 'denied', 'patched', 'error'] as const;
-export type AdmissionResult = (typeof ADMISSION_RESULTS)[number];
 
 export interface AdmissionMetrics {
   observe(endpoint: AdmissionEndpoint, result: AdmissionResult, seconds: number): void;

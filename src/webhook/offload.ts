@@ -5,9 +5,27 @@
 // the webhook (the review gets a 413, the next large one a new worker).
 import { Worker } from 'node:worker_threads';
 import type { AdmissionSettings } from './admission.ts';
-import type { JudgeTask } from './judge-worker.ts';
+import type { Judgement } from './judgement.ts';
 import type { AdmissionEndpoint } from './routes.ts';
-import type { Judgement } from './review.ts';
+
+/** A body for the worker (judge-worker.ts) to judge. */
+export interface JudgeTask {
+  id: number;
+  endpoint: AdmissionEndpoint;
+  body: Uint8Array;
+  settings: AdmissionSettings;
+  /** Epoch ms after which the API server no longer waits for the answer: the body is not judged. */
+  deadline: number;
+}
+
+/** The worker's reply to a task: its judgement with the answer serialized (payload), or why there is none. */
+export interface JudgeReply {
+  id: number;
+  judgement?: Judgement;
+  payload?: Uint8Array;
+  failure?: string;
+  expired?: true;
+}
 
 /**
  * Bodies larger than this go to the worker. Below it, parsing and judging take a millisecond or
@@ -87,7 +105,7 @@ export class Offload {
     const script = new URL(import.meta.url.endsWith('.ts') ? './judge-worker.ts' : './judge-worker.js', import.meta.url);
     // Without the parent's --import hooks (a test runner's), which would keep it alive.
     const worker = new Worker(script, { execArgv: [], resourceLimits: WORKER_HEAP });
-    worker.on('message', ({ id, judgement, payload, failure, expired }: { id: number; judgement?: Judgement; payload?: Uint8Array; failure?: string; expired?: true }) => {
+    worker.on('message', ({ id, judgement, payload, failure, expired }: JudgeReply) => {
       const pending = this.pending.get(id);
       this.pending.delete(id);
       if (this.pending.size === 0) {

@@ -5,9 +5,9 @@
 // plain data, and carries the log fields, clipped.
 import { clip, isRecord } from '../policy/index.ts';
 import { ADMISSION_API_VERSION, errored, type AdmissionHandler, type AdmissionRequest, type AdmissionReview, type AdmissionSettings, type Answer } from './admission.ts';
-import type { AdmissionResult } from './metrics.ts';
-import type { AdmissionEndpoint } from './routes.ts';
+import type { AdmissionResult, Judgement, RequestContext } from './judgement.ts';
 import { mutate, mutateNativeSidecars } from './mutate.ts';
+import type { AdmissionEndpoint } from './routes.ts';
 import { BodyError, checkReview, parseJsonBody } from './schema.ts';
 import { validate } from './validate.ts';
 
@@ -16,34 +16,6 @@ export const HANDLERS: Record<AdmissionEndpoint, AdmissionHandler> = {
   mutate,
   'native-sidecars': mutateNativeSidecars,
 };
-
-/** The fields of the log line that come from the body, each clipped. */
-export interface RequestContext {
-  namespace?: string;
-  name?: string;
-  operation?: string;
-  kind?: string;
-  dryRun: boolean;
-}
-
-/** One request's answer, and what to count and log about it. */
-export interface Judgement {
-  /** The HTTP status: 413 only for a body too large to read, 503 for one that waited past its deadline (app.ts). */
-  status: 200 | 400 | 413 | 500 | 503;
-  result: AdmissionResult;
-  /** The request's uid, whole: the answer must carry it as sent (the log clips it). */
-  uid: string;
-  answer: Answer;
-  context: RequestContext;
-  /** Why the handler failed (a 500), for the log; never part of the answer. */
-  failure?: { message: string; stack?: string };
-  /**
-   * The answer, already serialized, from the worker thread: a patch for a large pod is megabytes,
-   * which would take the event loop milliseconds to copy and serialize. The answer then comes
-   * without its patch, for the log.
-   */
-  payload?: Buffer;
-}
 
 /** Parses and checks the body, then runs the handler. */
 export function judge(body: Uint8Array | string, handler: AdmissionHandler, settings: AdmissionSettings): Judgement {
