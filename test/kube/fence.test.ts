@@ -54,7 +54,7 @@ function fakeAdmission(existing: Record<string, string> = {}) {
     if (!resourceVersion) throw apiError(404, `"${name}" not found`);
     return { metadata: { name, resourceVersion } };
   };
-  const written = ({ body }: { body: V1ValidatingAdmissionPolicy }) => body;
+  const written = <Body>({ body }: { body: Body }) => body;
   admission
     .handle('readValidatingAdmissionPolicy', read)
     .handle('readValidatingAdmissionPolicyBinding', read)
