@@ -58,7 +58,7 @@ interface Invocation {
   env: Env;
   io: CliIO;
   /** Writes `text` to stdout; returns exit code 0. */
-  print(text: string): number;
+  print: (text: string) => number;
 }
 
 /** A command of the CLI, from which its dispatch, the usage and `help COMMAND` are derived. */

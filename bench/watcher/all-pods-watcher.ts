@@ -19,7 +19,7 @@ import { loadKubeConfig } from '../../src/kube/client.ts';
 import { CONDITION_REASONS, EVENT_REASONS, TERMINATED_CONDITION, classifyContainers, decide } from '../../src/policy/index.ts';
 import { createCrr } from '../../src/watcher/crr.ts';
 import { servedCrrVersion } from '../../src/kube/discovery.ts';
-import { EventRecorder } from '../../src/watcher/events.ts';
+import { EventRecorder } from '../../src/watcher/event-recorder.ts';
 import { PodWriter } from '../../src/watcher/pod-writes.ts';
 import { WorkQueue } from '../../src/watcher/queue.ts';
 import { PodReflector, podKey } from '../../src/watcher/reflector.ts';

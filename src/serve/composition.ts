@@ -40,7 +40,7 @@ export function compose(config: ServeConfig): { logger: PinoLogger; components: 
 async function startWatcher({ config, kubeConfig, namespace, logger, metrics, readinessChecks }: Context): Promise<Stop> {
   const [{ Watcher }, { WatcherMetrics }, { exponentialBackoff }, { LeaderElector }, { fencedKubeConfig }, { excludedNamespaces }] = await Promise.all([
     import('../watcher/watcher.ts'),
-    import('../watcher/metrics.ts'),
+    import('../watcher/watcher-metrics.ts'),
     import('../watcher/retries.ts'),
     import('../kube/leader-election.ts'),
     import('../kube/fenced-client.ts'),

@@ -15,7 +15,7 @@ import { issuedSource, mountedSource, type CertificateSource, type Trust } from 
 import { directoryStore } from '../tls/store.ts';
 import { UsageError } from '../usage-error.ts';
 import { buildApp } from '../webhook/app.ts';
-import { registerCertificateExpiry } from '../webhook/metrics.ts';
+import { registerCertificateExpiry } from '../webhook/admission-metrics.ts';
 import { OwnerEventRecorder } from '../webhook/owner-events.ts';
 import { parseListenAddress, type Context } from './context.ts';
 import { Drain, type Stop } from './lifecycle.ts';

@@ -16,7 +16,7 @@ import { isApiError } from '../kube/api-errors.ts';
 import { servedCrrVersion } from '../kube/discovery.ts';
 import { COMPONENT, CRR, DONE, IN_FLIGHT_FIELD_SELECTOR, MANAGED, MANAGED_LABEL, WEBHOOK_NAMES } from '../policy/index.ts';
 import { iso } from './readings.ts';
-import type { CrrView, Readable, WebhookView } from './types.ts';
+import type { CrrView, Readable, WebhookView } from './story-types.ts';
 
 /** The cluster cannot be read for the pods themselves: status exits 3 with this message. */
 export class ClusterError extends Error {}

@@ -11,7 +11,7 @@ import { ClusterError, ClusterReader, type Scope } from './cluster.ts';
 import { EXIT, type StatusFlags } from './flags.ts';
 import { limitsNote, renderList, renderStory } from './render.ts';
 import { podStory } from './story.ts';
-import type { PodStory, Readable } from './types.ts';
+import type { PodStory, Readable } from './story-types.ts';
 
 export interface StatusIO {
   stdout: { write(text: string): unknown };

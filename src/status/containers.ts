@@ -3,7 +3,7 @@
 import type { CoreV1Event, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { CRR, markerEntries, setsOwnRestartPolicy, stopRoute, type ContainerRole } from '../policy/index.ts';
 import { eventCode, iso, optional } from './readings.ts';
-import type { ContainerStory, CrrView, PodStory, StopMeans } from './types.ts';
+import type { ContainerStory, CrrView, PodStory, StopMeans } from './story-types.ts';
 
 /** What stops a sidecar on its node: the route, and for a kill the mechanism the objects show, `kill` while none does. */
 export function stopMeansOf(role: ContainerRole, nodeKind: PodStory['nodeKind'], pod: V1Pod, events: CoreV1Event[], crr: CrrView | undefined): StopMeans {

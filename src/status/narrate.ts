@@ -3,7 +3,7 @@ import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { ENV_WITH_IMAGE, CODES, describeStop, explainRestart, isImagePullFailure, restartOfContainerAt, type Code, type ContainerRole, type Decision, type IgnoreCode } from '../policy/index.ts';
 import { containerStatus } from './containers.ts';
 import type { Situation } from './situation.ts';
-import type { CrrView, PodReading, PodStory, StopMeans } from './types.ts';
+import type { CrrView, PodReading, PodStory, StopMeans } from './story-types.ts';
 
 export interface Narration {
   waitingFor?: string;

@@ -3,7 +3,7 @@
 import { stringify } from 'yaml';
 import { MANAGED_LABEL } from '../policy/index.ts';
 import type { StatusOutput } from './flags.ts';
-import type { PodStory, StopMeans } from './types.ts';
+import type { PodStory, StopMeans } from './story-types.ts';
 
 export interface PodList {
   items: PodStory[];

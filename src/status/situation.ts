@@ -4,7 +4,7 @@
 import type { CoreV1Event } from '@kubernetes/client-node';
 import { DONE, decide, endsFromOutside, waitsOnMains, type Code, type Decision, type IgnoreCode } from '../policy/index.ts';
 import { eventCode, eventTime, finishedAt, iso, latest } from './readings.ts';
-import type { PodReading, PodStoryState } from './types.ts';
+import type { PodReading, PodStoryState } from './story-types.ts';
 
 export type Situation =
   /** Every sidecar has stopped; `failedBy`: the watcher's event saying a stopped sidecar's exit code failed the pod. */

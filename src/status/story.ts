@@ -12,11 +12,11 @@ import { narrate } from './narrate.ts';
 import { eventCode, eventTime, optional, sortByTime } from './readings.ts';
 import { sinceOf, situationOf, stateOf } from './situation.ts';
 import { timelineOf } from './timeline.ts';
-import type { PodFacts, PodReading, PodStory } from './types.ts';
+import type { PodFacts, PodReading, PodStory } from './story-types.ts';
 import { unmanagedStory } from './unmanaged.ts';
 
 // The story's shapes, for those that hold one.
-export type * from './types.ts';
+export type * from './story-types.ts';
 
 export function podStory(facts: PodFacts): PodStory {
   const reading = readPod(facts);

@@ -3,7 +3,7 @@
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { DONE, MANAGED_LABEL, TERMINATED_CONDITION, describeStopRecord, exitCodesByName, readStopRecord, type ContainerRole } from '../policy/index.ts';
 import { eventTime, finishedAt, iso, latest, optional } from './readings.ts';
-import type { CrrView, TimelineEntry } from './types.ts';
+import type { CrrView, TimelineEntry } from './story-types.ts';
 
 export function timelineOf(pod: V1Pod, events: CoreV1Event[], crr: CrrView | undefined, roles: ContainerRole[]): TimelineEntry[] {
   const entries = [

@@ -10,7 +10,7 @@ import {
   strippedNativeSidecars,
 } from '../policy/index.ts';
 import { RULES } from '../policy/rules.ts';
-import type { PodFacts, PodStory } from './types.ts';
+import type { PodFacts, PodStory } from './story-types.ts';
 
 export function unmanagedStory(story: PodStory, facts: PodFacts): PodStory {
   const annotations = facts.pod.metadata?.annotations ?? {};

@@ -75,10 +75,11 @@ export function mountedSource(dir: string, options: { checkIntervalMs: number; c
     },
     current: served.current,
     ready: served.ready,
-    storedCaBundle: async () => served.current().caBundle,
+    storedCaBundle: () => Promise.resolve(served.current().caBundle),
     serveRenewals: (server) => mounted.watch((bundle) => served.swap(server, bundle)),
-    async stop() {
+    stop() {
       mounted.stop();
+      return Promise.resolve();
     },
   };
 }

@@ -23,8 +23,8 @@ import {
 } from '../policy/index.ts';
 import { apiErrorMessage, isApiError } from '../kube/api-errors.ts';
 import { createCrr } from './crr.ts';
-import { EventRecorder } from './events.ts';
-import type { WatcherMetrics } from './metrics.ts';
+import { EventRecorder } from './event-recorder.ts';
+import type { WatcherMetrics } from './watcher-metrics.ts';
 import { freshMemory, type PodMemory } from './pod-memory.ts';
 import { PodChanged, PodWriter } from './pod-writes.ts';
 import { REFUSED_FIRST_RETRY_MS, REFUSED_RETRY_MS, isRefusal } from './retries.ts';

@@ -8,7 +8,7 @@ import { isApiError } from '../kube/api-errors.ts';
 import type { Logger } from '../logger.ts';
 import { CODES, killMechanismFor, planStop, rolesOf, type ClusterKillMechanism, type ContainerRole, type StopSettings } from '../policy/index.ts';
 import type { Executor } from './executor.ts';
-import type { NodeLookup } from './nodes.ts';
+import type { NodeLookup } from './node-lookup.ts';
 import { PodMemories, type PodMemory } from './pod-memory.ts';
 import { Refused, isRefusal } from './retries.ts';
 

@@ -9,11 +9,11 @@ import { sidecarsPendingSince, signalUserNote, type KillMechanism, type SignalSe
 import { readServerVersion } from '../kube/server-version.ts';
 import { KILL_MECHANISM_CHANGED } from '../policy/index.ts';
 import type { ClusterKillMechanism } from '../policy/index.ts';
-import { KillMechanismFollower } from './discovery.ts';
-import { EventRecorder } from './events.ts';
+import { KillMechanismFollower } from './kill-mechanism-follower.ts';
+import { EventRecorder } from './event-recorder.ts';
 import { Executor, type EndedPod } from './executor.ts';
-import type { WatcherMetrics } from './metrics.ts';
-import { NodeLookup } from './nodes.ts';
+import type { WatcherMetrics } from './watcher-metrics.ts';
+import { NodeLookup } from './node-lookup.ts';
 import { PodCache } from './pod-cache.ts';
 import { PodMemories } from './pod-memory.ts';
 import { WorkQueue } from './queue.ts';

@@ -13,7 +13,7 @@ import { secureContextOptions } from '../tls/secure-context.ts';
 import { clip } from '../policy/index.ts';
 import { errored, type AdmissionHandler, type AdmissionSettings } from './admission.ts';
 import type { Judgement } from './judgement.ts';
-import { createAdmissionMetrics, type AdmissionMetrics } from './metrics.ts';
+import { createAdmissionMetrics, type AdmissionMetrics } from './admission-metrics.ts';
 import { OFFLOAD_BODY_BYTES, Offload, ReviewExpired, WorkerFailure } from './offload.ts';
 import type { OwnerEventRecorder } from './owner-events.ts';
 import { HANDLERS, judge, review } from './review.ts';

@@ -6,10 +6,10 @@
 import { clip, isRecord } from '../policy/index.ts';
 import { ADMISSION_API_VERSION, errored, type AdmissionHandler, type AdmissionRequest, type AdmissionReview, type AdmissionSettings, type Answer } from './admission.ts';
 import type { AdmissionResult, Judgement, RequestContext } from './judgement.ts';
-import { mutate, mutateNativeSidecars } from './mutate.ts';
+import { mutate, mutateNativeSidecars } from './mutating-handlers.ts';
 import type { AdmissionEndpoint } from './routes.ts';
 import { BodyError, checkReview, parseJsonBody } from './schema.ts';
-import { validate } from './validate.ts';
+import { validate } from './validating-handler.ts';
 
 export const HANDLERS: Record<AdmissionEndpoint, AdmissionHandler> = {
   validate,

@@ -119,7 +119,7 @@ t.test('the checks find what they look for', async (t) => {
     ['src/logger.ts', ['src/kube/client.ts']],
     ['src/kube/fence-rules.ts', ['src/watcher/crr.ts', 'src/webhook/owner-events.ts', 'src/tls/store.ts']],
     ['src/tls/secret-store.ts', ['src/status/cluster.ts']],
-    ['src/status/cluster.ts', ['src/watcher/discovery.ts']],
+    ['src/status/cluster.ts', ['src/watcher/kill-mechanism-follower.ts']],
     ['src/watcher/watcher.ts', ['src/serve/composition.ts']],
     ['src/serve.ts', ['src/cli.ts']],
     ['src/cli.ts', ['src/serve.ts']],
@@ -130,7 +130,7 @@ t.test('the checks find what they look for', async (t) => {
     'src/kube/fence-rules.ts (kube) imports src/watcher/crr.ts (watcher): an upward edge',
     'src/kube/fence-rules.ts (kube) imports src/webhook/owner-events.ts (webhook): an upward edge',
     'src/tls/secret-store.ts (tls) imports src/status/cluster.ts (status): an upward edge',
-    'src/status/cluster.ts (status) imports src/watcher/discovery.ts (watcher): components import no other component',
+    'src/status/cluster.ts (status) imports src/watcher/kill-mechanism-follower.ts (watcher): components import no other component',
     'src/watcher/watcher.ts (watcher) imports src/serve/composition.ts (serve): an upward edge',
     'src/serve.ts (serve) imports src/cli.ts (cli): an upward edge',
   ]);
@@ -140,7 +140,7 @@ t.test('the checks find what they look for', async (t) => {
 });
 
 /** The admission handlers: each turns an AdmissionRequest into an answer, and none imports another. */
-const HANDLERS = ['src/webhook/validate.ts', 'src/webhook/mutate.ts'];
+const HANDLERS = ['src/webhook/validating-handler.ts', 'src/webhook/mutating-handlers.ts'];
 
 /** The longest chain of imports between the files of `dir` (A imports B imports C: three floors). */
 function deepestChain(graph: Map<string, string[]>, dir: string): string[] {
@@ -209,7 +209,7 @@ t.test('the name and depth checks find what they look for', async (t) => {
     ['src/webhook/e.ts', []],
   ]);
   t.strictSame(deepestChain(deep, 'src/webhook/'), ['src/webhook/a.ts', 'src/webhook/b.ts', 'src/webhook/c.ts', 'src/webhook/d.ts', 'src/webhook/e.ts']);
-  t.strictSame(sharedNames([['metrics.ts', 'src/watcher/metrics.ts'], ['metrics.ts', 'src/webhook/metrics.ts'], ['cli.ts', 'src/cli.ts']]), ['metrics.ts: src/watcher/metrics.ts, src/webhook/metrics.ts']);
+  t.strictSame(sharedNames([['metrics.ts', 'src/watcher/watcher-metrics.ts'], ['metrics.ts', 'src/webhook/admission-metrics.ts'], ['cli.ts', 'src/cli.ts']]), ['metrics.ts: src/watcher/watcher-metrics.ts, src/webhook/admission-metrics.ts']);
   const read = (file: string) => (file === 'a.ts' ? 'export interface Action { x: 1 }\nexport type Step = 1;\ninterface Local {}\n' : 'export class Action {}\nexport const Step = 2;\n');
   t.strictSame(sharedNames(exportedTypes(['a.ts', 'b.ts'], read)), ['Action: a.ts, b.ts']);
 });

@@ -74,7 +74,7 @@ const CALLS: Record<string, Call> = {
   patchNamespacedPodStatus: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/status')], why: 'the terminal phase with the SidecarTerminated condition; that condition while a quick-exit image cannot be pulled, and with the stop record once the pod has ended' },
   patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal container: the signal mechanism, and HTTP stop methods with either' },
   createNamespacedEvent: {
-    sites: ['src/watcher/events.ts', 'src/webhook/owner-events.ts'],
+    sites: ['src/watcher/event-recorder.ts', 'src/webhook/owner-events.ts'],
     needs: [
       pods('create', 'events'),
       // KillMechanismChanged on the watcher's Lease, when the kill mechanism follows the cluster.
@@ -96,7 +96,7 @@ const CALLS: Record<string, Call> = {
     why: 'the namespaces --namespace-labels selects, where the sweeper labels pods',
     when: (config) => config.namespaceLabels.length > 0 && config.sweepInterval > 0,
   },
-  readNode: { sites: ['src/watcher/nodes.ts', 'src/status/cluster.ts'], needs: [{ group: '', resource: 'nodes', verb: 'get', scope: 'cluster' }], why: 'virtual-kubelet label or taint' },
+  readNode: { sites: ['src/watcher/node-lookup.ts', 'src/status/cluster.ts'], needs: [{ group: '', resource: 'nodes', verb: 'get', scope: 'cluster' }], why: 'virtual-kubelet label or taint' },
   getAPIVersions: { sites: ['src/kube/discovery.ts'], needs: [], why: 'is apps.kruise.io served?', when: usesCrr, notGranted: DISCOVERY },
   getAPIResources: { sites: ['src/kube/discovery.ts'], needs: [], why: 'does it serve containerrecreaterequests?', when: usesCrr, notGranted: DISCOVERY },
   createNamespacedLease: {

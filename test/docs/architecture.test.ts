@@ -1,6 +1,7 @@
 // docs/ARCHITECTURE.md against the code: its table of parts names every directory and file at the
-// top of src/, each file it names inside a part exists there, and its list of commands is the one
-// the CLI prints and accepts.
+// top of src/ and every file inside each part, each file it names inside a part exists there, its
+// walk from a watch event to a stop request takes at most eight steps through files that exist,
+// and its list of commands is the one the CLI prints and accepts.
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
@@ -29,6 +30,29 @@ t.test('each file a part names is in that part', async (t) => {
     }
   }
   t.ok(files > 30, `${files} files named`);
+});
+
+t.test('every file inside a part is named in its row', async (t) => {
+  const rows = tableRows(section(page, 'The parts and their one job each')).filter((row) => row.where !== undefined);
+  let files = 0;
+  for (const row of rows) {
+    const named = new Set(code(row['its one job']));
+    for (const dir of code(row.where).filter((path) => path.endsWith('/'))) {
+      for (const file of readdirSync(join(repoRoot, dir)).filter((name) => name.endsWith('.ts'))) {
+        files++;
+        t.ok(named.has(file), `${dir}${file} is named in the row of ${dir}`);
+      }
+    }
+  }
+  t.ok(files > 80, `${files} files`);
+});
+
+t.test('the walk from a watch event to a stop request: at most eight steps, through files that exist', async (t) => {
+  const steps = section(page, 'From a watch event to a stop request').split('\n').filter((line) => /^\d+\. /.test(line));
+  t.ok(steps.length >= 5 && steps.length <= 8, `${steps.length} steps`);
+  const paths = steps.flatMap((step) => code(step).filter((name) => name.startsWith('src/')));
+  t.ok(paths.length >= steps.length, `${paths.length} files named`);
+  for (const path of paths) t.ok(existsSync(join(repoRoot, path)), `${path} exists`);
 });
 
 t.test("the commands are the CLI's: each one it prints runs, and no other is listed", async (t) => {

@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { CONDITION_REASONS, MANAGED_LABEL, PHASE_SET_ANNOTATION, TERMINATED_CONDITION, planStop, retainedPod } from '../../src/policy/index.ts';
 import { Executor } from '../../src/watcher/executor.ts';
-import { WatcherMetrics } from '../../src/watcher/metrics.ts';
+import { WatcherMetrics } from '../../src/watcher/watcher-metrics.ts';
 import { PodChanged, PodWriter } from '../../src/watcher/pod-writes.ts';
 import { startControlPlane } from '../support/control-plane.ts';
 import { imageSidecar, killSidecar, main, normalNode } from '../support/pods.ts';

@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { planStop, type Plan, type StopSettings } from '../../src/policy/index.ts';
 import { Executor, type EndReport } from '../../src/watcher/executor.ts';
-import { WatcherMetrics } from '../../src/watcher/metrics.ts';
+import { WatcherMetrics } from '../../src/watcher/watcher-metrics.ts';
 import { PodMemories } from '../../src/watcher/pod-memory.ts';
 import { MAINS_FINISHED_AT, ignoreExitCodeSidecar, jobPod, killSidecar, main, normalNode } from '../support/pods.ts';
 

@@ -5,12 +5,12 @@ import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import type { Plan } from '../../src/policy/index.ts';
-import { NodeLookup } from '../../src/watcher/nodes.ts';
+import { NodeLookup } from '../../src/watcher/node-lookup.ts';
 import { PodMemories } from '../../src/watcher/pod-memory.ts';
 import { AFTER_POD_CHANGED_MS, Reconciler } from '../../src/watcher/reconciler.ts';
 import { Refused, isRefusal } from '../../src/watcher/retries.ts';
 import { Registry } from 'prom-client';
-import { WatcherMetrics } from '../../src/watcher/metrics.ts';
+import { WatcherMetrics } from '../../src/watcher/watcher-metrics.ts';
 import { fakeCoreV1Api, fakeCustomObjectsApi } from '../support/fake-kube.ts';
 import { containerStatus, jobPod, killSidecar, main, normalNode } from '../support/pods.ts';
 
@@ -116,7 +116,7 @@ t.test("a reconcile computes the pod's container roles once, and hands them to e
     logger: pino({ level: 'silent' }),
   });
   await reconciler.reconcile('default/job-abc');
-  t.match(custom.requests('createNamespacedCustomObject').map((request) => request.body), [{ kind: 'ContainerRecreateRequest', spec: { containers: [{ name: 'proxy' }, { name: 'sql' }] } }], 'stopped with the kill mechanism policy chose from the cluster: one ContainerRecreateRequest');
+  t.match(custom.requests('createNamespacedCustomObject').map((request) => request.body as unknown), [{ kind: 'ContainerRecreateRequest', spec: { containers: [{ name: 'proxy' }, { name: 'sql' }] } }], 'stopped with the kill mechanism policy chose from the cluster: one ContainerRecreateRequest');
   t.equal(computed, 1, 'the roles were computed once');
 });
 

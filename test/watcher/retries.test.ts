@@ -7,7 +7,7 @@ import { Registry } from 'prom-client';
 import type { Plan } from '../../src/policy/index.ts';
 import { Executor } from '../../src/watcher/executor.ts';
 import { freshMemory } from '../../src/watcher/pod-memory.ts';
-import { WatcherMetrics } from '../../src/watcher/metrics.ts';
+import { WatcherMetrics } from '../../src/watcher/watcher-metrics.ts';
 import { DEFAULT_BACKOFF, REFUSED_FIRST_RETRY_MS, REFUSED_RETRY_MS, isRefusal, retryDelay } from '../../src/watcher/retries.ts';
 import { apiError as statusError, fakeCoreV1Api, fakeCustomObjectsApi } from '../support/fake-kube.ts';
 import { jobPod, killSidecar, main } from '../support/pods.ts';

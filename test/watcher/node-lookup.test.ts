@@ -2,7 +2,7 @@
 // and looked up again next time; a lookup that fails throws (the queue retries) and is not kept.
 import t from 'tap';
 import type { V1Node } from '@kubernetes/client-node';
-import { NODE_CACHE_SIZE, NodeLookup } from '../../src/watcher/nodes.ts';
+import { NODE_CACHE_SIZE, NodeLookup } from '../../src/watcher/node-lookup.ts';
 import { apiError, fakeCoreV1Api } from '../support/fake-kube.ts';
 
 t.test('a node that does not exist is missing, and is looked up again', async (t) => {

@@ -1,8 +1,8 @@
-// What the cluster offers for a kill, followed while the watcher runs (src/watcher/discovery.ts):
+// What the cluster offers for a kill, followed while the watcher runs (src/watcher/kill-mechanism-follower.ts):
 // which nodes a kruise-daemon serves, said once and then only when it changes.
 import t from 'tap';
 import type { ClusterKillMechanism } from '../../src/policy/index.ts';
-import { KillMechanismFollower } from '../../src/watcher/discovery.ts';
+import { KillMechanismFollower } from '../../src/watcher/kill-mechanism-follower.ts';
 import { capturingLogger } from '../support/logger.ts';
 
 /** A follower whose cluster answers `answers` in turn (the last one repeats), checked every few ms. */

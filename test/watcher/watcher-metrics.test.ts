@@ -3,8 +3,8 @@
 // following the watcher that runs.
 import t from 'tap';
 import { Registry } from 'prom-client';
-import { ACTION_RESULTS, MECHANISMS, WatcherMetrics } from '../../src/watcher/metrics.ts';
-import { registerCertificateExpiry } from '../../src/webhook/metrics.ts';
+import { ACTION_RESULTS, MECHANISMS, WatcherMetrics } from '../../src/watcher/watcher-metrics.ts';
+import { registerCertificateExpiry } from '../../src/webhook/admission-metrics.ts';
 
 async function samples(registry: Registry, name: string): Promise<Array<{ labels: Partial<Record<string, string | number>>; value: number }>> {
   const metric = registry.getSingleMetric(name);
