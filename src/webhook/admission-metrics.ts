@@ -4,9 +4,6 @@ import { MIGRATION_RESULTS, type MigrationResult } from './admission.ts';
 import { ADMISSION_RESULTS, type AdmissionResult } from './judgement.ts';
 import { ADMISSION_ENDPOINTS, type AdmissionEndpoint } from './routes.ts';
 
-/** Kept for the importers outside src/webhook/ until they import it from routes.ts. */
-export type { AdmissionEndpoint } from './routes.ts';
-
 export interface AdmissionMetrics {
   observe(endpoint: AdmissionEndpoint, result: AdmissionResult, seconds: number): void;
   migration(result: MigrationResult): void;

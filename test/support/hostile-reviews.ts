@@ -4,7 +4,7 @@
 // 3 MiB request limit. The adversarial tests, the growth test and the hostile-review benchmark
 // all build their bodies here.
 import { ENV_IGNORE_EXIT_CODE, ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, MIGRATED_ANNOTATION, POD_ANNOTATIONS } from '../../src/policy/index.ts';
-import type { AdmissionEndpoint } from '../../src/webhook/admission-metrics.ts';
+import type { AdmissionEndpoint } from '../../src/webhook/routes.ts';
 import { podReview } from './reviews.ts';
 
 /** kube-apiserver refuses request bodies larger than this (its --max-request-bytes default is for etcd; the HTTP body limit is 3 MiB). */
