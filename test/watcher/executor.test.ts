@@ -3,13 +3,14 @@
 // the pod is in the watch: a request that completes after the pod has left, or a reconcile that
 // starts as it leaves, keeps nothing.
 import t from 'tap';
-import type { BatchV1Api, CoreV1Api, CustomObjectsApi, V1Pod, V1PodCondition } from '@kubernetes/client-node';
+import type { V1Pod, V1PodCondition } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { planStop, type Plan, type StopSettings } from '../../src/policy/index.ts';
 import { Executor, type EndReport } from '../../src/watcher/executor.ts';
 import { WatcherMetrics } from '../../src/watcher/watcher-metrics.ts';
 import { PodMemories } from '../../src/watcher/pod-memory.ts';
+import { apiError, fakeBatchV1Api, fakeCoreV1Api, fakeCustomObjectsApi } from '../support/fake-kube.ts';
 import { MAINS_FINISHED_AT, ignoreExitCodeSidecar, jobPod, killSidecar, main, normalNode } from '../support/pods.ts';
 
 const log = pino({ level: 'silent' });
@@ -39,15 +40,13 @@ function executorWith() {
   const events: string[] = [];
   let release: () => void = () => {};
   let crrs = 0;
-  const core = { createNamespacedEvent: async ({ body }: { body: { message?: string } }) => (events.push(body.message ?? ''), body) } as unknown as CoreV1Api;
-  const custom = {
-    createNamespacedCustomObject: async () => {
-      crrs++;
-      await new Promise<void>((resolve) => (release = resolve));
-      return {};
-    },
-  } as unknown as CustomObjectsApi;
-  const executor = new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
+  const core = fakeCoreV1Api().handle('createNamespacedEvent', ({ body }) => (events.push(body.message ?? ''), body));
+  const custom = fakeCustomObjectsApi().handle('createNamespacedCustomObject', async () => {
+    crrs++;
+    await new Promise<void>((resolve) => (release = resolve));
+    return {};
+  });
+  const executor = new Executor({ core: core.api, custom: custom.api, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
   const watch = inWatch(executor, new PodMemories((pod) => watched.has(pod.metadata?.uid ?? '')));
   return { ...watch, watched, events, release: () => release(), crrs: () => crrs };
 }
@@ -116,9 +115,9 @@ t.test('1,000 pods through the watch leave nothing behind', async (t) => {
 t.test('the stop request does not wait for its event: both go at once', async (t) => {
   let eventCreated: () => void = () => {};
   let crrRequested = false;
-  const core = { createNamespacedEvent: () => new Promise<void>((resolve) => (eventCreated = resolve)) } as unknown as CoreV1Api;
-  const custom = { createNamespacedCustomObject: async () => ((crrRequested = true), {}) } as unknown as CustomObjectsApi;
-  const executor = new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
+  const core = fakeCoreV1Api().handle('createNamespacedEvent', ({ body }) => new Promise((resolve) => (eventCreated = () => resolve(body))));
+  const custom = fakeCustomObjectsApi().handle('createNamespacedCustomObject', () => ((crrRequested = true), {}));
+  const executor = new Executor({ core: core.api, custom: custom.api, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
   const running = executor.execute(podWithUid('d'), crrPlan, log);
   await new Promise((resolve) => setImmediate(resolve));
   t.ok(crrRequested, 'the ContainerRecreateRequest is requested while the event is still being created');
@@ -132,15 +131,13 @@ t.test('the stop request does not wait for its event: both go at once', async (t
 
 t.test("a successor announces a stop its predecessor requested but did not announce; the event's name makes it one event", async (t) => {
   const names: string[] = [];
-  const core = {
-    createNamespacedEvent: async ({ body }: { body: { metadata: { name: string } } }) => {
-      if (names.includes(body.metadata.name)) throw Object.assign(new Error('AlreadyExists'), { code: 409, body: '{"reason":"AlreadyExists"}' });
-      names.push(body.metadata.name);
-      return body;
-    },
-  } as unknown as CoreV1Api;
-  const custom = { createNamespacedCustomObject: async () => ({}) } as unknown as CustomObjectsApi;
-  const executorOf = () => new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
+  const core = fakeCoreV1Api().handle('createNamespacedEvent', ({ body }) => {
+    if (names.includes(body.metadata.name!)) throw apiError(409, 'AlreadyExists', 'AlreadyExists');
+    names.push(body.metadata.name!);
+    return body;
+  });
+  const custom = fakeCustomObjectsApi().handle('createNamespacedCustomObject', () => ({}));
+  const executorOf = () => new Executor({ core: core.api, custom: custom.api, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
   const pod = podWithUid('e');
   // The requests are made already (a signal container runs): the plan only says which sidecars are stopping.
   const inProgress: Plan = { code: 'mains-done', stopping: ['proxy (SIGTERM)'], steps: [] };
@@ -156,9 +153,9 @@ t.test('the event that announces a stop fails while the stop request is in fligh
   process.on('unhandledRejection', onUnhandled);
   t.teardown(() => process.off('unhandledRejection', onUnhandled));
   let release: (error: Error) => void = () => {};
-  const core = { createNamespacedEvent: async () => Promise.reject(new TypeError('fetch failed')) } as unknown as CoreV1Api;
-  const custom = { createNamespacedCustomObject: () => new Promise((_resolve, reject) => (release = reject)) } as unknown as CustomObjectsApi;
-  const executor = new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
+  const core = fakeCoreV1Api().handle('createNamespacedEvent', () => Promise.reject(new TypeError('fetch failed')));
+  const custom = fakeCustomObjectsApi().handle('createNamespacedCustomObject', () => new Promise((_resolve, reject) => (release = reject)));
+  const executor = new Executor({ core: core.api, custom: custom.api, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
   const running = executor.execute(podWithUid('d'), crrPlan, log);
   // The event's failure settles first, while the request waits; then the turns in which an unhandled rejection is reported.
   await new Promise((resolve) => setTimeout(resolve, 20));
@@ -169,9 +166,9 @@ t.test('the event that announces a stop fails while the stop request is in fligh
 });
 
 t.test('the event that announces a stop fails and the request succeeds: the reconcile fails, so the event is tried again', async (t) => {
-  const core = { createNamespacedEvent: async () => Promise.reject(new TypeError('fetch failed')) } as unknown as CoreV1Api;
-  const custom = { createNamespacedCustomObject: async () => ({}) } as unknown as CustomObjectsApi;
-  const executor = new Executor({ core, custom, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
+  const core = fakeCoreV1Api().handle('createNamespacedEvent', () => Promise.reject(new TypeError('fetch failed')));
+  const custom = fakeCustomObjectsApi().handle('createNamespacedCustomObject', () => ({}));
+  const executor = new Executor({ core: core.api, custom: custom.api, crrVersion: 'v1alpha1', metrics: new WatcherMetrics(new Registry()) });
   await t.rejects(executor.execute(podWithUid('e'), crrPlan, log), { message: 'fetch failed' });
 });
 
@@ -183,13 +180,14 @@ function finished(report: EndReport | undefined): Extract<EndReport, { record: u
 
 /** The status patches of a fake API server, applied to `pod` as it would apply them (the conditions only). */
 function withStatusPatch(pod: () => V1Pod | 404, set: (pod: V1Pod) => void, patches: unknown[][]) {
-  return async ({ body }: { body: Array<{ op: string; path: string; value: unknown }> }) => {
+  return ({ body }: { body: unknown }): V1Pod => {
     const current = pod();
-    if (current === 404) throw Object.assign(new Error('not found'), { code: 404 });
-    patches.push(body);
+    if (current === 404) throw apiError(404);
+    const operations = body as Array<{ op: string; path: string; value: unknown }>;
+    patches.push(operations);
     const next = structuredClone(current);
     next.status ??= {};
-    for (const { op, path, value } of body) {
+    for (const { op, path, value } of operations) {
       if (path === '/status/conditions') next.status.conditions = value as V1PodCondition[];
       else if (path === '/status/conditions/-') next.status.conditions!.push(value as V1PodCondition);
       else if (path.startsWith('/status/conditions/') && op === 'replace') next.status.conditions![Number(path.split('/').at(-1))] = value as V1PodCondition;
@@ -203,19 +201,18 @@ t.test('a pod whose sidecars were told to stop is read once it has left: its sto
   const ended = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 0 }, { phase: 'Succeeded' });
   let current: V1Pod | 404 = ended;
   const patches: unknown[][] = [];
-  const core = {
-    createNamespacedEvent: async ({ body }: { body: unknown }) => body,
-    readNamespacedPod: async () => {
-      if (current === 404) throw Object.assign(new Error('not found'), { code: 404 });
+  const core = fakeCoreV1Api()
+    .handle('createNamespacedEvent', ({ body }) => body)
+    .handle('readNamespacedPod', () => {
+      if (current === 404) throw apiError(404);
       return current;
-    },
-    patchNamespacedPodStatus: withStatusPatch(() => current, (next) => (current = next), patches),
-  } as unknown as CoreV1Api;
+    })
+    .handle('patchNamespacedPodStatus', withStatusPatch(() => current, (next) => (current = next), patches)).api;
   const registry = new Registry();
   const metrics = new WatcherMetrics(registry);
   const running = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
   const crr: Plan = { code: 'mains-done', stopping: ['proxy (ContainerRecreateRequest)'], steps: [{ type: 'create-crr', containers: ['proxy'] }] };
-  const created = { createNamespacedCustomObject: async () => ({}) } as unknown as CustomObjectsApi;
+  const created = fakeCustomObjectsApi().handle('createNamespacedCustomObject', () => ({})).api;
   const withCrr = new Executor({ core, custom: created, crrVersion: 'v1alpha1', metrics });
   const watch = inWatch(withCrr);
   await watch.run(running, crr);
@@ -242,14 +239,13 @@ t.test('the stop record is written again over a pod that changed meanwhile (the 
   let current: V1Pod = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 0 }, { phase: 'Succeeded' });
   let conflicts = 0;
   const apply = withStatusPatch(() => current, (next) => (current = next), []);
-  const core = {
-    readNamespacedPod: async () => current,
-    patchNamespacedPodStatus: async (request: Parameters<typeof apply>[0]) => {
-      if (conflicts-- > 0) throw Object.assign(new Error('conflict'), { code: 409 });
+  const core = fakeCoreV1Api()
+    .handle('readNamespacedPod', () => current)
+    .handle('patchNamespacedPodStatus', (request) => {
+      if (conflicts-- > 0) throw apiError(409);
       return apply(request);
-    },
-  } as unknown as CoreV1Api;
-  const executor = new Executor({ core, custom: {} as CustomObjectsApi, crrVersion: undefined, metrics: new WatcherMetrics(new Registry()) });
+    }).api;
+  const executor = new Executor({ core, custom: fakeCustomObjectsApi().api, crrVersion: undefined, metrics: new WatcherMetrics(new Registry()) });
   conflicts = 2;
   t.ok(finished(await executor.reportEnded({ pod: current, leftAt: 0, crr: () => [] }))?.record, 'written at the third attempt');
   current = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 0 }, { phase: 'Succeeded' });
@@ -259,11 +255,10 @@ t.test('the stop record is written again over a pod that changed meanwhile (the 
 
 t.test('a pod moved to its phase while its sidecar still runs: the record waits for the kubelet to kill it, up to its grace period and a minute', async (t) => {
   let current: V1Pod = jobPod([main(), ignoreExitCodeSidecar('proxy')], { main: 0, proxy: 'running' }, { phase: 'Succeeded', spec: { terminationGracePeriodSeconds: 10 } });
-  const core = {
-    readNamespacedPod: async () => current,
-    patchNamespacedPodStatus: withStatusPatch(() => current, (next) => (current = next), []),
-  } as unknown as CoreV1Api;
-  const executor = new Executor({ core, custom: {} as CustomObjectsApi, crrVersion: undefined, metrics: new WatcherMetrics(new Registry()) });
+  const core = fakeCoreV1Api()
+    .handle('readNamespacedPod', () => current)
+    .handle('patchNamespacedPodStatus', withStatusPatch(() => current, (next) => (current = next), [])).api;
+  const executor = new Executor({ core, custom: fakeCustomObjectsApi().api, crrVersion: undefined, metrics: new WatcherMetrics(new Registry()) });
   // It left the watch 80 s after its main containers finished (a sidecar ended from outside after its grace period).
   const leftAt = MAINS_FINISHED_AT + 80_000;
   const ended = { pod: current, leftAt, crr: () => [] };
@@ -278,21 +273,18 @@ t.test("a pod whose stopped sidecar's exit code failed it is read once it has le
   const events: Array<{ reason?: string; action?: string; message?: string; related?: unknown }> = [];
   let current: V1Pod | 404 = ended;
   let job: object | 403 = { metadata: { name: 'job', uid: 'job-uid' }, spec: { podFailurePolicy: { rules: [{ action: 'FailJob', onExitCodes: { operator: 'In', values: [143] } }] } } };
-  const core = {
-    createNamespacedEvent: async ({ body }: { body: (typeof events)[number] }) => (events.push(body), body),
-    readNamespacedPod: async () => {
-      if (current === 404) throw Object.assign(new Error('not found'), { code: 404 });
+  const core = fakeCoreV1Api()
+    .handle('createNamespacedEvent', ({ body }) => (events.push(body), body))
+    .handle('readNamespacedPod', () => {
+      if (current === 404) throw apiError(404);
       return current;
-    },
-    patchNamespacedPodStatus: withStatusPatch(() => current, (next) => (current = next), []),
-  } as unknown as CoreV1Api;
-  const batch = {
-    readNamespacedJob: async () => {
-      if (job === 403) throw Object.assign(new Error('forbidden'), { code: 403 });
-      return job;
-    },
-  } as unknown as BatchV1Api;
-  const executor = new Executor({ core, batch, custom: {} as CustomObjectsApi, crrVersion: undefined, metrics: new WatcherMetrics(new Registry()) });
+    })
+    .handle('patchNamespacedPodStatus', withStatusPatch(() => current, (next) => (current = next), [])).api;
+  const batch = fakeBatchV1Api().handle('readNamespacedJob', () => {
+    if (job === 403) throw apiError(403);
+    return job;
+  }).api;
+  const executor = new Executor({ core, batch, custom: fakeCustomObjectsApi().api, crrVersion: undefined, metrics: new WatcherMetrics(new Registry()) });
   const running = jobPod([main(), killSidecar('proxy')], { main: 0, proxy: 'running' });
   const signal: Plan = { code: 'mains-done', stopping: ['proxy (SIGTERM)'], steps: [] };
   const watch = inWatch(executor);
