@@ -68,7 +68,7 @@ export class FakeApi<T extends object> {
     const methods = new Set(Object.getOwnPropertyNames(Api.prototype));
     // Only the real class's methods are there (code that probes for others finds nothing), each
     // answering from the script.
-    this.api = new Proxy(Object.create(Api.prototype) as T, {
+    this.api = new Proxy(Object.create(Api.prototype as object) as T, {
       get: (target, property, receiver) => {
         if (typeof property !== 'string' || !methods.has(property) || property === 'constructor') return Reflect.get(target, property, receiver);
         return (request: unknown, options?: unknown) => this.call(Api.name, { method: property, request, options });
