@@ -26,12 +26,15 @@ export function diff(original: unknown, mutated: unknown, path = ''): JsonPatchO
   }
   const operations: JsonPatchOperation[] = [];
   const pathOf = (key: string) => `${path}/${escapePointerSegment(key)}`;
+  // A key set to undefined is absent, as in the JSON the patch is sent as.
+  const has = (object: Record<string, unknown>, key: string) => Object.hasOwn(object, key) && object[key] !== undefined;
   for (const key of Object.keys(original)) {
-    if (Object.hasOwn(mutated, key)) operations.push(...diff(original[key], mutated[key], pathOf(key)));
+    if (!has(original, key)) continue;
+    if (has(mutated, key)) operations.push(...diff(original[key], mutated[key], pathOf(key)));
     else operations.push({ op: 'remove', path: pathOf(key) });
   }
   for (const key of Object.keys(mutated)) {
-    if (!Object.hasOwn(original, key)) operations.push({ op: 'add', path: pathOf(key), value: mutated[key] });
+    if (has(mutated, key) && !has(original, key)) operations.push({ op: 'add', path: pathOf(key), value: mutated[key] });
   }
   return operations;
 }

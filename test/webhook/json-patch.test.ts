@@ -57,3 +57,10 @@ t.test('escapePointerSegment leaves plain keys alone and escapes what looks like
   t.equal(escapePointerSegment('//'), '~1~1');
   t.equal(escapePointerSegment(''), '');
 });
+
+t.test('a key set to undefined is absent, as in the JSON sent: removed, never replaced or added without a value', async (t) => {
+  t.same(diff({ a: 1, b: 2 }, { a: undefined, b: 2 }), [{ op: 'remove', path: '/a' }], 'a value set to undefined: removed');
+  t.same(diff({ a: 1 }, { a: 1, b: undefined }), [], 'a new key set to undefined: nothing added');
+  t.same(diff({ a: undefined }, { a: 1 }), [{ op: 'add', path: '/a', value: 1 }], 'a key that was undefined: added');
+  t.same(diff({ a: undefined }, {}), [], 'undefined before and gone after: nothing');
+});
