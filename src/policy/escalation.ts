@@ -129,7 +129,13 @@ export function endFromOutside(planning: Planning, draft: Draft, role: Container
   if (setsPhase(draft)) return warning(draft, code, `${cause}; ending it from outside: the pod's phase is set from its main containers, and the kubelet kills what still runs`, eventKey('phase'));
   const codes = exitCodesByName(pod);
   const next = phaseOfMains(planning.mains.map((main) => codes.get(main.name)));
-  const why = failure ? `its quick-exit image ${image} cannot run (${failure.reason})` : role.hasCommand ? 'no quick-exit image can run in its place (it sets command)' : 'no quick-exit image is configured';
+  const why = failure
+    ? `its quick-exit image ${image} cannot run (${failure.reason})`
+    : image !== undefined
+      ? `its quick-exit image ${image} is not in --quick-exit-image-allowlist`
+      : role.hasCommand
+        ? 'no quick-exit image can run in its place (it sets command)'
+        : 'no quick-exit image is configured';
   const message = `${PHASE_SET}${next}: the main containers are done, and sidecar ${sidecar} is ended by the kubelet (${why})`;
   const warned = warning(draft, code, `${cause}; ending it from outside: ${why}, so the pod's phase is set to ${next} from its main containers, and the kubelet kills what still runs`, eventKey('phase'));
   const phased = withSteps(warned, { type: 'escalate-phase', phase: next, condition: { status: 'True', reason: CONDITION_REASONS.stopping, message } });

@@ -2,7 +2,7 @@
 // `action` field, where kubectl and `status` read it. One event per pod and key (by default its
 // reason and message): a reconcile that runs again does not repeat it, nor does a restarted
 // watcher (the event's name is derived from the key).
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { CoreV1Api, V1ObjectReference, V1Pod } from '@kubernetes/client-node';
 import { isApiError } from '../kube/api-errors.ts';
 import { eventBody, type EventType } from '../kube/events.ts';
@@ -51,9 +51,13 @@ export class EventRecorder {
     return created;
   }
 
-  /** A Normal event on the watcher's own Lease (the kill mechanism followed the cluster): each one is news, so none is kept back. */
+  /**
+   * A Normal event on the watcher's own Lease (the kill mechanism followed the cluster): each one
+   * is news, so none is kept back, and each has a name of its own (two in one millisecond too).
+   */
   async recordOnLease(lease: { namespace: string; name: string }, reason: string, message: string): Promise<void> {
     const involvedObject = { kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', ...lease };
-    await this.core.createNamespacedEvent({ namespace: lease.namespace, body: eventBody(`${lease.name}.${Date.now().toString(16)}`, involvedObject, 'Normal', reason, message) });
+    const name = `${lease.name}.${Date.now().toString(16)}${randomBytes(4).toString('hex')}`;
+    await this.core.createNamespacedEvent({ namespace: lease.namespace, body: eventBody(name, involvedObject, 'Normal', reason, message) });
   }
 }

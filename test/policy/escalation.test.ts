@@ -55,6 +55,8 @@ t.test('endFromOutside: an own quick-exit image outside the allowlist is not wri
   const ended = endFromOutside(plan, EMPTY_DRAFT, roleOf(plan), 'signal-failed', 'cause');
   t.match(stepOf(ended, 'escalate-phase'), { phase: 'Succeeded' });
   t.notOk(ended.steps.some((step) => step.type === 'escalate-image' && step.image === QUICK_EXIT), 'its own image is never put in its place');
+  t.match(warnings(ended)[0]?.message, `its quick-exit image ${QUICK_EXIT} is not in --quick-exit-image-allowlist, so the pod's phase is set`, 'and the warning says why');
+  t.notMatch(warnings(ended)[0]?.message, /no quick-exit image is configured/);
   const configured = planning(podWith(), { quickExitImageAllowlist: ['registry.example.com/other:*'] });
   t.same(stepOf(endFromOutside(configured, EMPTY_DRAFT, roleOf(configured), 'signal-failed', 'cause'), 'escalate-image')?.image, CONFIGURED, "the configured image is the operator's own: the allowlist of pods' images does not apply to it");
 });

@@ -96,4 +96,5 @@ t.test('recordOnLease: a Normal event on the Lease, each one recorded', async (t
   t.equal(core.calls.length, 2, 'the same words twice: two events');
   t.same(core.requests('createNamespacedEvent').map((request) => request.namespace), [lease.namespace, lease.namespace]);
   t.match(bodies()[0], { type: 'Normal', reason: 'KillMechanismChanged', message: 'crr to signal', involvedObject: { kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', ...lease }, metadata: { name: /^sidecar-terminator-watcher\./ } });
+  t.not(bodies()[0]?.metadata?.name, bodies()[1]?.metadata?.name, 'each with a name of its own, even within one millisecond');
 });
