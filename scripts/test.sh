@@ -67,7 +67,11 @@ unit_loop() {
   wait "$checking" || status=1
   cat "$checked"
   echo "-- the other unit tests"
-  tap --jobs "$jobs" --disable-coverage "${excluded[@]}" --exclude 'test/{policy,watcher}/**' "${stress[@]}" "$@" 2>&1 | tee "$others_log"
+  # Most of a unit test file's time is Node starting and compiling its imports (client-node alone
+  # takes a second): V8's code, cached on disk, saves a fifth of that. Not under coverage, which
+  # compiles for itself.
+  NODE_COMPILE_CACHE="$PWD/node_modules/.cache/sidecar-terminator/compile" \
+    tap --jobs "$jobs" --disable-coverage "${excluded[@]}" --exclude 'test/{policy,watcher}/**' "${stress[@]}" "$@" 2>&1 | tee "$others_log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   set -e
 
