@@ -100,7 +100,10 @@ export class LeaderElector {
   private endTermAtDeadline(onStopped: () => void): void {
     clearTimeout(this.deadlineTimer);
     this.deadlineTimer = setTimeout(() => {
-      if (!this.leading || Date.now() < this.leadingUntil) return;
+      if (!this.leading) return;
+      // Timers run on the event loop's clock, which can be a millisecond behind Date.now(): a timer
+      // that fires just before the deadline is armed again, or the term would never end.
+      if (Date.now() < this.leadingUntil) return this.endTermAtDeadline(onStopped);
       this.leading = false;
       this.options.logger.warn(
         { lease: this.options.name, renewDeadlineMs: this.options.renewDeadlineMs },
