@@ -194,7 +194,7 @@ t.test('whileLeader: stop() during the retries of a start ends them at once', as
   await settle();
   const begun = Date.now();
   await leading.stop();
-  t.ok(Date.now() - begun < 1000, 'not waiting out the backoff');
+  t.ok(Date.now() - begun < 5000, `not waiting out the backoff of 10 s (${Date.now() - begun} ms)`);
   t.equal(services.created(), 1);
   t.same(electorCalls, ['elector stop']);
 });
@@ -228,7 +228,7 @@ t.test('Drain: draining from the moment stop begins; the server keeps listening 
   t.equal(drain.draining(), false, 'not draining before stop');
   const stopped = drain.stop(app);
   t.equal(drain.draining(), true, 'draining at once: /readyz fails and answers close their connections');
-  await sleep(30);
+  await new Promise((resolve) => setImmediate(resolve));
   t.same(events, [], 'still listening during the drain');
   await stopped;
   t.same(events.map((each) => each.event), ['close']);
