@@ -9,7 +9,7 @@ import { sidecarsPendingSince, signalUserNote, type KillMechanism, type SignalSe
 import { readServerVersion } from '../kube/server-version.ts';
 import { KILL_MECHANISM_CHANGED } from '../policy/index.ts';
 import type { ClusterKillMechanism } from '../policy/index.ts';
-import { KillMechanismFollower } from './kill-mechanism-follower.ts';
+import { KillMechanismFollower, type resolveKillMechanism } from './kill-mechanism-follower.ts';
 import { EventRecorder } from './event-recorder.ts';
 import { Executor, type EndedPod } from './executor.ts';
 import type { WatcherMetrics } from './watcher-metrics.ts';
@@ -19,7 +19,7 @@ import { PodMemories } from './pod-memory.ts';
 import { WorkQueue } from './queue.ts';
 import { Reconciler } from './reconciler.ts';
 import { Refused, isRefusal, retryDelay } from './retries.ts';
-import { podKey } from './reflector.ts';
+import { podKey, type PodListWatch } from './reflector.ts';
 import { Sweeper } from './sweeper.ts';
 
 export interface WatcherOptions {
@@ -48,6 +48,19 @@ export interface WatcherOptions {
   quickExitImageAllowlist: readonly string[];
   /** --quick-exit-image: what ends a sidecar still running after its grace period. */
   quickExitImage: string;
+  /** The API clients the watcher's requests go through; made from kubeConfig when unset. */
+  clients?: WatcherClients;
+  /** How the pod cache lists and watches; through kubeConfig when unset. */
+  listWatch?: PodListWatch;
+  /** How the kill mechanism is read from the cluster; resolveKillMechanism, through kubeConfig, when unset. */
+  resolveKillMechanism?: typeof resolveKillMechanism;
+}
+
+/** The clients of the watcher's requests about pods, nodes, events, ContainerRecreateRequests and Jobs. */
+export interface WatcherClients {
+  core: CoreV1Api;
+  custom: CustomObjectsApi;
+  batch: BatchV1Api;
 }
 
 /** The watcher as serve runs it: started (once the kill mechanism is known, its parts are built and run), ready, stopped. */
@@ -69,6 +82,7 @@ export class Watcher {
       kruiseNamespace: options.kruiseNamespace,
       intervalMs: options.killMechanismCheckIntervalMs ?? 0,
       logger: options.logger,
+      resolve: options.resolveKillMechanism,
       onChange: (previous, next) => void this.announce(previous, next),
     }));
     const kill = await follower.start();
@@ -95,10 +109,10 @@ export class Watcher {
   private async announce(previous: ClusterKillMechanism, next: ClusterKillMechanism): Promise<void> {
     const served = next.mechanism === 'crr' ? `the cluster now serves apps.kruise.io/${next.crrVersion} ContainerRecreateRequest` : 'the cluster no longer serves apps.kruise.io ContainerRecreateRequest';
     const message = `kill mechanism ${previous.mechanism} -> ${next.mechanism}: ${served}; a pod whose sidecars were told to stop already finishes with the mechanism it began with`;
-    const { logger, lease, kubeConfig } = this.options;
+    const { logger, lease, kubeConfig, clients } = this.options;
     logger.info({ previous: previous.mechanism, killMechanism: next.mechanism }, message);
     if (!lease) return;
-    await new EventRecorder(kubeConfig.makeApiClient(CoreV1Api))
+    await new EventRecorder(clients?.core ?? kubeConfig.makeApiClient(CoreV1Api))
       .recordOnLease(lease, KILL_MECHANISM_CHANGED, message)
       .catch((error: unknown) => logger.warn({ err: error, lease }, 'could not record the change of kill mechanism as an event on the Lease'));
   }
@@ -136,10 +150,10 @@ class Controller {
   private stopped = false;
 
   constructor(options: WatcherOptions, kill: KillMechanismFollower) {
-    const { kubeConfig, logger, metrics } = options;
+    const { kubeConfig, logger, metrics, clients } = options;
     this.options = options;
-    this.core = kubeConfig.makeApiClient(CoreV1Api);
-    this.cache = new PodCache({ kubeConfig, namespaces: options.namespaces, logger }, {
+    this.core = clients?.core ?? kubeConfig.makeApiClient(CoreV1Api);
+    this.cache = new PodCache({ kubeConfig, namespaces: options.namespaces, logger, listWatch: options.listWatch }, {
       changed: (key) => this.queue.add(key),
       gone: (pod) => this.forget(pod),
       // The API server answers again: what failed meanwhile is retried now, not at the end of its backoff.
@@ -151,8 +165,8 @@ class Controller {
     this.memories = new PodMemories((pod) => this.cache.get(podKey(pod))?.metadata?.uid === pod.metadata?.uid);
     this.executor = new Executor({
       core: this.core,
-      custom: kubeConfig.makeApiClient(CustomObjectsApi),
-      batch: kubeConfig.makeApiClient(BatchV1Api),
+      custom: clients?.custom ?? kubeConfig.makeApiClient(CustomObjectsApi),
+      batch: clients?.batch ?? kubeConfig.makeApiClient(BatchV1Api),
       // Read at each request: the version served now.
       get crrVersion() {
         return kill.crrVersion;
