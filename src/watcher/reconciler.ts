@@ -9,7 +9,7 @@ import type { Logger } from '../logger.ts';
 import { CODES, killMechanismFor, planStop, rolesOf, type ClusterKillMechanism, type ContainerRole, type StopSettings } from '../policy/index.ts';
 import type { Executor } from './executor.ts';
 import type { NodeLookup } from './node-lookup.ts';
-import { PodMemories, type PodMemory } from './pod-memory.ts';
+import { freshMemory, type PodMemories, type PodMemory } from './pod-memory.ts';
 import { Refused, isRefusal } from './retries.ts';
 
 /** A reconcile's result: done (`{}`), or look at the pod again after `requeueAfterMs` even if it does not change. */
@@ -49,7 +49,7 @@ export class Reconciler {
   async reconcile(key: string): Promise<Result> {
     const pod = this.options.pods.get(key);
     if (!pod) return {};
-    const memory = this.options.memories?.of(pod) ?? new PodMemories().of(pod);
+    const memory = this.options.memories?.of(pod) ?? freshMemory();
     try {
       return await this.stop(pod, memory, this.options.logger.child({ pod: key, uid: pod.metadata?.uid }));
     } catch (error) {
