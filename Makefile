@@ -11,7 +11,8 @@ node_modules: package.json package-lock.json
 	@touch node_modules
 
 # Builds (once, then cached under ~/.cache/sidecar-terminator) etcd, kube-apiserver,
-# kube-controller-manager and kubectl for the end-to-end tests; prints the bin directory.
+# kube-controller-manager, kube-scheduler, kubectl, kubelet and kube-proxy for the end-to-end tests;
+# prints the bin directory.
 control-plane:
 	bash scripts/build-control-plane.sh
 
@@ -23,15 +24,17 @@ build: node_modules
 test: node_modules
 	npm test
 
-# The inner loop: every test that needs no control plane and no Go (under a minute), no lint.
+# The inner loop: every test that needs no control plane and no Go, no lint (its time:
+# docs/development.md, "The inner loop").
 test-unit: node_modules
 	npm run test:unit
 
 .PHONY: dev helm chart-test
 
-# A local demo (docs/getting-started.md): a real control plane, two real nodes (kubelet, containerd,
-# runc: a normal one and one registered as a virtual kubelet; the kubelet simulator plays them where
-# a real node cannot run) and sidecar-terminator serve registered with it; runs until Ctrl-C.
+# A local cluster (docs/getting-started.md): a real control plane, two real nodes (kubelet, containerd,
+# runc: a normal one and one registered as a virtual kubelet; only where a real node cannot run, not
+# root or no cgroups, the kubelet simulator plays them) and sidecar-terminator serve registered with
+# it; runs until Ctrl-C.
 dev: node_modules
 	bash scripts/build-control-plane.sh
 	node scripts/dev.ts
@@ -50,7 +53,7 @@ chart-test: node_modules
 # where admission time goes, and the watcher's burst latency and memory next to a watcher that
 # caches every pod, a rolling restart of the webhook under load, and the webhook under hostile
 # reviews and half-open connections (`make bench ONLY=hostile`). Reproduces every figure of
-# bench/README.md (about 35 minutes on two cores);
+# bench/README.md, which gives how long a run takes;
 # `make bench QUICK=1` is a short run that checks the harness (and that OpenKruise's controller
 # still builds and runs); `make bench ONLY=watcher,parity` runs some parts. Never part of `make test`.
 bench: node_modules
@@ -59,7 +62,8 @@ bench: node_modules
 .PHONY: test-matrix
 
 # The end-to-end suite (real node included) on Kubernetes 1.29, 1.33 and 1.37, each built once
-# into the cache; writes the table "Kubernetes versions" of docs/installation.md. Not part of `make test`.
+# into the cache; writes the table "Kubernetes versions" of docs/installation.md. On 1.29 the chart's
+# tests are skipped: its kubeVersion is >=1.30. Not part of `make test`.
 # `make test-matrix VERSIONS=v1.29.15` runs one version; the others keep their last result.
 test-matrix: node_modules
 	node scripts/test-matrix.ts $(VERSIONS)
