@@ -1,0 +1,274 @@
+// Prose that drifts from the code: each check reads the pages users read and fails with the page,
+// the line and the fix.
+//   - The Kubernetes releases the pages state: a range ends at the newest release the tests run
+//     (scripts/test-matrix.ts, scripts/versions.sh) and starts at the oldest, or, said of the
+//     chart, at its kubeVersion (Chart.yaml); so does every floor said of the chart.
+//   - The images: every image of the project the pages name is one a release publishes
+//     (scripts/build-images.ts), every list of them names them all, and the versions of install
+//     commands are the chart's.
+//   - Figures that recur (the cold build, the unit loop, make bench, CPU per pod, reviews a
+//     second) are stated on one page, their home, and linked from the others.
+//   - The sample output of docs/status-plugin.md is what scripts/status-sample.ts renders.
+// Links and anchors are test/docs/links.test.ts's.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import { parse } from 'yaml';
+import { ARCHITECTURES, PUBLISHED } from '../../scripts/build-images.ts';
+import { MATRIX } from '../../scripts/test-matrix.ts';
+import { IMAGE_REPOSITORY } from '../../src/policy/names.ts';
+import { markdownFiles, readDoc } from '../support/markdown.ts';
+import { paragraphs, proseOf } from '../support/prose.ts';
+import { repoRoot } from '../support/repo.ts';
+
+/** A page as the checks read it: its lines, fenced code blanked where a check reads prose only. */
+type Pages = Record<string, string>;
+
+/** The pages users read: the READMEs, docs/, the benchmarks, the changelog, and the chart's values with their comments. */
+function userPages(): Pages {
+  const files = markdownFiles().filter((file) => file === 'README.md' || file === 'CHANGELOG.md' || file === 'bench/README.md' || file === 'charts/sidecar-terminator/README.md' || /^docs\/[^/]+\.md$/.test(file));
+  return Object.fromEntries([...files, 'charts/sidecar-terminator/values.yaml'].map((file) => [file, readDoc(file)]));
+}
+
+/** Each sentence of each paragraph, with its line. Versions (1.30) and decimals do not end one. */
+function sentences(file: string, text: string): Array<{ sentence: string; line: number }> {
+  return paragraphs(proseOf(file, text)).flatMap((paragraph) => {
+    const found: Array<{ sentence: string; line: number }> = [];
+    let start = 0;
+    for (const end of [...paragraph.text.matchAll(/[.;!?](?=\s|$)/g)].map((m) => m.index + 1).concat(paragraph.text.length)) {
+      if (end > start) found.push({ sentence: paragraph.text.slice(start, end).trim(), line: paragraph.lineAt(start + (paragraph.text.slice(start).length - paragraph.text.slice(start).trimStart().length)) });
+      start = end;
+    }
+    return found.filter((s) => s.sentence !== '');
+  });
+}
+
+// --- Kubernetes releases ---------------------------------------------------------------------
+
+interface Releases {
+  /** Minor versions: the oldest and newest the version matrix runs, the default of the tests, the chart's floor. */
+  oldest: number;
+  newest: number;
+  tested: number;
+  chart: number;
+}
+
+const minor = (version: string) => Number(/^v?1\.(\d+)/.exec(version)?.[1]);
+
+function releases(): Releases {
+  const chart = parse(readDoc('charts/sidecar-terminator/Chart.yaml')) as { kubeVersion: string };
+  const pinned = /K8S_VERSION:=(v[\d.]+)/.exec(readFileSync(join(repoRoot, 'scripts/versions.sh'), 'utf8'))?.[1] ?? '';
+  return { oldest: minor(MATRIX[0]), newest: minor(MATRIX.at(-1)!), tested: minor(pinned), chart: minor(chart.kubeVersion.replace(/^>=\s*/, '')) };
+}
+
+/** What each page says of the releases that disagrees with `known`. */
+function releaseDrift(pages: Pages, known: Releases): string[] {
+  const problems: string[] = [];
+  const aboutChart = /\bchart\b|\bhelm\b|kubeVersion/i;
+  for (const [file, text] of Object.entries(pages)) {
+    for (const { sentence, line } of sentences(file, text)) {
+      const at = `${file}:${line}`;
+      for (const [range, from = '', to = ''] of sentence.matchAll(/Kubernetes v?1\.(\d+)(?:\.\d+)? (?:to|through|-|–) v?1\.(\d+)/g)) {
+        const start = aboutChart.test(sentence) ? known.chart : known.oldest;
+        const whose = aboutChart.test(sentence) ? "the chart's kubeVersion (charts/sidecar-terminator/Chart.yaml)" : 'the oldest release of the version matrix (scripts/test-matrix.ts)';
+        if (Number(from) !== start) problems.push(`${at}: "${range}" starts at 1.${from}, but ${whose} is 1.${start}; write "Kubernetes 1.${start} to 1.${known.newest}"`);
+        if (Number(to) !== known.newest) problems.push(`${at}: "${range}" ends at 1.${to}, but the newest release of the version matrix (scripts/test-matrix.ts) is 1.${known.newest}; write 1.${known.newest}`);
+      }
+      // A floor said of the chart: "the chart needs 1.30", "Kubernetes 1.30 or later (`kubeVersion`)".
+      if (aboutChart.test(sentence) && /\bneeds?\b|kubeVersion|\binstalls?\b/.test(sentence)) {
+        for (const [floor, version = ''] of sentence.matchAll(/(?:Kubernetes |needs? )v?1\.(\d+)(?:\+| or later| and later)?(?!\.?\d)/g)) {
+          if (Number(version) !== known.chart && !/ to v?1\./.test(sentence.slice(sentence.indexOf(floor) + floor.length, sentence.indexOf(floor) + floor.length + 6))) {
+            problems.push(`${at}: "${floor}" said of the chart, whose kubeVersion (charts/sidecar-terminator/Chart.yaml) is 1.${known.chart}; write 1.${known.chart}`);
+          }
+        }
+      }
+      for (const [said, which = '', version = ''] of sentence.matchAll(/\b(newest|oldest)(?: supported)?(?: release)?,? (?:Kubernetes )?v?1\.(\d+)(?!\.?\d)/g)) {
+        const expected = which === 'newest' ? known.newest : known.oldest;
+        if (Number(version) !== expected) problems.push(`${at}: "${said}", but the ${which} release of the version matrix (scripts/test-matrix.ts) is 1.${expected}; write 1.${expected}`);
+      }
+    }
+  }
+  return problems;
+}
+
+// --- Images ----------------------------------------------------------------------------------
+
+/** What each page says of the published images, or of the release's versions, that disagrees with the code. */
+function imageDrift(pages: Pages, published: readonly string[], architectures: readonly string[], chart: { version: string; appVersion: string }): string[] {
+  const problems: string[] = [];
+  const known = new Set([...published, 'charts']);
+  const repository = IMAGE_REPOSITORY.replaceAll('.', '\\.');
+  const all = `${published.join(', ')} (scripts/build-images.ts, PUBLISHED)`;
+  for (const [file, text] of Object.entries(pages)) {
+    text.split('\n').forEach((line, index) => {
+      const at = `${file}:${index + 1}`;
+      for (const [reference, name = '', tag] of line.matchAll(new RegExp(`${repository}/([a-z0-9-]+)(?::([\\w.-]+))?`, 'g'))) {
+        if (!known.has(name)) problems.push(`${at}: ${reference} is no image a release publishes; they are ${all}`);
+        else if (tag !== undefined && /^\d+\.\d+\.\d+/.test(tag) && tag !== chart.appVersion && tag !== chart.version) problems.push(`${at}: ${reference}: the release is ${chart.appVersion} (charts/sidecar-terminator/Chart.yaml); write :${chart.appVersion}`);
+      }
+      for (const [flag, version = ''] of line.matchAll(/helm (?:install|upgrade|pull|show)\b.*?--version (\S+)/g)) {
+        if (version !== chart.version && /^\d/.test(version)) problems.push(`${at}: "${flag}": the chart's version is ${chart.version} (charts/sidecar-terminator/Chart.yaml); write --version ${chart.version}`);
+      }
+      // A line that names published images in code names every one of them.
+      const named = published.filter((name) => line.includes(`\`${name}\``));
+      if (named.length >= 2 && named.length < published.length) {
+        problems.push(`${at}: lists the published images ${named.join(', ')} but not ${published.filter((name) => !named.includes(name)).join(', ')}; a release publishes ${all}`);
+      }
+    });
+    // A paragraph on the images that names their platforms names exactly theirs.
+    for (const paragraph of paragraphs(proseOf(file, text).replace(/`[^`\n]*`/g, (code) => ' '.repeat(code.length)))) {
+      const platforms = [...new Set([...paragraph.text.matchAll(/\blinux\/(\w+)/g)].map((m) => m[1]!))];
+      if (/\bimages?\b/i.test(paragraph.text) && platforms.length > 0 && [...platforms].sort().join() !== [...architectures].sort().join()) {
+        problems.push(`${file}:${paragraph.lineAt(paragraph.text.indexOf('linux/'))}: names the images' platforms linux/${platforms.join(', linux/')}, but they are built for linux/${architectures.join(', linux/')} (scripts/build-images.ts, ARCHITECTURES)`);
+      }
+    }
+    // A block of image references (a copy of images.txt) lists every published image.
+    for (const block of text.matchAll(/^```\w*\n([\s\S]*?)^```$/gm)) {
+      const listed = new Set([...block[1]!.matchAll(new RegExp(`^(?:oci://)?${repository}/([a-z0-9-]+)`, 'gm'))].map((m) => m[1]!));
+      const missing = published.filter((name) => !listed.has(name));
+      if (listed.size >= 2 && missing.length > 0) {
+        const line = text.slice(0, block.index).split('\n').length + 1;
+        problems.push(`${file}:${line}: this list of images lacks ${missing.join(', ')}; images.txt names every image a release publishes: ${all}`);
+      }
+    }
+  }
+  return problems;
+}
+
+// --- Figures ---------------------------------------------------------------------------------
+
+interface Figure {
+  name: string;
+  /** The page that states it; the others link there. */
+  home: string;
+  /** The figure stated as a number. */
+  pattern: RegExp;
+  /** A paragraph must match this too, when set: what the figure is about. */
+  context?: RegExp;
+}
+
+const FIGURES: readonly Figure[] = [
+  {
+    name: 'the cold build (make dev, make test or CI the first time)',
+    home: 'docs/development.md',
+    pattern: /\b\d+(?:\.\d+)? CPU-minutes\b|\b\d+(?:\.\d+)? minutes on two (?:idle )?cores\b|\bcold\b[^.]*?\btook \d+(?:\.\d+)? minutes\b/i,
+  },
+  { name: 'the time of make test-unit', home: 'docs/development.md', context: /make test-unit|unit loop|inner loop/i, pattern: /\b(?:took|takes) (?:about |some )?\d+(?:\.\d+)? ?(?:s|seconds|minutes?)\b/ },
+  { name: 'the time of make bench', home: 'bench/README.md', context: /make bench\b/, pattern: /\b(?:about|some) (?:an? (?:hour|half hour)|\d+(?:\.\d+)? (?:minutes|hours?))\b/ },
+  { name: "the watcher's CPU per pod", home: 'bench/README.md', pattern: /\b\d+(?:\.\d+)? ms (?:more |of )?(?:CPU )?per pod\b/ },
+  { name: "the webhook's reviews a second", home: 'bench/README.md', pattern: /\b\d[\d,]*(?:\.\d+)? (?:admission )?reviews? (?:a|per) second\b|\b\d[\d,]*(?:\.\d+)? reviews\/s\b/ },
+];
+
+/** Each figure stated on more than one page: where, and the fix. */
+function figureDrift(pages: Pages, figures: readonly Figure[] = FIGURES): string[] {
+  const problems: string[] = [];
+  for (const figure of figures) {
+    const stated = new Map<string, string[]>();
+    for (const [file, text] of Object.entries(pages)) {
+      for (const paragraph of paragraphs(proseOf(file, text))) {
+        if (figure.context && !figure.context.test(paragraph.text)) continue;
+        for (const match of paragraph.text.matchAll(new RegExp(figure.pattern.source, `${figure.pattern.flags.replace('g', '')}g`))) {
+          stated.set(file, [...(stated.get(file) ?? []), `${file}:${paragraph.lineAt(match.index)} ("${match[0]}")`]);
+        }
+      }
+    }
+    if (stated.size <= 1) continue;
+    const copies = [...stated].filter(([file]) => file !== figure.home).flatMap(([, places]) => places);
+    problems.push(`${figure.name} is stated on ${stated.size} pages (${[...stated.keys()].join(', ')}): ${copies.join(', ')}; state it on ${figure.home} only and link there from the others`);
+  }
+  return problems;
+}
+
+// --- The checks, on the pages as they are ---------------------------------------------------
+
+const pages = userPages();
+const known = releases();
+
+t.test('the Kubernetes releases the pages state are those of the version matrix and the chart', async (t) => {
+  t.ok(known.oldest < known.newest && known.chart >= known.oldest, JSON.stringify(known));
+  t.equal(known.tested, known.newest, 'scripts/versions.sh: the tests run on the newest release of the matrix by default (K8S_VERSION)');
+  t.same(releaseDrift(pages, known), []);
+});
+
+t.test('the images the pages name are the ones a release publishes', async (t) => {
+  const chart = parse(readDoc('charts/sidecar-terminator/Chart.yaml')) as { version: string; appVersion: string };
+  t.same(imageDrift(pages, PUBLISHED, ARCHITECTURES, chart), []);
+});
+
+t.test('a recurring figure is stated on one page', async (t) => {
+  t.ok(Object.keys(pages).length > 12 && 'bench/README.md' in pages, Object.keys(pages).join(', '));
+  // The chart's README is left out: its table is values.yaml's comments, which are read.
+  t.same(figureDrift(Object.fromEntries(Object.entries(pages).filter(([file]) => file !== 'charts/sidecar-terminator/README.md'))), []);
+});
+
+// --- The checks find what they look for ------------------------------------------------------
+
+t.test('releases: a range, a floor said of the chart, the newest; what agrees passes', async (t) => {
+  const releasesKnown: Releases = { oldest: 29, newest: 37, tested: 37, chart: 30 };
+  const page = [
+    'The add-on is written for Kubernetes 1.29 to 1.37 (older releases: below). The chart installs on Kubernetes 1.30 to 1.37.',
+    'The tests run on the newest, 1.37, by default. The chart itself needs 1.30.',
+    '',
+    'The chart runs each Deployment on Kubernetes 1.29 to 1.36 (the fence needs',
+    '1.30). The add-on runs on Kubernetes 1.28 to 1.37. The tests run on the newest, 1.36.',
+    '**Kubernetes 1.31 or later** (`kubeVersion`): the fence. Feature X needs Kubernetes 1.35 or later.',
+    '',
+    '```sh',
+    'echo Kubernetes 1.2 to 1.3',
+    '```',
+  ].join('\n');
+  t.same(releaseDrift({ 'docs/a.md': page }, releasesKnown), [
+    'docs/a.md:4: "Kubernetes 1.29 to 1.36" starts at 1.29, but the chart\'s kubeVersion (charts/sidecar-terminator/Chart.yaml) is 1.30; write "Kubernetes 1.30 to 1.37"',
+    'docs/a.md:4: "Kubernetes 1.29 to 1.36" ends at 1.36, but the newest release of the version matrix (scripts/test-matrix.ts) is 1.37; write 1.37',
+    'docs/a.md:5: "Kubernetes 1.28 to 1.37" starts at 1.28, but the oldest release of the version matrix (scripts/test-matrix.ts) is 1.29; write "Kubernetes 1.29 to 1.37"',
+    'docs/a.md:5: "newest, 1.36", but the newest release of the version matrix (scripts/test-matrix.ts) is 1.37; write 1.37',
+    'docs/a.md:6: "Kubernetes 1.31 or later" said of the chart, whose kubeVersion (charts/sidecar-terminator/Chart.yaml) is 1.30; write 1.30',
+  ]);
+  t.same(releaseDrift({ 'values.yaml': '# The chart needs Kubernetes 1.31.\nkey: Kubernetes 1.31\n' }, releasesKnown), [
+    'values.yaml:1: "Kubernetes 1.31" said of the chart, whose kubeVersion (charts/sidecar-terminator/Chart.yaml) is 1.30; write 1.30',
+  ], "YAML: its comments, not its values");
+});
+
+t.test('images: unknown names, partial lists, wrong tags and platforms', async (t) => {
+  const chart = { version: '0.1.0', appVersion: '0.1.0' };
+  const page = [
+    'Each release publishes images (linux/amd64,',
+    'linux/arm64): `a`, `b` and `c`.',
+    '',
+    'Its images are `a` and `b`, built for linux/amd64.',
+    'Pull ghcr.io/sidecar-terminator/d:0.1.0 or ghcr.io/sidecar-terminator/a:0.2.0; the chart is oci://ghcr.io/sidecar-terminator/charts/x.',
+    'helm install x oci://ghcr.io/sidecar-terminator/charts/x --version 0.2.0',
+    '',
+    '```text',
+    'ghcr.io/sidecar-terminator/a:0.1.0   one',
+    'ghcr.io/sidecar-terminator/b:0.1.0   two',
+    '```',
+  ].join('\n');
+  t.same(imageDrift({ 'docs/a.md': page }, ['a', 'b', 'c'], ['amd64', 'arm64'], chart), [
+    'docs/a.md:4: lists the published images a, b but not c; a release publishes a, b, c (scripts/build-images.ts, PUBLISHED)',
+    'docs/a.md:5: ghcr.io/sidecar-terminator/d:0.1.0 is no image a release publishes; they are a, b, c (scripts/build-images.ts, PUBLISHED)',
+    'docs/a.md:5: ghcr.io/sidecar-terminator/a:0.2.0: the release is 0.1.0 (charts/sidecar-terminator/Chart.yaml); write :0.1.0',
+    'docs/a.md:6: "helm install x oci://ghcr.io/sidecar-terminator/charts/x --version 0.2.0": the chart\'s version is 0.1.0 (charts/sidecar-terminator/Chart.yaml); write --version 0.1.0',
+    "docs/a.md:4: names the images' platforms linux/amd64, but they are built for linux/amd64, linux/arm64 (scripts/build-images.ts, ARCHITECTURES)",
+    'docs/a.md:9: this list of images lacks c; images.txt names every image a release publishes: a, b, c (scripts/build-images.ts, PUBLISHED)',
+  ]);
+});
+
+t.test('figures: one stated on two pages fails, naming the copies; in code, or once, it passes', async (t) => {
+  const pagesWith: Pages = {
+    'bench/README.md': 'The watcher spends 4.1 ms per pod at 2,000.\n\nmake bench takes about an hour on two cores.\n',
+    'docs/a.md': 'Intro.\n\nOne watcher spends about 9 ms of CPU per pod it stops.\n\n```sh\nmake bench  # about an hour\n```\n',
+    'charts/x/values.yaml': '# for up to 2.2 ms more CPU per pod in a burst\nkey: 1 ms per pod\n',
+    'README.md': 'The first build takes some 20 minutes on two cores.\n',
+  };
+  t.same(figureDrift(pagesWith), [
+    "the watcher's CPU per pod is stated on 3 pages (bench/README.md, docs/a.md, charts/x/values.yaml): docs/a.md:3 (\"9 ms of CPU per pod\"), charts/x/values.yaml:1 (\"2.2 ms more CPU per pod\"); state it on bench/README.md only and link there from the others",
+  ]);
+  const unitLoop = { 'docs/development.md': '`make test-unit` runs them. On two cores it took 129 s.\n', 'README.md': 'The inner loop takes 2 minutes.\n\nIt took 5 s.\n' };
+  t.match(figureDrift(unitLoop), [/^the time of make test-unit is stated on 2 pages \(docs\/development\.md, README\.md\): README\.md:1 \("takes 2 minutes"\); state it on docs\/development\.md only/]);
+});
+
+// Keep the list of pages honest: a page added to docs/ is read.
+t.test('every page of docs/ is among the pages read', async (t) => {
+  for (const file of readdirSync(join(repoRoot, 'docs')).filter((name) => name.endsWith('.md'))) t.ok(`docs/${file}` in pages, `docs/${file}`);
+});
