@@ -8,13 +8,16 @@
 //     commands are the chart's.
 //   - Figures that recur (the cold build, the unit loop, make bench, CPU per pod, reviews a
 //     second) are stated on one page, their home, and linked from the others.
-//   - The sample output of docs/status-plugin.md is what scripts/status-sample.ts renders.
+//   - The sample output of docs/status-plugin.md is what scripts/status-sample.ts renders from
+//     examples/ with status's own code.
 // Links and anchors are test/docs/links.test.ts's.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { parse } from 'yaml';
 import { ARCHITECTURES, PUBLISHED } from '../../scripts/build-images.ts';
+import { withParts } from '../../scripts/generated-parts.ts';
+import { PAGE as STATUS_PAGE, STORY_OF, sample, sampleParts } from '../../scripts/status-sample.ts';
 import { MATRIX } from '../../scripts/test-matrix.ts';
 import { IMAGE_REPOSITORY } from '../../src/policy/names.ts';
 import { markdownFiles, readDoc } from '../support/markdown.ts';
@@ -102,7 +105,7 @@ function imageDrift(pages: Pages, published: readonly string[], architectures: r
   for (const [file, text] of Object.entries(pages)) {
     text.split('\n').forEach((line, index) => {
       const at = `${file}:${index + 1}`;
-      for (const [reference, name = '', tag] of line.matchAll(new RegExp(`${repository}/([a-z0-9-]+)(?::([\\w.-]+))?`, 'g'))) {
+      for (const [reference, name = '', tag] of line.matchAll(new RegExp(`${repository}/([a-z0-9-]+)(?![a-z0-9-]|\\.\\.\\.)(?::([\\w.-]+))?`, 'g'))) {
         if (!known.has(name)) problems.push(`${at}: ${reference} is no image a release publishes; they are ${all}`);
         else if (tag !== undefined && /^\d+\.\d+\.\d+/.test(tag) && tag !== chart.appVersion && tag !== chart.version) problems.push(`${at}: ${reference}: the release is ${chart.appVersion} (charts/sidecar-terminator/Chart.yaml); write :${chart.appVersion}`);
       }
@@ -201,7 +204,21 @@ t.test('a recurring figure is stated on one page', async (t) => {
   t.same(figureDrift(Object.fromEntries(Object.entries(pages).filter(([file]) => file !== 'charts/sidecar-terminator/README.md'))), []);
 });
 
+t.test("the status plugin's sample output is what status prints for the examples' pods", async (t) => {
+  const page = readDoc(STATUS_PAGE);
+  t.equal(withParts(page, await sampleParts(), STATUS_PAGE), page, `${STATUS_PAGE}: the sample output is not what the commands shown print for examples/; run node scripts/status-sample.ts --write`);
+});
+
 // --- The checks find what they look for ------------------------------------------------------
+
+t.test("the status sample is told from the examples' manifests", async (t) => {
+  const { list, story } = await sample();
+  const examples = readdirSync(join(repoRoot, 'examples')).map((file) => file.replace(/\.yaml$/, ''));
+  // misconfigured.yaml is refused at admission: it never has a pod.
+  for (const example of examples.filter((name) => name !== 'misconfigured')) t.match(list, new RegExp(`^${example}-xxxxx +${example} `, 'm'), example);
+  const job = parse(readDoc(`examples/${STORY_OF}.yaml`)) as { spec: { template: { spec: { containers: Array<{ name: string }> } } } };
+  for (const { name } of job.spec.template.spec.containers) t.match(story, new RegExp(`^  ${name} +(main|sidecar) `, 'm'), `the story's container ${name}, from examples/${STORY_OF}.yaml`);
+});
 
 t.test('releases: a range, a floor said of the chart, the newest; what agrees passes', async (t) => {
   const releasesKnown: Releases = { oldest: 29, newest: 37, tested: 37, chart: 30 };
@@ -236,7 +253,7 @@ t.test('images: unknown names, partial lists, wrong tags and platforms', async (
     'linux/arm64): `a`, `b` and `c`.',
     '',
     'Its images are `a` and `b`, built for linux/amd64.',
-    'Pull ghcr.io/sidecar-terminator/d:0.1.0 or ghcr.io/sidecar-terminator/a:0.2.0; the chart is oci://ghcr.io/sidecar-terminator/charts/x.',
+    'Pull ghcr.io/sidecar-terminator/d:0.1.0 or ghcr.io/sidecar-terminator/a:0.2.0; the chart is oci://ghcr.io/sidecar-terminator/charts/x; clipped: ghcr.io/sidecar-terminator/quick-e...',
     'helm install x oci://ghcr.io/sidecar-terminator/charts/x --version 0.2.0',
     '',
     '```text',
