@@ -14,10 +14,10 @@ t.test('a few screens: at most 200 lines', async (t) => {
   t.ok(lines <= 200, `${lines} lines`);
 });
 
-t.test('its sections: install, an example, what differs from OpenKruise, the documentation', async (t) => {
+t.test('its sections: try it, run the tests, install, an example, what differs from OpenKruise, the documentation', async (t) => {
   t.same(
     headings(readme).filter((heading) => heading.level === 2).map((heading) => heading.title),
-    ['Install with Helm', 'An example', "What differs from OpenKruise's Job Sidecar Terminator", 'Documentation', 'Contributing'],
+    ['Try it on this machine', 'Run the tests', 'Install with Helm', 'An example', "What differs from OpenKruise's Job Sidecar Terminator", 'Documentation', 'Contributing'],
   );
   t.match(readme, /\| `KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT` \|/, 'the env table');
 });
