@@ -36,8 +36,11 @@ export type AdmissionRuleId =
 /** What lint says, as info, about --native-sidecars: which sidecars would move, and why others stay. */
 export type MigrationRuleId = 'native-sidecar-migration' | 'native-sidecar-migration-skipped';
 
+/** A name close to a marker's but not it (near-miss.ts): looked for beside the pod spec's validation, by both webhooks and lint. */
+export type NearMissRuleId = 'near-miss-marker';
+
 /** Every rule id lint and SARIF know. */
-export type RuleId = AdmissionRuleId | MigrationRuleId;
+export type RuleId = AdmissionRuleId | NearMissRuleId | MigrationRuleId;
 
 export interface Finding {
   rule: RuleId;

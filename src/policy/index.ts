@@ -7,6 +7,7 @@ export * from './image-pull.ts';
 export * from './nodes.ts';
 export * from './findings.ts';
 export * from './validate.ts';
+export * from './near-miss.ts';
 export * from './codes.ts';
 export * from './restarts.ts';
 export * from './decide.ts';

@@ -141,6 +141,12 @@ export const RULES: Readonly<Record<RuleId, RuleDescription>> = {
       'A pod whose sidecar the add-on moved to a native sidecar (annotation sidecar-terminator.io/native-sidecars-migrated) has it as a plain init container: its restartPolicy: Always was dropped after the move, by a later mutating webhook or by the API server with the SidecarContainers feature gate off. It would never finish, and the main containers would never start.',
     fix: 'Upgrade the mutating webhook that rewrites the init containers (one built on a client library older than native sidecars drops the field), or exclude these pods from it; turn the SidecarContainers feature gate on (it can be off up to Kubernetes 1.32); or set --native-sidecars=none (chart value admission.nativeSidecars).',
   },
+  'near-miss-marker': {
+    severity: 'warning',
+    summary:
+      'An env var of a container, or an annotation of the pod, whose name is close to a marker\'s but is not it (another case, "-" for "_", a letter dropped, doubled or swapped, a word missing or added), or starts like the Kruise markers or the add-on\'s annotations but names none of them: the add-on ignores it. Pods with restartPolicy Never or OnFailure only.',
+    fix: 'Write the marker\'s name exactly as the message gives it (names are case-sensitive), or rename the variable or annotation if it is not meant for the add-on.',
+  },
   'native-sidecar-migration': {
     severity: 'info',
     summary: 'With --native-sidecars, this sidecar becomes a native sidecar (an init container with restartPolicy: Always) when the pod is created, and the kubelet stops it.',

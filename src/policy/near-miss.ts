@@ -1,0 +1,232 @@
+// Near-miss markers: an env var or pod annotation whose name is close to one the add-on reads,
+// but is not it. Kubernetes takes any name, so `KRUISE_TERMINATE_SIDECAR_WITH_IMAGE` or
+// `sidecar-terminator.io/sidecar` is silently ignored, and the Job hangs as if the add-on were
+// not installed. The webhooks and lint warn with what this finds; it never changes what a pod is.
+import type { Finding } from './findings.ts';
+import { MARKER_NAMES } from './markers.ts';
+import { MANAGED_LABEL, MIGRATED_ANNOTATION, NATIVE_SIDECARS_OPT_OUT, PHASE_SET_ANNOTATION, POD_ANNOTATIONS, SKIPPED_ANNOTATION, STRICT_VALIDATION_ANNOTATION } from './names.ts';
+import { fixClause, severityOf } from './rules.ts';
+import { podMetadataPrefix } from './templates.ts';
+import { arrayOf, isRecord, restartPolicyOf, type PodSpec } from './types.ts';
+
+/** A name on a pod that is close to a marker's, and the marker it is taken for. */
+export interface NearMiss {
+  /** Where the name is: `spec.containers[1].env[0].name`, or `spec.template.metadata.annotations[KEY]`. */
+  field: string;
+  /** The name as written. */
+  seen: string;
+  /** The marker it is taken for; a per-container annotation with the container the key names (`stop.sidecar-terminator.io/proxy`), or `<container>`. */
+  meant: string;
+}
+
+/** The pod annotations a Job's author writes, whole keys. */
+const AUTHORED_KEYS = [POD_ANNOTATIONS.sidecars, POD_ANNOTATIONS.ignoreExitCode, STRICT_VALIDATION_ANNOTATION, NATIVE_SIDECARS_OPT_OUT.key] as const;
+/** The keys the add-on writes itself: never a near miss, and meant only by a name close to one of them. */
+const WRITTEN_KEYS = [MIGRATED_ANNOTATION, SKIPPED_ANNOTATION, PHASE_SET_ANNOTATION, MANAGED_LABEL] as const;
+const ANNOTATION_KEYS: readonly string[] = [...AUTHORED_KEYS, ...WRITTEN_KEYS];
+/** The annotations whose key ends in a container's name. */
+const PER_CONTAINER_PREFIXES = [POD_ANNOTATIONS.stopPrefix, POD_ANNOTATIONS.gracePeriodPrefix] as const;
+const CONTAINER_PLACEHOLDER = '<container>';
+/** The domain of the add-on's annotations. */
+const DOMAIN = 'sidecar-terminator.io';
+/**
+ * The start every Kruise marker shares. An env var that begins with it names nothing else, so any
+ * name after it is a mistake. Not so `SIDECAR_TERMINATOR_`: serve's and lint's own settings use it.
+ */
+const KRUISE_FAMILY = 'KRUISE_TERMINATE_SIDECAR';
+
+/**
+ * At most this many near misses are looked for in one pod spec, more than any pod has by mistake:
+ * each costs a few comparisons of whole names, and a hostile pod may hold a hundred thousand.
+ */
+export const MAX_NEAR_MISSES = 100;
+
+/**
+ * Names longer than this are not compared: no marker is half as long, and the comparison's cost
+ * stays bounded on a hostile pod with thousands of huge names.
+ */
+const MAX_NAME_LENGTH = 253;
+
+/**
+ * The rule. Names are compared without case and with `-`, `_` and `.` alike within a word
+ * boundary (env: `_`; annotation names: `-`), since those are the slips that look right. A name is
+ * a near miss of a marker when, so compared, it
+ * - equals it (only the case or a separator differs);
+ * - is within a few edits of it: one per ten characters, plus one, counting a swap of two
+ *   neighbours as one edit (a dropped, doubled, swapped or wrong letter, a plural), relative to
+ *   the marker's length so that the long Kruise names allow a few slips and short names very few;
+ * - holds it whole between separators (`..._WHEN_JOB_EXIT_IMAGE`), or is a whole-word part of it
+ *   at least 60% as long (`..._GRACE_PERIOD` for `..._GRACE_PERIOD_SECONDS`, a dropped
+ *   `KRUISE_`): shorter parts are ordinary words (`GRACE_PERIOD_SECONDS`, `SIDECAR`);
+ * - or starts with a marker family's prefix and names nothing the family has
+ *   (`KRUISE_TERMINATE_SIDECAR_WITH_IMAGE`, `sidecar-terminator.io/sidecar-names`, an unknown
+ *   `*.sidecar-terminator.io/` prefix, or that domain misspelt).
+ * Of the markers it may be, the one meant shares the most words with it, then is the fewest edits away.
+ */
+export function nearMissEnvName(name: string): string | undefined {
+  if ((MARKER_NAMES as readonly string[]).includes(name) || name.length > MAX_NAME_LENGTH) return undefined;
+  const seen = normalizeEnv(name);
+  const family = seen.startsWith(KRUISE_FAMILY);
+  return bestOf(seen, MARKER_NAMES.map((marker) => ({ meant: marker, compared: marker, close: family || isClose(seen, marker) })));
+}
+
+/** The annotation key a pod annotation's key is a near miss of (nearMissEnvName gives the rule), or undefined. */
+export function nearMissAnnotation(key: string): string | undefined {
+  if (ANNOTATION_KEYS.includes(key) || PER_CONTAINER_PREFIXES.some((prefix) => key.startsWith(prefix)) || key.length > MAX_NAME_LENGTH) return undefined;
+  const seen = normalizeKey(key);
+  const slash = seen.indexOf('/');
+  const domain = slash < 0 ? '' : seen.slice(0, slash);
+  const name = key.slice(slash + 1);
+  const ours = domain !== '' && (domain === DOMAIN || domain.endsWith(`.${DOMAIN}`) || isClose(domain, DOMAIN) || isClose(domain.slice(domain.indexOf('.') + 1), DOMAIN));
+  const candidates = [
+    ...AUTHORED_KEYS.map((known) => ({ meant: known, compared: known, close: ours || isClose(seen, known) })),
+    ...WRITTEN_KEYS.map((known) => ({ meant: known, compared: known, close: isClose(seen, known) })),
+    ...PER_CONTAINER_PREFIXES.map((prefix) => {
+      const prefixDomain = prefix.slice(0, -1);
+      const misspelt = domain !== DOMAIN && isClose(domain, prefixDomain);
+      // Under a misspelt or unknown prefix the name is the container's: `stop.sidecar-terminater.io/proxy` is stop.sidecar-terminator.io/proxy.
+      const meant = `${prefix}${misspelt || domain.endsWith(`.${DOMAIN}`) ? name : CONTAINER_PLACEHOLDER}`;
+      return { meant, compared: normalizeKey(meant), close: ours || misspelt };
+    }),
+  ];
+  return bestOf(seen, candidates);
+}
+
+/**
+ * The near misses on a pod spec's containers (their env) and its pod's annotations (or its
+ * template's), for a pod that can finish: markers do nothing with restartPolicy Always, whose
+ * pods the add-on never stops, so a near miss there changes nothing either.
+ */
+export function nearMisses(location: { spec: unknown; annotations: Record<string, unknown>; fieldPrefix: string }): NearMiss[] {
+  const spec: PodSpec = isRecord(location.spec) ? location.spec : {};
+  const restartPolicy = restartPolicyOf(spec);
+  if (restartPolicy !== 'Never' && restartPolicy !== 'OnFailure') return [];
+  const found: NearMiss[] = [];
+  const annotationsPath = `${podMetadataPrefix(location.fieldPrefix)}.annotations`;
+  for (const key of Object.keys(location.annotations)) {
+    const meant = nearMissAnnotation(key);
+    if (meant !== undefined) found.push({ field: `${annotationsPath}[${key}]`, seen: key, meant });
+    if (found.length === MAX_NEAR_MISSES) return found;
+  }
+  for (const [index, container] of arrayOf(spec.containers).entries()) {
+    if (!isRecord(container)) continue;
+    for (const [position, env] of arrayOf(container.env).entries()) {
+      if (!isRecord(env) || typeof env.name !== 'string') continue;
+      const meant = nearMissEnvName(env.name);
+      if (meant !== undefined) found.push({ field: `${location.fieldPrefix}.containers[${index}].env[${position}].name`, seen: env.name, meant });
+      if (found.length === MAX_NEAR_MISSES) return found;
+    }
+  }
+  return found;
+}
+
+/** The near misses as findings, in the words of the webhooks and lint. */
+export function nearMissFindings(location: Parameters<typeof nearMisses>[0]): Finding[] {
+  return nearMisses(location).map(({ field, seen, meant }) => {
+    const annotation = field.endsWith(']');
+    return {
+      rule: 'near-miss-marker',
+      severity: severityOf('near-miss-marker'),
+      field,
+      // An annotation's key is in the field path already.
+      ...(annotation ? {} : { value: seen }),
+      detail: `not ${annotation ? 'an annotation' : 'a variable'} the add-on reads, so it has no effect, but close to ${meant}; ${fixClause('near-miss-marker')}`,
+    };
+  });
+}
+
+interface Candidate {
+  /** The marker, as the finding names it. */
+  meant: string;
+  /** The marker normalized as the name is, to compare them. */
+  compared: string;
+  /** Whether the name is a near miss of it. */
+  close: boolean;
+}
+
+/** Of the candidates the name is close to, the one sharing the most words with it, then the fewest edits away. */
+function bestOf(seen: string, candidates: readonly Candidate[]): string | undefined {
+  const words = new Set(wordsOf(seen));
+  let best: { meant: string; shared: number; edits: number } | undefined;
+  for (const candidate of candidates) {
+    if (!candidate.close) continue;
+    const shared = [...new Set(wordsOf(candidate.compared))].filter((word) => words.has(word)).length;
+    const edits = distance(seen, candidate.compared, TIE_BREAK_EDITS);
+    if (!best || shared > best.shared || (shared === best.shared && edits < best.edits)) best = { meant: candidate.meant, shared, edits };
+  }
+  return best?.meant;
+}
+
+/** Edits counted when choosing among candidates; beyond it they tie. */
+const TIE_BREAK_EDITS = 16;
+
+/** Whether a name is close to a marker, both normalized: see nearMissEnvName. */
+function isClose(seen: string, marker: string): boolean {
+  if (seen === marker) return true;
+  const allowed = Math.floor(marker.length / 10) + 1;
+  if (distance(seen, marker, allowed) <= allowed) return true;
+  return holdsWord(seen, marker) || (seen.length >= 0.6 * marker.length && holdsWord(marker, seen));
+}
+
+/** Env names in upper case with `_` between words, as the markers are written. */
+function normalizeEnv(name: string): string {
+  return name.toUpperCase().replace(/[-.\s]/g, '_');
+}
+
+/** Annotation keys in lower case with `-` between words, as the add-on's are written. */
+function normalizeKey(key: string): string {
+  return key.toLowerCase().replaceAll('_', '-');
+}
+
+const SEPARATOR = /[-_./]/;
+
+function wordsOf(name: string): string[] {
+  return name.split(SEPARATOR).filter((word) => word !== '');
+}
+
+/** Whether `whole` holds `part` starting and ending at word boundaries. */
+function holdsWord(whole: string, part: string): boolean {
+  if (part.length === 0 || part.length >= whole.length) return false;
+  for (let at = whole.indexOf(part); at >= 0; at = whole.indexOf(part, at + 1)) {
+    const before = at === 0 || SEPARATOR.test(whole[at - 1]!);
+    const after = at + part.length === whole.length || SEPARATOR.test(whole[at + part.length]!);
+    if (before && after) return true;
+  }
+  return false;
+}
+
+/**
+ * The optimal string alignment distance of two strings (insertions, deletions, substitutions and
+ * swaps of neighbours, one edit each), or max + 1 once it is more than max: strings whose lengths
+ * differ by more are not compared at all, the start and end they share are not compared (a
+ * marker's near miss shares most of it), and the rows stop when every cell exceeds max.
+ */
+function distance(first: string, second: string, max: number): number {
+  if (Math.abs(first.length - second.length) > max) return max + 1;
+  let start = 0;
+  while (start < first.length && start < second.length && first[start] === second[start]) start++;
+  let end = 0;
+  while (end < first.length - start && end < second.length - start && first[first.length - 1 - end] === second[second.length - 1 - end]) end++;
+  const a = first.slice(start, first.length - end);
+  const b = second.slice(start, second.length - end);
+  const width = b.length + 1;
+  // Three rows: the one before the previous (for a swap), the previous, the current.
+  let before = new Uint16Array(width);
+  let previous = Uint16Array.from({ length: width }, (_, j) => j);
+  let current = new Uint16Array(width);
+  for (let i = 1; i <= a.length; i++) {
+    const ai = a.charCodeAt(i - 1);
+    current[0] = i;
+    let smallest = i;
+    for (let j = 1; j <= b.length; j++) {
+      const bj = b.charCodeAt(j - 1);
+      let cell = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (ai === bj ? 0 : 1));
+      if (i > 1 && j > 1 && ai === b.charCodeAt(j - 2) && a.charCodeAt(i - 2) === bj) cell = Math.min(cell, before[j - 2]! + 1);
+      current[j] = cell;
+      if (cell < smallest) smallest = cell;
+    }
+    if (smallest > max) return max + 1;
+    [before, previous, current] = [previous, current, before];
+  }
+  return Math.min(previous[b.length]!, max + 1);
+}

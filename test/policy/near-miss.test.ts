@@ -1,0 +1,230 @@
+// Near-miss markers: every marker's common misspellings are each one near miss naming the marker
+// meant; exact markers, the add-on's own names, and the names of widely used charts
+// (test/fixtures/near-miss-corpus.txt) are none.
+import { readFileSync } from 'node:fs';
+import t from 'tap';
+import { envName, SERVE_FLAGS } from '../../src/config.ts';
+import {
+  ENV_GRACE_PERIOD,
+  ENV_IGNORE_EXIT_CODE,
+  ENV_STOP,
+  ENV_WHEN_JOB_EXIT,
+  ENV_WITH_IMAGE,
+  MANAGED_LABEL,
+  MARKER_NAMES,
+  MAX_NEAR_MISSES,
+  MIGRATED_ANNOTATION,
+  NATIVE_SIDECARS_OPT_OUT,
+  PHASE_SET_ANNOTATION,
+  POD_ANNOTATIONS,
+  SKIPPED_ANNOTATION,
+  STRICT_VALIDATION_ANNOTATION,
+  formatFinding,
+  inspectObject,
+  nearMissAnnotation,
+  nearMissEnvName,
+  nearMissFindings,
+  nearMisses,
+} from '../../src/policy/index.ts';
+
+const SIDECARS = POD_ANNOTATIONS.sidecars;
+const IGNORING = POD_ANNOTATIONS.ignoreExitCode;
+
+/** Misspellings of each env marker: [what the slip is, the name written]. */
+const ENV_MISSES: Record<string, Array<[string, string]>> = {
+  [ENV_WHEN_JOB_EXIT]: [
+    ['a dropped letter', 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXT'],
+    ['a doubled letter', 'KRUISE_TERMINATE_SIDECAR_WHEN_JOBB_EXIT'],
+    ['swapped letters', 'KRUISE_TERMINATE_SIDECAR_WEHN_JOB_EXIT'],
+    ['a wrong letter', 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIST'],
+    ['plural', 'KRUISE_TERMINATE_SIDECARS_WHEN_JOB_EXIT'],
+    ['plural at the end', 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXITS'],
+    ['lower case', 'kruise_terminate_sidecar_when_job_exit'],
+    ['mixed case', 'Kruise_Terminate_Sidecar_When_Job_Exit'],
+    ['hyphens for underscores', 'KRUISE-TERMINATE-SIDECAR-WHEN-JOB-EXIT'],
+    ['dots for underscores', 'KRUISE.TERMINATE.SIDECAR.WHEN.JOB.EXIT'],
+    ['a missing underscore', 'KRUISE_TERMINATE_SIDECAR_WHENJOB_EXIT'],
+    ['KRUISE_ left out', 'TERMINATE_SIDECAR_WHEN_JOB_EXIT'],
+    ['TERMINATE for TERMINATOR', 'KRUISE_TERMINATOR_SIDECAR_WHEN_JOB_EXIT'],
+    ['another word for WHEN', 'KRUISE_TERMINATE_SIDECAR_ON_JOB_EXIT'],
+    ['the family prefix alone', 'KRUISE_TERMINATE_SIDECAR'],
+    ['a trailing blank', `${ENV_WHEN_JOB_EXIT} `],
+  ],
+  [ENV_WITH_IMAGE]: [
+    ['WITH_IMAGE without WHEN_JOB_EXIT', 'KRUISE_TERMINATE_SIDECAR_WITH_IMAGE'],
+    ['IMAGE without WITH', 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_IMAGE'],
+    ['IMAGE alone', 'KRUISE_TERMINATE_SIDECAR_IMAGE'],
+    ['plural', 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGES'],
+    ['swapped letters', 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WTIH_IMAGE'],
+    ['an abbreviation', 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMG'],
+    ['lower case', ENV_WITH_IMAGE.toLowerCase()],
+    ['a hyphen', 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH-IMAGE'],
+    ['KRUISE_ left out', 'TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE'],
+  ],
+  [ENV_IGNORE_EXIT_CODE]: [
+    ['a missing underscore', 'KRUISE_TERMINATE_SIDECAR_IGNORE_EXITCODE'],
+    ['plural', 'KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODES'],
+    ['a dropped letter', 'KRUISE_TERMINATE_SIDECAR_IGNOR_EXIT_CODE'],
+    ['plural sidecars', 'KRUISE_TERMINATE_SIDECARS_IGNORE_EXIT_CODE'],
+    ['IGNORE left out', 'KRUISE_TERMINATE_SIDECAR_EXIT_CODE'],
+    ['lower case', ENV_IGNORE_EXIT_CODE.toLowerCase()],
+    ['hyphens', 'KRUISE-TERMINATE-SIDECAR-IGNORE-EXIT-CODE'],
+  ],
+  [ENV_STOP]: [
+    ['a doubled letter', 'SIDECAR_TERMINATOR_STOPP'],
+    ['swapped letters', 'SIDECAR_TERMINATOR_SOTP'],
+    ['TERMINATE for TERMINATOR', 'SIDECAR_TERMINATE_STOP'],
+    ['a word added', 'SIDECAR_TERMINATOR_STOP_METHOD'],
+    ['the prefix alone', 'SIDECAR_TERMINATOR'],
+    ['lower case', 'sidecar_terminator_stop'],
+    ['hyphens', 'SIDECAR-TERMINATOR-STOP'],
+  ],
+  [ENV_GRACE_PERIOD]: [
+    ['SECONDS left out', 'SIDECAR_TERMINATOR_GRACE_PERIOD'],
+    ['singular', 'SIDECAR_TERMINATOR_GRACE_PERIOD_SECOND'],
+    ['a dropped letter', 'SIDECAR_TERMINATOR_GRACE_PERIOD_SECODS'],
+    ['a missing underscore', 'SIDECAR_TERMINATOR_GRACEPERIOD_SECONDS'],
+    ['TERMINATE for TERMINATOR', 'SIDECAR_TERMINATE_GRACE_PERIOD_SECONDS'],
+    ['lower case', ENV_GRACE_PERIOD.toLowerCase()],
+  ],
+};
+
+/** Misspellings of each annotation: [what the slip is, the key written]; a per-container key is meant with the container it names. */
+const ANNOTATION_MISSES: Record<string, Array<[string, string]>> = {
+  [SIDECARS]: [
+    ['singular', 'sidecar-terminator.io/sidecar'],
+    ['a doubled letter', 'sidecar-terminator.io/sidecarss'],
+    ['swapped letters', 'sidecar-terminator.io/sidecras'],
+    ['upper case', 'sidecar-terminator.io/Sidecars'],
+    ['a dot for the hyphen', 'sidecar.terminator.io/sidecars'],
+    ['no hyphen', 'sidecarterminator.io/sidecars'],
+    ['an underscore', 'sidecar_terminator.io/sidecars'],
+    ['plural domain', 'sidecar-terminators.io/sidecars'],
+    ['another top-level domain', 'sidecar-terminator.com/sidecars'],
+    ['TERMINATE for TERMINATOR', 'sidecar-terminate.io/sidecars'],
+    ['the domain left out', 'sidecar-terminator/sidecars'],
+    ['an unknown name under the domain', 'sidecar-terminator.io/sidecar-names'],
+  ],
+  [IGNORING]: [
+    ['underscores', 'sidecar-terminator.io/ignore_exit_code'],
+    ['a missing hyphen', 'sidecar-terminator.io/ignore-exitcode'],
+    ['plural', 'sidecar-terminator.io/ignore-exit-codes'],
+    ['camel case', 'sidecar-terminator.io/ignoreExitCode'],
+  ],
+  [STRICT_VALIDATION_ANNOTATION]: [['a dropped letter', 'sidecar-terminator.io/validaton']],
+  [NATIVE_SIDECARS_OPT_OUT.key]: [['singular', 'sidecar-terminator.io/native-sidecar']],
+  'stop.sidecar-terminator.io/proxy': [
+    ['a misspelt domain', 'stop.sidecar-terminater.io/proxy'],
+    ['a plural prefix', 'stops.sidecar-terminator.io/proxy'],
+    ['another prefix', 'stop-method.sidecar-terminator.io/proxy'],
+  ],
+  'stop.sidecar-terminator.io/<container>': [['the prefix as a name', 'sidecar-terminator.io/stop']],
+  'grace-period-seconds.sidecar-terminator.io/proxy': [
+    ['SECONDS left out', 'grace-period.sidecar-terminator.io/proxy'],
+    ['singular', 'grace-period-second.sidecar-terminator.io/proxy'],
+    ['underscores', 'grace_period_seconds.sidecar-terminator.io/proxy'],
+  ],
+  'grace-period-seconds.sidecar-terminator.io/<container>': [['the prefix as a name', 'sidecar-terminator.io/grace-period-seconds']],
+  [PHASE_SET_ANNOTATION]: [['plural', 'sidecar-terminator.io/phase-sets']],
+};
+
+const pod = (restartPolicy: string, env: Array<{ name: string; value?: string }>, annotations: Record<string, string> = {}) => ({
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name: 'p', annotations },
+  spec: { restartPolicy, containers: [{ name: 'main', image: 'm' }, { name: 'proxy', image: 'p', env }] },
+});
+const missesOf = (object: unknown) => nearMisses(inspectObject(object, [])!);
+
+for (const [marker, misses] of Object.entries(ENV_MISSES)) {
+  t.test(`misspellings of ${marker}: one near miss each, naming it`, async (t) => {
+    for (const [slip, seen] of misses) {
+      t.equal(nearMissEnvName(seen), marker, slip);
+      t.same(missesOf(pod('Never', [{ name: seen, value: 'true' }])), [{ field: 'spec.containers[1].env[0].name', seen, meant: marker }], `${slip}: on a pod`);
+    }
+  });
+}
+
+for (const [meant, misses] of Object.entries(ANNOTATION_MISSES)) {
+  t.test(`misspellings of ${meant}: one near miss each, naming it`, async (t) => {
+    for (const [slip, seen] of misses) {
+      t.equal(nearMissAnnotation(seen), meant, slip);
+      t.same(missesOf(pod('OnFailure', [], { [seen]: 'proxy' })), [{ field: `metadata.annotations[${seen}]`, seen, meant }], `${slip}: on a pod`);
+    }
+  });
+}
+
+t.test('the markers themselves, and every name the add-on reads or writes, are no near miss', async (t) => {
+  for (const name of MARKER_NAMES) t.equal(nearMissEnvName(name), undefined, name);
+  const keys = [SIDECARS, IGNORING, STRICT_VALIDATION_ANNOTATION, NATIVE_SIDECARS_OPT_OUT.key, MIGRATED_ANNOTATION, SKIPPED_ANNOTATION, PHASE_SET_ANNOTATION, MANAGED_LABEL];
+  for (const key of [...keys, `${POD_ANNOTATIONS.stopPrefix}proxy`, `${POD_ANNOTATIONS.gracePeriodPrefix}istio-proxy`]) t.equal(nearMissAnnotation(key), undefined, key);
+  // serve's and lint's settings share the prefix SIDECAR_TERMINATOR_ (a Job running lint may set them).
+  for (const flag of Object.values(SERVE_FLAGS)) t.equal(nearMissEnvName(envName(flag.name)), undefined, envName(flag.name));
+  const spec = pod('Never', MARKER_NAMES.map((name) => ({ name, value: 'true' })), { [SIDECARS]: 'proxy', [`${POD_ANNOTATIONS.stopPrefix}proxy`]: 'signal' });
+  t.same(missesOf(spec), []);
+});
+
+t.test('no near miss among the env var and annotation names of widely used charts', async (t) => {
+  const lines = readFileSync(new URL('../fixtures/near-miss-corpus.txt', import.meta.url), 'utf8').split('\n');
+  const names = lines.filter((line) => /^(env|annotation) /.test(line)).map((line) => line.split(' ') as ['env' | 'annotation', string]);
+  t.ok(names.length >= 300, `a few hundred names (${names.length})`);
+  t.ok(lines.filter((line) => line.startsWith('# source: github.com/')).length >= 10, 'from many sources');
+  for (const [kind, name] of ['KRUISE_CONTAINER_PRIORITY', 'SIDECARSET_VERSION', 'ENABLE_NATIVE_SIDECARS'].map((name) => ['env', name])) t.ok(names.some(([k, n]) => k === kind && n === name), `holds ${name}`);
+  t.ok(names.some(([kind, name]) => kind === 'annotation' && name === 'sidecar.istio.io/interceptionMode'), 'holds sidecar.istio.io/*');
+  const found = names.flatMap(([kind, name]) => {
+    const meant = kind === 'env' ? nearMissEnvName(name) : nearMissAnnotation(name);
+    return meant === undefined ? [] : [`${name} -> ${meant}`];
+  });
+  t.same(found, []);
+});
+
+t.test('ordinary names near ours are no near miss', async (t) => {
+  for (const name of ['SIDECAR', 'SIDECAR_IMAGE', 'GRACE_PERIOD_SECONDS', 'TERMINATION_GRACE_PERIOD_SECONDS', 'SHUTDOWN_GRACE_PERIOD', 'KRUISE_CONTAINER_BARRIER', 'STOP', 'STOP_SIGNAL', 'IGNORE_EXIT_CODE', 'JOB_EXIT', 'WHEN_JOB_EXIT']) {
+    t.equal(nearMissEnvName(name), undefined, name);
+  }
+  for (const key of ['sidecar.istio.io/inject', 'sidecar.istio.io/status', 'proxy.istio.io/config', 'sidecars', 'terminator.example.com/sidecars', 'kubectl.kubernetes.io/default-container']) {
+    t.equal(nearMissAnnotation(key), undefined, key);
+  }
+});
+
+t.test('only pods that can finish, and only their containers: markers do nothing elsewhere', async (t) => {
+  const misspelt = [{ name: 'KRUISE_TERMINATE_SIDECAR_WITH_IMAGE', value: 'busybox:1.36' }];
+  t.equal(missesOf(pod('Never', misspelt)).length, 1);
+  t.equal(missesOf(pod('OnFailure', misspelt)).length, 1);
+  t.same(missesOf(pod('Always', misspelt)), [], 'restartPolicy Always');
+  const unset = pod('Never', misspelt);
+  delete (unset.spec as { restartPolicy?: string }).restartPolicy;
+  t.same(missesOf(unset), [], 'restartPolicy unset is Always');
+  const init = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' }, spec: { restartPolicy: 'Never', containers: [{ name: 'main' }], initContainers: [{ name: 'init', env: misspelt }] } };
+  t.same(missesOf(init), [], 'an init container: a marker there has no effect either');
+});
+
+t.test('Job and CronJob templates: the template\'s containers and annotations, at their paths', async (t) => {
+  const template = { metadata: { annotations: { 'sidecar-terminator.io/sidecar': 'proxy' } }, spec: { restartPolicy: 'Never', containers: [{ name: 'main', env: [{ name: 'PATH', value: '/bin' }, { name: 'KRUISE_TERMINATE_SIDECARS_WHEN_JOB_EXIT', value: 'true' }] }] } };
+  const job = { apiVersion: 'batch/v1', kind: 'Job', metadata: { name: 'j' }, spec: { template } };
+  t.same(missesOf(job), [
+    { field: 'spec.template.metadata.annotations[sidecar-terminator.io/sidecar]', seen: 'sidecar-terminator.io/sidecar', meant: SIDECARS },
+    { field: 'spec.template.spec.containers[0].env[1].name', seen: 'KRUISE_TERMINATE_SIDECARS_WHEN_JOB_EXIT', meant: ENV_WHEN_JOB_EXIT },
+  ]);
+  const cronJob = { apiVersion: 'batch/v1', kind: 'CronJob', metadata: { name: 'c' }, spec: { schedule: '@daily', jobTemplate: { spec: { template } } } };
+  t.same(missesOf(cronJob).map((miss) => miss.field), ['spec.jobTemplate.spec.template.metadata.annotations[sidecar-terminator.io/sidecar]', 'spec.jobTemplate.spec.template.spec.containers[0].env[1].name']);
+});
+
+t.test('a finding per near miss: a warning that names the field, the name seen and the marker meant', async (t) => {
+  const object = pod('Never', [{ name: 'KRUISE_TERMINATE_SIDECAR_WITH_IMAGE', value: 'busybox:1.36' }], { 'sidecar-terminator.io/sidecar': 'proxy' });
+  const findings = nearMissFindings(inspectObject(object, [])!);
+  t.same(findings.map((finding) => [finding.rule, finding.severity]), [['near-miss-marker', 'warning'], ['near-miss-marker', 'warning']]);
+  t.same(findings.map(formatFinding), [
+    "metadata.annotations[sidecar-terminator.io/sidecar]: not an annotation the add-on reads, so it has no effect, but close to sidecar-terminator.io/sidecars; write the marker's name exactly as the message gives it (names are case-sensitive), or rename the variable or annotation if it is not meant for the add-on",
+    'spec.containers[1].env[0].name: "KRUISE_TERMINATE_SIDECAR_WITH_IMAGE": not a variable the add-on reads, so it has no effect, but close to KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE; write the marker\'s name exactly as the message gives it (names are case-sensitive), or rename the variable or annotation if it is not meant for the add-on',
+  ]);
+});
+
+t.test('a hostile pod: at most MAX_NEAR_MISSES, and no huge name compared', async (t) => {
+  const env = Array.from({ length: 5000 }, (_, index) => ({ name: `KRUISE_TERMINATE_SIDECAR_X${index}` }));
+  const found = missesOf(pod('Never', env));
+  t.equal(found.length, MAX_NEAR_MISSES);
+  t.equal(found.at(-1)?.field, `spec.containers[1].env[${MAX_NEAR_MISSES - 1}].name`, 'the first ones, in order');
+  t.equal(nearMissEnvName(`KRUISE_TERMINATE_SIDECAR_${'X'.repeat(300)}`), undefined, 'longer than any name written by mistake');
+  t.same(missesOf(pod('Never', [{ name: 42 as unknown as string }, null as unknown as { name: string }])), [], 'entries that are not env vars');
+});
