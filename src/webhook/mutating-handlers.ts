@@ -14,6 +14,8 @@ import {
   SKIPPED_ANNOTATION,
   formatFinding,
   inspectObject,
+  listedFindings,
+  nearMissFindings,
   shouldManage,
   isRecord,
   migratePodSpec,
@@ -45,9 +47,15 @@ export function mutateNativeSidecars(request: AdmissionRequest, settings: Admiss
 
 function mutatePod(request: AdmissionRequest, settings: AdmissionSettings, migrate: boolean): Answer {
   if (!isPod(request) || request.operation !== 'CREATE' || request.subResource || !isRecord(request.object)) return allowed();
-  const pod = request.object;
   const inspection = inspectObject(objectOf(request), settings.quickExitImageAllowlist);
   if (!inspection) return allowed();
+  // The validating webhook sees marked pods only (its matchConditions), so a pod whose markers are
+  // all misspelt hears of them here. Worded as the validating webhook words them: the API server
+  // shows a warning both webhooks give once.
+  return withWarnings(mutateInspected(request.object, inspection, settings, migrate), listedFindings(nearMissFindings(inspection), 'sidecar configuration warning'));
+}
+
+function mutateInspected(pod: Pod, inspection: Inspection, settings: AdmissionSettings, migrate: boolean): Answer {
   const labelled = (pod: Pod) => (shouldManage(inspection) ? withLabel(pod, MANAGED) : pod);
   if (!migrate) return patched(diff(pod, labelled(pod)));
 
@@ -64,6 +72,12 @@ function mutatePod(request: AdmissionRequest, settings: AdmissionSettings, migra
   if (plan.outcome === 'none') return { ...patched(diff(pod, labelled(restored)), { warnings: restoredWarnings }), ...restoring };
   const warnings = [...restoredWarnings, ...plan.findings.map((finding) => `not moved to native sidecars (the watcher stops the sidecars): ${formatFinding(finding)}`)];
   return { ...patched(diff(pod, withAnnotations(labelled(restored), { [SKIPPED_ANNOTATION]: skippedAnnotation(plan.findings) })), { warnings }), migration: 'kept' };
+}
+
+/** The answer with these warnings before its own. */
+function withWarnings(answer: Answer, warnings: readonly string[]): Answer {
+  if (warnings.length === 0) return answer;
+  return { ...answer, response: { ...answer.response, warnings: [...warnings, ...(answer.response.warnings ?? [])] } };
 }
 
 /** The pod with restartPolicy: Always back on its stripped native sidecars. */

@@ -1,7 +1,7 @@
 // The validating handler: a pure function from an AdmissionRequest and the cluster's settings
 // to an answer, with the notice for the owner of an object a controller created despite
 // errors (app.ts records it as an Event). The rules themselves live in src/policy.
-import { enforcedFindings, errorsOf, formatFinding, formatFindingWithoutValue, inspectObject, listedFindings, suspectWebhooks, warningsOf, type Finding, type Inspection } from '../policy/index.ts';
+import { enforcedFindings, errorsOf, formatFinding, formatFindingWithoutValue, inspectObject, listedFindings, nearMissFindings, suspectWebhooks, warningsOf, type Finding, type Inspection } from '../policy/index.ts';
 import { allowed, denied, isPod, objectOf, type AdmissionRequest, type AdmissionSettings, type Answer, type OwnerNotice } from './admission.ts';
 
 /**
@@ -28,7 +28,8 @@ export function validate(request: AdmissionRequest, settings: AdmissionSettings)
     return denied(`${lost.length === 1 ? '1 native sidecar' : `${lost.length} native sidecars`} lost: ${listedFindings(lost, 'native sidecar').join('; ')}${suspects}`);
   }
 
-  let findings = inspection.findings;
+  // A near miss first: it may be why the other findings are there (a sidecar not marked after all).
+  let findings = [...nearMissFindings(inspection), ...inspection.findings];
   if (request.operation === 'UPDATE') {
     findings = ratchet(findings, inspectObject(objectOf(request, 'oldObject'), settings.quickExitImageAllowlist)?.findings ?? []);
   }
