@@ -6,7 +6,7 @@
 import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { Composer, isMap, isNode, isSeq, Lexer, LineCounter, Parser, type Document, type Node } from 'yaml';
-import { enforcedFindings, formatFinding, inspectObject, isRecord, nativeSidecarPlan, type EnforcementMode, type Finding, type NativeSidecarsMode } from './policy/index.ts';
+import { enforcedFindings, formatFinding, inspectObject, isRecord, nativeSidecarPlan, nearMissFindings, type EnforcementMode, type Finding, type NativeSidecarsMode } from './policy/index.ts';
 import { RULES } from './policy/rules.ts';
 import { containerOf, parseFieldPath } from './lint/field-path.ts';
 import { toSarif } from './lint/sarif.ts';
@@ -118,7 +118,8 @@ export function lintText(text: string, file: string, options: Pick<LintOptions, 
       continue;
     }
     report.checked++;
-    const findings: Finding[] = enforcedFindings(inspection, options.enforcement);
+    // In the order of the validating webhook's answer.
+    const findings: Finding[] = [...nearMissFindings(inspection), ...enforcedFindings(inspection, options.enforcement)];
     if (options.nativeSidecars !== 'none') {
       const plan = nativeSidecarPlan(inspection);
       if (plan.outcome !== 'none') findings.push(...plan.findings);
