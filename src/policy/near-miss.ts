@@ -26,6 +26,12 @@ const WRITTEN_KEYS = [MIGRATED_ANNOTATION, SKIPPED_ANNOTATION, PHASE_SET_ANNOTAT
 const ANNOTATION_KEYS: readonly string[] = [...AUTHORED_KEYS, ...WRITTEN_KEYS];
 /** The annotations whose key ends in a container's name. */
 const PER_CONTAINER_PREFIXES = [POD_ANNOTATIONS.stopPrefix, POD_ANNOTATIONS.gracePeriodPrefix] as const;
+/**
+ * The project's other prefix in its domain: the kubelet simulator's (test/support/sim), which
+ * plays a node in `make dev` and the end-to-end tests, read from the pods the examples and tests
+ * create. Its keys are not for the add-on, and no near miss.
+ */
+const SIMULATOR_PREFIX = 'sim.sidecar-terminator.io/';
 const CONTAINER_PLACEHOLDER = '<container>';
 /** The domain of the add-on's annotations. */
 const DOMAIN = 'sidecar-terminator.io';
@@ -72,7 +78,7 @@ export function nearMissEnvName(name: string): string | undefined {
 
 /** The annotation key a pod annotation's key is a near miss of (nearMissEnvName gives the rule), or undefined. */
 export function nearMissAnnotation(key: string): string | undefined {
-  if (ANNOTATION_KEYS.includes(key) || PER_CONTAINER_PREFIXES.some((prefix) => key.startsWith(prefix)) || key.length > MAX_NAME_LENGTH) return undefined;
+  if (ANNOTATION_KEYS.includes(key) || [...PER_CONTAINER_PREFIXES, SIMULATOR_PREFIX].some((prefix) => key.startsWith(prefix)) || key.length > MAX_NAME_LENGTH) return undefined;
   const seen = normalizeKey(key);
   const slash = seen.indexOf('/');
   const domain = slash < 0 ? '' : seen.slice(0, slash);
@@ -83,7 +89,8 @@ export function nearMissAnnotation(key: string): string | undefined {
     ...WRITTEN_KEYS.map((known) => ({ meant: known, compared: known, close: isClose(seen, known) })),
     ...PER_CONTAINER_PREFIXES.map((prefix) => {
       const prefixDomain = prefix.slice(0, -1);
-      const misspelt = domain !== DOMAIN && isClose(domain, prefixDomain);
+      // The prefix, not the domain, misspelt: `sidecar-terminator` is the domain without .io.
+      const misspelt = isClose(domain, prefixDomain) && !isClose(domain, DOMAIN);
       // Under a misspelt or unknown prefix the name is the container's: `stop.sidecar-terminater.io/proxy` is stop.sidecar-terminator.io/proxy.
       const meant = `${prefix}${misspelt || domain.endsWith(`.${DOMAIN}`) ? name : CONTAINER_PLACEHOLDER}`;
       return { meant, compared: normalizeKey(meant), close: ours || misspelt };

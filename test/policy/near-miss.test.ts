@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { envName, SERVE_FLAGS } from '../../src/config.ts';
+import { SIM_ANNOTATION_PREFIX } from '../support/sim/container-behaviour.ts';
 import {
   ENV_GRACE_PERIOD,
   ENV_IGNORE_EXIT_CODE,
@@ -102,7 +103,7 @@ const ANNOTATION_MISSES: Record<string, Array<[string, string]>> = {
     ['plural domain', 'sidecar-terminators.io/sidecars'],
     ['another top-level domain', 'sidecar-terminator.com/sidecars'],
     ['TERMINATE for TERMINATOR', 'sidecar-terminate.io/sidecars'],
-    ['the domain left out', 'sidecar-terminator/sidecars'],
+    ['.io left out', 'sidecar-terminator/sidecars'],
     ['an unknown name under the domain', 'sidecar-terminator.io/sidecar-names'],
   ],
   [IGNORING]: [
@@ -118,7 +119,10 @@ const ANNOTATION_MISSES: Record<string, Array<[string, string]>> = {
     ['a plural prefix', 'stops.sidecar-terminator.io/proxy'],
     ['another prefix', 'stop-method.sidecar-terminator.io/proxy'],
   ],
-  'stop.sidecar-terminator.io/<container>': [['the prefix as a name', 'sidecar-terminator.io/stop']],
+  'stop.sidecar-terminator.io/<container>': [
+    ['the prefix as a name', 'sidecar-terminator.io/stop'],
+    ['.io left out, the prefix as a name', 'sidecar-terminator/stop-proxy'],
+  ],
   'grace-period-seconds.sidecar-terminator.io/proxy': [
     ['SECONDS left out', 'grace-period.sidecar-terminator.io/proxy'],
     ['singular', 'grace-period-second.sidecar-terminator.io/proxy'],
@@ -158,6 +162,8 @@ t.test('the markers themselves, and every name the add-on reads or writes, are n
   for (const name of MARKER_NAMES) t.equal(nearMissEnvName(name), undefined, name);
   const keys = [SIDECARS, IGNORING, STRICT_VALIDATION_ANNOTATION, NATIVE_SIDECARS_OPT_OUT.key, MIGRATED_ANNOTATION, SKIPPED_ANNOTATION, PHASE_SET_ANNOTATION, MANAGED_LABEL];
   for (const key of [...keys, `${POD_ANNOTATIONS.stopPrefix}proxy`, `${POD_ANNOTATIONS.gracePeriodPrefix}istio-proxy`]) t.equal(nearMissAnnotation(key), undefined, key);
+  // The kubelet simulator's, on the pods of make dev, the examples and the end-to-end tests.
+  t.equal(nearMissAnnotation(`${SIM_ANNOTATION_PREFIX}on-sigterm.sql-proxy`), undefined, SIM_ANNOTATION_PREFIX);
   // serve's and lint's settings share the prefix SIDECAR_TERMINATOR_ (a Job running lint may set them).
   for (const flag of Object.values(SERVE_FLAGS)) t.equal(nearMissEnvName(envName(flag.name)), undefined, envName(flag.name));
   const spec = pod('Never', MARKER_NAMES.map((name) => ({ name, value: 'true' })), { [SIDECARS]: 'proxy', [`${POD_ANNOTATIONS.stopPrefix}proxy`]: 'signal' });
