@@ -11,6 +11,7 @@ import { arrayOf, isRecord, restartPolicyOf, type PodSpec } from './types.ts';
 
 /** A name on a pod that is close to a marker's, and the marker it is taken for. */
 export interface NearMiss {
+  kind: 'env' | 'annotation';
   /** Where the name is: `spec.containers[1].env[0].name`, or `spec.template.metadata.annotations[KEY]`. */
   field: string;
   /** The name as written. */
@@ -112,7 +113,7 @@ export function nearMisses(location: { spec: unknown; annotations: Record<string
   const annotationsPath = `${podMetadataPrefix(location.fieldPrefix)}.annotations`;
   for (const key of Object.keys(location.annotations)) {
     const meant = nearMissAnnotation(key);
-    if (meant !== undefined) found.push({ field: `${annotationsPath}[${key}]`, seen: key, meant });
+    if (meant !== undefined) found.push({ kind: 'annotation', field: `${annotationsPath}[${key}]`, seen: key, meant });
     if (found.length === MAX_NEAR_MISSES) return found;
   }
   for (const [index, container] of arrayOf(spec.containers).entries()) {
@@ -120,7 +121,7 @@ export function nearMisses(location: { spec: unknown; annotations: Record<string
     for (const [position, env] of arrayOf(container.env).entries()) {
       if (!isRecord(env) || typeof env.name !== 'string') continue;
       const meant = nearMissEnvName(env.name);
-      if (meant !== undefined) found.push({ field: `${location.fieldPrefix}.containers[${index}].env[${position}].name`, seen: env.name, meant });
+      if (meant !== undefined) found.push({ kind: 'env', field: `${location.fieldPrefix}.containers[${index}].env[${position}].name`, seen: env.name, meant });
       if (found.length === MAX_NEAR_MISSES) return found;
     }
   }
@@ -129,17 +130,14 @@ export function nearMisses(location: { spec: unknown; annotations: Record<string
 
 /** The near misses as findings, in the words of the webhooks and lint. */
 export function nearMissFindings(location: Parameters<typeof nearMisses>[0]): Finding[] {
-  return nearMisses(location).map(({ field, seen, meant }) => {
-    const annotation = field.endsWith(']');
-    return {
-      rule: 'near-miss-marker',
-      severity: severityOf('near-miss-marker'),
-      field,
-      // An annotation's key is in the field path already.
-      ...(annotation ? {} : { value: seen }),
-      detail: `not ${annotation ? 'an annotation' : 'a variable'} the add-on reads, so it has no effect, but close to ${meant}; ${fixClause('near-miss-marker')}`,
-    };
-  });
+  return nearMisses(location).map(({ kind, field, seen, meant }) => ({
+    rule: 'near-miss-marker',
+    severity: severityOf('near-miss-marker'),
+    field,
+    // An annotation's key is in the field path already.
+    ...(kind === 'env' ? { value: seen } : {}),
+    detail: `not ${kind === 'env' ? 'a variable' : 'an annotation'} the add-on reads, so it has no effect, but close to ${meant}; ${fixClause('near-miss-marker')}`,
+  }));
 }
 
 interface Candidate {

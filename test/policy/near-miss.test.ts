@@ -144,7 +144,7 @@ for (const [marker, misses] of Object.entries(ENV_MISSES)) {
   t.test(`misspellings of ${marker}: one near miss each, naming it`, async (t) => {
     for (const [slip, seen] of misses) {
       t.equal(nearMissEnvName(seen), marker, slip);
-      t.same(missesOf(pod('Never', [{ name: seen, value: 'true' }])), [{ field: 'spec.containers[1].env[0].name', seen, meant: marker }], `${slip}: on a pod`);
+      t.same(missesOf(pod('Never', [{ name: seen, value: 'true' }])), [{ kind: 'env', field: 'spec.containers[1].env[0].name', seen, meant: marker }], `${slip}: on a pod`);
     }
   });
 }
@@ -153,7 +153,7 @@ for (const [meant, misses] of Object.entries(ANNOTATION_MISSES)) {
   t.test(`misspellings of ${meant}: one near miss each, naming it`, async (t) => {
     for (const [slip, seen] of misses) {
       t.equal(nearMissAnnotation(seen), meant, slip);
-      t.same(missesOf(pod('OnFailure', [], { [seen]: 'proxy' })), [{ field: `metadata.annotations[${seen}]`, seen, meant }], `${slip}: on a pod`);
+      t.same(missesOf(pod('OnFailure', [], { [seen]: 'proxy' })), [{ kind: 'annotation', field: `metadata.annotations[${seen}]`, seen, meant }], `${slip}: on a pod`);
     }
   });
 }
@@ -209,8 +209,8 @@ t.test('Job and CronJob templates: the template\'s containers and annotations, a
   const template = { metadata: { annotations: { 'sidecar-terminator.io/sidecar': 'proxy' } }, spec: { restartPolicy: 'Never', containers: [{ name: 'main', env: [{ name: 'PATH', value: '/bin' }, { name: 'KRUISE_TERMINATE_SIDECARS_WHEN_JOB_EXIT', value: 'true' }] }] } };
   const job = { apiVersion: 'batch/v1', kind: 'Job', metadata: { name: 'j' }, spec: { template } };
   t.same(missesOf(job), [
-    { field: 'spec.template.metadata.annotations[sidecar-terminator.io/sidecar]', seen: 'sidecar-terminator.io/sidecar', meant: SIDECARS },
-    { field: 'spec.template.spec.containers[0].env[1].name', seen: 'KRUISE_TERMINATE_SIDECARS_WHEN_JOB_EXIT', meant: ENV_WHEN_JOB_EXIT },
+    { kind: 'annotation', field: 'spec.template.metadata.annotations[sidecar-terminator.io/sidecar]', seen: 'sidecar-terminator.io/sidecar', meant: SIDECARS },
+    { kind: 'env', field: 'spec.template.spec.containers[0].env[1].name', seen: 'KRUISE_TERMINATE_SIDECARS_WHEN_JOB_EXIT', meant: ENV_WHEN_JOB_EXIT },
   ]);
   const cronJob = { apiVersion: 'batch/v1', kind: 'CronJob', metadata: { name: 'c' }, spec: { schedule: '@daily', jobTemplate: { spec: { template } } } };
   t.same(missesOf(cronJob).map((miss) => miss.field), ['spec.jobTemplate.spec.template.metadata.annotations[sidecar-terminator.io/sidecar]', 'spec.jobTemplate.spec.template.spec.containers[0].env[1].name']);
