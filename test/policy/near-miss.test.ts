@@ -234,3 +234,12 @@ t.test('a hostile pod: at most MAX_NEAR_MISSES, and no huge name compared', asyn
   t.equal(nearMissEnvName(`KRUISE_TERMINATE_SIDECAR_${'X'.repeat(300)}`), undefined, 'longer than any name written by mistake');
   t.same(missesOf(pod('Never', [{ name: 42 as unknown as string }, null as unknown as { name: string }])), [], 'entries that are not env vars');
 });
+
+t.test('a hostile pod: at most MAX_NEAR_MISSES annotations, and shapes that are not a pod spec', async (t) => {
+  const annotations = Object.fromEntries(Array.from({ length: 500 }, (_, index) => [`sidecar-terminator.io/sidecar${index}`, 'x']));
+  const found = nearMisses({ spec: { restartPolicy: 'Never', containers: [] }, annotations, fieldPrefix: 'spec' });
+  t.equal(found.length, MAX_NEAR_MISSES, 'the annotations alone fill the list');
+  t.ok(found.every((miss) => miss.kind === 'annotation'));
+  t.same(nearMisses({ spec: 'Never', annotations: {}, fieldPrefix: 'spec' }), [], 'a spec that is not an object: no restartPolicy, nothing to read');
+  t.same(nearMisses({ spec: { restartPolicy: 'Never', containers: [null, 'proxy', 7] }, annotations: {}, fieldPrefix: 'spec' }), [], 'containers that are not objects');
+});
