@@ -10,6 +10,7 @@
 #   scripts/test.sh FILE...   (npm test -- FILE...) these test files, after the type-check; the
 #                             control plane is built only when one of them needs it.
 set -euo pipefail
+shopt -s globstar
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"
 start=$SECONDS
@@ -39,9 +40,9 @@ count() {
   echo "$sum"
 }
 
-# The inner loop. Each test file runs once: those of test/policy and test/watcher with the coverage
-# their floor needs, the type-check beside them; then the others without coverage (each test
-# process starts faster), alone, for some of them answer against a deadline.
+# The inner loop. Each test file runs once, `$jobs` at a time, by scripts/unit-runner.ts (tap's
+# runner starts every file with loaders the loop does not need): those of test/policy and
+# test/watcher with the coverage their floor needs, the type-check beside them; then the others.
 unit_loop() {
   # Fewer fuzz cases than make test's 3,000 keep the loop short; FUZZ_CASES still wins.
   export FUZZ_CASES="${FUZZ_CASES:-1000}"
@@ -52,12 +53,16 @@ unit_loop() {
   # three sizes, several times over, and adversarial.test.ts's test of every shape at the API server's
   # 3 MiB limit judges each on every endpoint: over a minute of CPU each, most of the loop's time
   # (that test is named to tap to leave out; the other tests of the file stay).
-  local excluded=(--exclude 'test/{e2e,chart}/**' --exclude 'test/cli/node-lines.test.ts')
-  local stress=()
-  if [ -z "${UNIT_STRESS:-}" ]; then
-    excluded+=(--exclude 'test/webhook/growth.test.ts')
-    stress=(--grep '^every shape of hostile body at the API server limit' --invert)
-  fi
+  local stress=() others=()
+  local file
+  for file in test/**/*.test.ts; do
+    case "$file" in
+      test/e2e/* | test/chart/* | test/cli/node-lines.test.ts | test/policy/* | test/watcher/*) ;;
+      test/webhook/growth.test.ts) [ -n "${UNIT_STRESS:-}" ] && others+=("$file") ;;
+      *) others+=("$file") ;;
+    esac
+  done
+  [ -n "${UNIT_STRESS:-}" ] || stress=(--grep '^every shape of hostile body at the API server limit' --invert)
   local covered=(test/policy/*.test.ts test/watcher/*.test.ts)
   local checked policy_log others_log
   checked=$(mktemp) policy_log=$(mktemp) others_log=$(mktemp)
@@ -70,7 +75,7 @@ unit_loop() {
   set +e
   # The same rule as make test's, so that a branch of src/policy without its test fails here first.
   echo "-- test/policy and test/watcher, with coverage: every branch of src/policy, by its unit tests (scripts/coverage-floor.ts says why); the type-check meanwhile"
-  tap --jobs "$jobs" --coverage-report=json-summary "$@" "${covered[@]}" 2>&1 | tee "$policy_log"
+  node scripts/unit-runner.ts --jobs "$jobs" --coverage "${covered[@]}" 2>&1 | tee "$policy_log"
   local status=${PIPESTATUS[0]}
   node scripts/coverage-floor.ts policy || status=1
   echo "-- type-check (tsc --noEmit)"
@@ -81,7 +86,7 @@ unit_loop() {
   # takes a second): V8's code, cached on disk, saves a fifth of that. Not under coverage, which
   # compiles for itself.
   NODE_COMPILE_CACHE="$PWD/node_modules/.cache/sidecar-terminator/compile" \
-    tap --jobs "$jobs" --disable-coverage "${excluded[@]}" --exclude 'test/{policy,watcher}/**' "${stress[@]}" "$@" 2>&1 | tee "$others_log"
+    node scripts/unit-runner.ts --jobs "$jobs" "${stress[@]}" "${others[@]}" 2>&1 | tee "$others_log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   set -e
 
@@ -94,7 +99,8 @@ mode=all
 tap_args=()
 if [ "${1:-}" = "--unit" ]; then
   shift
-  unit_loop "$@"
+  [ $# -eq 0 ] || { echo "scripts/test.sh --unit takes no arguments (run chosen files with: scripts/test.sh FILE...)" >&2; exit 2; }
+  unit_loop
 elif [ $# -gt 0 ]; then
   mode=files
   tap_args=("$@")
