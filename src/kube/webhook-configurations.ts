@@ -59,41 +59,94 @@ const workloadTemplates: V1RuleWithOperations = { apiGroups: ['apps'], apiVersio
  * reinvocation round (k8s.io/apiserver, mutating/dispatcher.go), so one that matched marked pods
  * only would never see a marked sidecar that a later webhook injects. Other pods reach them only
  * with a marker (for the warning an Always pod with markers gets). The validating webhook runs
- * after every mutation, so it matches on the markers themselves: pods, and Job, CronJob and
- * workload templates, that carry one. A marker is an env var on a container, or an annotation of
- * the pod (its template's) that names or configures a sidecar. Every field is tested with has() first: a mutating
- * webhook sees the object before the API server validates it, and a condition that fails to
- * evaluate leaves the decision to failurePolicy.
+ * after every mutation, so it matches on the names themselves: a pod, or a Job, CronJob or
+ * workload template, that can finish reaches it with a name that may be a marker's or a near
+ * miss of one (mayBeMarker: the webhook then tells which, with src/policy/near-miss.ts, so that
+ * `kubectl apply` of a Job whose only marker is misspelt prints the warning); one that cannot
+ * finish, only with a marker. A name is an env var's on a container, or a key of the pod's
+ * annotations (its template's). Every field is tested with has() first: a mutating webhook sees
+ * the object before the API server validates it, and a condition that fails to evaluate leaves
+ * the decision to failurePolicy. has() costs nothing; each env var and annotation costs the
+ * test of its name once, so a pod at the size limit stays within the API server's CEL cost
+ * limit for one expression (test/e2e/webhook-match-conditions.test.ts).
  */
 const MARKERS = `[${MARKER_NAMES.map((name) => `'${name}'`).join(', ')}]`;
-const anyMarked = (containers: string) => `${containers}.exists(c, has(c.env) && c.env.exists(e, has(e.name) && e.name in ${MARKERS}))`;
-/** A pod spec (a CEL path) with a marker on a container or an init container. */
-const markedSpec = (spec: string) => `(has(${spec}.containers) && ${anyMarked(`${spec}.containers`)}) || (has(${spec}.initContainers) && ${anyMarked(`${spec}.initContainers`)})`;
+const ANNOTATIONS = `[${[POD_ANNOTATIONS.sidecars, POD_ANNOTATIONS.ignoreExitCode].map((key) => `'${key}'`).join(', ')}]`;
+
+/** A test of a name, as CEL on the CEL expression of the name. */
+type NameTest = (name: string) => string;
+const isMarker: NameTest = (name) => `${name} in ${MARKERS}`;
+/** An annotation that names or configures a sidecar. */
+const isMarkerKey: NameTest = (key) => `${key} in ${ANNOTATIONS} || ${key}.startsWith('${POD_ANNOTATIONS.stopPrefix}') || ${key}.startsWith('${POD_ANNOTATIONS.gracePeriodPrefix}')`;
+
+/**
+ * Words, in upper case, of which every marker's name (env var or annotation key) holds two or
+ * three: a slip in one word leaves another, so every name src/policy/near-miss.ts finds one
+ * slip away from a marker, or with a word left out, added or changed, holds one of them.
+ */
+export const MARKER_WORDS = ['KRUISE', 'SIDECAR', 'TERMINAT'] as const;
+
+/** A container of the list (a CEL path) with an env var whose name passes the test. */
+const anyEnv = (containers: string, test: NameTest) => `${containers}.exists(c, has(c.env) && c.env.exists(e, has(e.name) && ${test('e.name')}))`;
+/** A pod spec (a CEL path) with such an env var on a container or an init container. */
+const specWith = (spec: string, test: NameTest) => `(has(${spec}.containers) && ${anyEnv(`${spec}.containers`, test)}) || (has(${spec}.initContainers) && ${anyEnv(`${spec}.initContainers`, test)})`;
 /** The object's fields are reached one by one: each step is tested first. */
 const guarded = (path: string[]) => path.map((_, index) => `has(object.${path.slice(0, index + 1).join('.')})`).join(' && ');
-/** A marker in the object's pod spec at this path. */
-const markedAt = (...path: string[]) => `${guarded(path)} && (${markedSpec(`object.${path.join('.')}`)})`;
-const ANNOTATIONS = `[${[POD_ANNOTATIONS.sidecars, POD_ANNOTATIONS.ignoreExitCode].map((key) => `'${key}'`).join(', ')}]`;
-/** An annotation that names or configures a sidecar, in the object's metadata at this path (the pod's, or its template's). */
-const annotatedAt = (...path: string[]) =>
-  `${guarded([...path, 'annotations'])} && object.${path.join('.')}.annotations.exists(k, k in ${ANNOTATIONS} || k.startsWith('${POD_ANNOTATIONS.stopPrefix}') || k.startsWith('${POD_ANNOTATIONS.gracePeriodPrefix}'))`;
-/** A marker in the pod template at this path (the pod itself: none): in its spec or its annotations. */
-const markedTemplate = (...path: string[]) => `(${markedAt(...path, 'spec')}) || (${annotatedAt(...path, 'metadata')})`;
+/** The object's pod spec at this path, with such an env var. */
+const specAt = (path: string[], test: NameTest) => `${guarded(path)} && (${specWith(`object.${path.join('.')}`, test)})`;
+/** The object's metadata at this path (the pod's, or its template's), with an annotation whose key passes the test. */
+const annotatedAt = (path: string[], test: NameTest) => `${guarded([...path, 'annotations'])} && object.${path.join('.')}.annotations.exists(k, ${test('k')})`;
+
+/**
+ * What a test of names looks at, at most: more containers in a list, more env vars in a
+ * container, more annotations, or a longer name, and the object may be marked, untested. So no
+ * pod the API server stores costs more than its CEL cost limit for one expression (1,000,000
+ * units), where a test of each name of a pod at its size limit would: it costs a tenth of a unit
+ * per character and per word, and a few units per name.
+ */
+export const NAMES_TESTED = { containers: 32, envPerContainer: 128, annotations: 128, nameLength: 64 } as const;
+
+/** Whether a name may be a marker's or a near miss of one: a marker word in it, in any case (ASCII, as CEL's upperAscii), or too long to test. What mayBeMarkerCel tests. */
+export function mayBeMarker(name: string): boolean {
+  if (name.length > NAMES_TESTED.nameLength) return true;
+  const upper = name.replace(/[a-z]/g, (letter) => letter.toUpperCase());
+  return MARKER_WORDS.some((word) => upper.includes(word));
+}
+const mayBeMarkerCel: NameTest = (name) => `(size(${name}) > ${NAMES_TESTED.nameLength} || ${MARKER_WORDS.map((word) => `${name}.upperAscii().contains('${word}')`).join(' || ')})`;
+
+/** The pod template at this path (its spec is there already) with a name that may be a marker's, or too many to test. */
+const mayBeMarkedAt = (path: string[]) => {
+  const spec = `object.${[...path, 'spec'].join('.')}`;
+  const inContainers = (list: string) =>
+    `(has(${list}) && (${list}.size() > ${NAMES_TESTED.containers} || ${list}.exists(c, has(c.env) && (c.env.size() > ${NAMES_TESTED.envPerContainer} || c.env.exists(e, has(e.name) && ${mayBeMarkerCel('e.name')})))))`;
+  const metadata = [...path, 'metadata'];
+  const annotations = `object.${metadata.join('.')}.annotations`;
+  const inAnnotations = `(${guarded([...metadata, 'annotations'])} && (${annotations}.size() > ${NAMES_TESTED.annotations} || ${annotations}.exists(k, ${mayBeMarkerCel('k')})))`;
+  return `${inContainers(`${spec}.containers`)} || ${inContainers(`${spec}.initContainers`)} || ${inAnnotations}`;
+};
+/**
+ * What the validating webhook needs to see of the pod template at this path (the pod itself:
+ * none): one that can finish with a name that may be a marker's, another with a marker.
+ */
+const validatedTemplate = (...path: string[]) => {
+  const restartPolicy = [...path, 'spec', 'restartPolicy'];
+  return `${guarded(restartPolicy)} && object.${restartPolicy.join('.')} in ['Never', 'OnFailure'] ? (${mayBeMarkedAt(path)}) : (${specAt([...path, 'spec'], isMarker)}) || (${annotatedAt([...path, 'metadata'], isMarkerKey)})`;
+};
 
 export const MATCH_CONDITIONS: { mutating: V1MatchCondition[]; validating: V1MatchCondition[] } = {
   mutating: [
     {
       name: 'may-finish-or-marked',
-      expression: `has(object.spec) && ((has(object.spec.restartPolicy) && object.spec.restartPolicy in ['Never', 'OnFailure']) || ${markedSpec('object.spec')} || (${annotatedAt('metadata')}))`,
+      expression: `has(object.spec) && ((has(object.spec.restartPolicy) && object.spec.restartPolicy in ['Never', 'OnFailure']) || ${specWith('object.spec', isMarker)} || (${annotatedAt(['metadata'], isMarkerKey)}))`,
     },
   ],
   validating: [
     {
       name: 'marked',
       expression:
-        `request.resource.resource == 'pods' ? (${markedTemplate()}) : ` +
-        `request.resource.resource == 'cronjobs' ? (${markedTemplate('spec', 'jobTemplate', 'spec', 'template')}) : ` +
-        `(${markedTemplate('spec', 'template')})`,
+        `request.resource.resource == 'pods' ? (${validatedTemplate()}) : ` +
+        `request.resource.resource == 'cronjobs' ? (${validatedTemplate('spec', 'jobTemplate', 'spec', 'template')}) : ` +
+        `(${validatedTemplate('spec', 'template')})`,
     },
   ],
 };

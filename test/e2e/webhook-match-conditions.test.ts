@@ -1,6 +1,9 @@
 // Which objects reach the webhooks, decided by the API server itself: the matchConditions that
 // `serve --register-webhooks` writes (the chart's are the same, test/chart/render.test.ts), on a
-// real API server whose controllers create the pods (no node: they stay Pending). Counted twice,
+// real API server whose controllers create the pods (no node: they stay Pending). A name that
+// may be a misspelt marker takes a Job, CronJob or pod that can finish to the validating webhook;
+// a pod with as many names as it tests stays within the API server's CEL cost limit, and one with
+// more reaches the webhook untested. Counted twice,
 // by the webhook's own sidecar_terminator_admission_requests_total and by the API server's
 // apiserver_admission_webhook_request_total. And the chart's namespaceSelector: kube-system and
 // the release namespace are never sent to the webhooks, whatever webhook.excludedNamespaces says.
@@ -9,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
+import { NAMES_TESTED } from '../../src/kube/webhook-configurations.ts';
 import { ENV_WHEN_JOB_EXIT, POD_ANNOTATIONS } from '../../src/policy/index.ts';
 import { render } from '../chart/helm.ts';
 import { startControlPlane } from '../support/control-plane.ts';
@@ -62,19 +66,24 @@ async function podsCreated(namespace: string, labelSelector: string, count: numb
 }
 
 const marker = [{ name: ENV_WHEN_JOB_EXIT, value: 'true' }];
-const podSpec = (restartPolicy: string, marked: boolean) => ({
+/** Marked, or with a misspelt marker alone (the env var of `kubectl apply` of a Job that hangs), or neither. */
+const podSpec = (restartPolicy: string, marked: boolean | 'misspelt') => ({
   restartPolicy,
-  containers: [{ name: 'main', image: 'busybox:1.36' }, { name: 'proxy', image: 'envoyproxy/envoy:v1.31.0', ...(marked ? { env: marker } : {}) }],
+  // An ordinary name on every container: it takes nothing to the validating webhook.
+  containers: [
+    { name: 'main', image: 'busybox:1.36', env: [{ name: 'LOG_LEVEL', value: 'info' }] },
+    { name: 'proxy', image: 'envoyproxy/envoy:v1.31.0', ...(marked === 'misspelt' ? { env: [{ name: 'KRUISE_TERMINATE_SIDECARS_WHEN_JOB_EXIT', value: 'true' }] } : marked ? { env: marker } : {}) },
+  ],
 });
-const deployment = (name: string, replicas: number, marked: boolean) => ({
+const deployment = (name: string, replicas: number, marked: boolean | 'misspelt') => ({
   apiVersion: 'apps/v1',
   kind: 'Deployment',
   metadata: { name },
   spec: { replicas, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: podSpec('Always', marked) } },
 });
-const job = (name: string, marked: boolean) => ({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name }, spec: { backoffLimit: 0, template: { spec: podSpec('Never', marked) } } });
-const cronJob = (name: string, marked: boolean) => ({ apiVersion: 'batch/v1', kind: 'CronJob', metadata: { name }, spec: { schedule: '0 0 1 1 *', jobTemplate: { spec: { template: { spec: podSpec('Never', marked) } } } } });
-const pod = (name: string, restartPolicy: string, marked: boolean) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name }, spec: podSpec(restartPolicy, marked) });
+const job = (name: string, marked: boolean | 'misspelt') => ({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name }, spec: { backoffLimit: 0, template: { spec: podSpec('Never', marked) } } });
+const cronJob = (name: string, marked: boolean | 'misspelt') => ({ apiVersion: 'batch/v1', kind: 'CronJob', metadata: { name }, spec: { schedule: '0 0 1 1 *', jobTemplate: { spec: { template: { spec: podSpec('Never', marked) } } } } });
+const pod = (name: string, restartPolicy: string, marked: boolean | 'misspelt') => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name }, spec: podSpec(restartPolicy, marked) });
 
 // The API server calls a webhook a moment after it is registered: a marked bad Job is denied then.
 await waitFor('the API server to call the webhooks', async () => {
@@ -128,6 +137,57 @@ t.test('marked objects reach the validating webhook, and a marked pod reaches th
   });
   // validate: the Job, its pod, the CronJob, the Deployment and its 2 pods; mutate: the 3 pods.
   t.same(delta, { mutate: 3, 'native-sidecars': 3, validate: 6 });
+});
+
+t.test('a name that may be a misspelt marker takes a Job, a CronJob, their pods and a bare pod to the validating webhook, not a Deployment or its pods', async (t) => {
+  const namespace = await cp.createNamespace();
+  const delta = await callsDuring(t, async () => {
+    await apply(namespace, job('misspelt', 'misspelt'));
+    await apply(namespace, cronJob('nightly-misspelt', 'misspelt'));
+    await apply(namespace, pod('misspelt', 'Never', 'misspelt'));
+    await apply(namespace, deployment('misspelt-web', 2, 'misspelt'));
+    await podsCreated(namespace, 'job-name=misspelt', 1);
+    await podsCreated(namespace, 'app=misspelt-web', 2);
+  });
+  // validate: the Job, its pod, the CronJob and the bare pod (restartPolicy Always: a near miss changes nothing there); mutate: the Job's pod and the bare pod.
+  t.same(delta, { mutate: 2, 'native-sidecars': 2, validate: 4 });
+});
+
+t.test("a pod with as many names as the validating webhook's CEL tests is admitted without a call, within the API server's cost limit; one with more reaches the webhook", async (t) => {
+  const namespace = await cp.createNamespace();
+  /** A name of `length` characters holding no marker word. */
+  const name = (index: number, length: number) => `E${String(index).padStart(6, '0')}`.padEnd(length, 'X');
+  const containers = (prefix: string, count: number, envPerContainer: number) =>
+    Array.from({ length: count }, (_, c) => ({ name: `${prefix}${c}`, image: 'busybox:1.36', env: Array.from({ length: envPerContainer }, (_, e) => ({ name: name(c * 1000 + e, NAMES_TESTED.nameLength) })) }));
+  const { containers: count, envPerContainer, annotations } = NAMES_TESTED;
+  const fullPod = (restartPolicy: string, more: { containers?: number; env?: number; annotations?: number; nameLength?: number } = {}) => ({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'full', annotations: Object.fromEntries(Array.from({ length: more.annotations ?? annotations }, (_, i) => [name(i, 63).toLowerCase(), ''])) },
+    spec: {
+      restartPolicy,
+      // A longer name on a container of its own, in place of one: the count stays.
+      containers: [...containers('c', (more.containers ?? count) - (more.nameLength ? 1 : 0), more.env ?? envPerContainer), ...(more.nameLength ? [{ name: 'long', image: 'busybox:1.36', env: [{ name: name(0, more.nameLength) }] }] : [])],
+      initContainers: containers('i', count, envPerContainer),
+    },
+  });
+  /** Created with --dry-run=server; with failurePolicy Fail, a condition over the cost limit refuses it. */
+  const create = async (manifest: object) => {
+    const result = await cp.kubectl(['create', '--dry-run=server', '-f', '-'], { namespace, input: JSON.stringify(manifest) });
+    t.equal(result.code, 0, 'admitted', { stderr: result.stderr.slice(0, 500) });
+  };
+  const full = fullPod('Never');
+  t.ok(JSON.stringify(full).length < 1.5 * 1024 * 1024, 'within the size etcd stores');
+  t.same(await callsDuring(t, () => create(full)), { mutate: 1, 'native-sidecars': 1, validate: 0 }, `${count} containers and ${count} init containers of ${envPerContainer} env vars, ${annotations} annotations, every name ${NAMES_TESTED.nameLength} characters: tested, no call`);
+  t.same(await callsDuring(t, () => create(fullPod('Always'))), { mutate: 0, 'native-sidecars': 0, validate: 0 }, 'the same pod, restartPolicy Always: tested for markers, no call');
+  for (const [what, more] of [
+    ['a container more', { containers: count + 1 }],
+    ['an env var more', { env: envPerContainer + 1 }],
+    ['an annotation more', { annotations: annotations + 1 }],
+    ['a name longer', { nameLength: NAMES_TESTED.nameLength + 1 }],
+  ] as const) {
+    t.same(await callsDuring(t, () => create(fullPod('Never', more))), { mutate: 1, 'native-sidecars': 1, validate: 1 }, `${what}: not tested, validated by the webhook`);
+  }
 });
 
 t.test('a sidecar named by the pod annotation, with no env marker, marks the object just the same', async (t) => {

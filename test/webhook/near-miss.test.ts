@@ -99,3 +99,32 @@ t.test('no warning for a pod that cannot finish, for exact markers, or for an up
   update.request.operation = 'UPDATE';
   t.same((await post(app, 'mutate', update)).review.response, { uid: update.request.uid, allowed: true }, 'a pod UPDATE is not admitted by the webhooks');
 });
+
+t.test('an unmarked pod, Job or CronJob whose only marker is misspelt: /validate allows it with the warning alone', async (t) => {
+  const notices: OwnerNotice[] = [];
+  const app = testApp({ ownerEvents: { record: (notice) => notices.push(notice) } });
+  t.teardown(() => app.close());
+  const pod = podReview([WITH_IMAGE_MISSPELT]);
+  const job = jobReview(pod);
+  const { metadata, spec } = job.request.object;
+  const cronJob = {
+    ...job,
+    request: { ...job.request, kind: { group: 'batch', version: 'v1', kind: 'CronJob' }, object: { apiVersion: 'batch/v1', kind: 'CronJob', metadata, spec: { schedule: '0 0 * * *', jobTemplate: { spec } } } },
+  };
+  const warning = (prefix: string) => envWarning(prefix, 1, 0, WITH_IMAGE_MISSPELT.name, 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE');
+  for (const [kind, review, prefix] of [
+    ['a pod', pod, 'spec'],
+    ['a pod of a Job', createdBy(podReview([WITH_IMAGE_MISSPELT]), OWNERS.Job), 'spec'],
+    ['a Job', job, 'spec.template.spec'],
+    ['a CronJob', cronJob, 'spec.jobTemplate.spec.template.spec'],
+  ] as const) {
+    const { statusCode, review: answer } = await post(app, 'validate', review);
+    t.equal(statusCode, 200, kind);
+    t.same(answer.response, { uid: review.request.uid, allowed: true, warnings: [warning(prefix)] }, `${kind}: allowed, the near miss its one warning`);
+  }
+  const annotated = podReview([], { 'sidecar-terminator.io/sidecar': 'cloud-sql-proxy' });
+  t.same((await post(app, 'validate', jobReview(annotated))).review.response?.warnings, [
+    `spec.template.metadata.annotations[sidecar-terminator.io/sidecar]: not an annotation the add-on reads, so it has no effect, but close to sidecar-terminator.io/sidecars; ${FIX}`,
+  ], 'a Job whose only marker is a misspelt annotation');
+  t.same(notices, [], 'no notice for an owner: a near miss is no error');
+});

@@ -249,33 +249,59 @@ src/kube/webhook-configurations.ts writes (MATCH_CONDITIONS; test/chart/render.t
 them). The mutating webhooks keep every pod that can finish (restartPolicy Never or OnFailure) in
 reach, marked or not: a mutating webhook skipped in the first round is never called again in the
 reinvocation round, so it could not label a marked sidecar a later webhook injects. Other pods
-reach them only with a marker. The validating webhook, called after every mutation, only sees
-pods and templates that carry a marker: an env var on a container, or an annotation of the pod
-(its template's) that names or configures a sidecar.
+reach them only with a marker. The validating webhook, called after every mutation, sees a pod or
+template that can finish when one of its names may be a marker's or a near miss of one (it holds
+KRUISE, SIDECAR or TERMINAT in any case; or the pod has too many names, or too long a name, to
+test within the API server's CEL cost limit), so that `kubectl apply` of a Job whose only marker
+is misspelt prints the webhook's warning; any other, only with a marker. A name is an env var's
+on a container, or a key of the pod's annotations (its template's).
 */}}
 {{- define "sidecar-terminator.markedSpec" -}}
 {{- $anyMarked := "%s.exists(c, has(c.env) && c.env.exists(e, has(e.name) && e.name in ['KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE', 'KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE', 'SIDECAR_TERMINATOR_STOP', 'SIDECAR_TERMINATOR_GRACE_PERIOD_SECONDS']))" -}}
 (has({{ . }}.containers) && {{ printf $anyMarked (printf "%s.containers" .) }}) || (has({{ . }}.initContainers) && {{ printf $anyMarked (printf "%s.initContainers" .) }})
 {{- end }}
 
-{{/* A marker in the object's pod spec at this path (a list of fields), each step tested with has() first. */}}
-{{- define "sidecar-terminator.markedAt" -}}
+{{/* The object's fields at this path (a list of fields) reached one by one, each step tested with has() first. */}}
+{{- define "sidecar-terminator.guarded" -}}
 {{- $steps := list }}
 {{- range $index, $_ := . }}{{ $steps = append $steps (printf "has(object.%s)" (slice $ 0 (add1 $index) | join ".")) }}{{ end -}}
-{{ join " && " $steps }} && ({{ include "sidecar-terminator.markedSpec" (printf "object.%s" (join "." .)) }})
+{{ join " && " $steps }}
+{{- end }}
+
+{{/* A marker in the object's pod spec at this path (a list of fields). */}}
+{{- define "sidecar-terminator.markedAt" -}}
+{{ include "sidecar-terminator.guarded" . }} && ({{ include "sidecar-terminator.markedSpec" (printf "object.%s" (join "." .)) }})
 {{- end }}
 
 {{/* An annotation that names or configures a sidecar, in the object's metadata at this path (a list of fields). */}}
 {{- define "sidecar-terminator.annotatedAt" -}}
-{{- $path := concat . (list "annotations") }}
-{{- $steps := list }}
-{{- range $index, $_ := $path }}{{ $steps = append $steps (printf "has(object.%s)" (slice $path 0 (add1 $index) | join ".")) }}{{ end -}}
-{{ join " && " $steps }} && object.{{ join "." . }}.annotations.exists(k, k in ['sidecar-terminator.io/sidecars', 'sidecar-terminator.io/ignore-exit-code'] || k.startsWith('stop.sidecar-terminator.io/') || k.startsWith('grace-period-seconds.sidecar-terminator.io/'))
+{{ include "sidecar-terminator.guarded" (concat . (list "annotations")) }} && object.{{ join "." . }}.annotations.exists(k, k in ['sidecar-terminator.io/sidecars', 'sidecar-terminator.io/ignore-exit-code'] || k.startsWith('stop.sidecar-terminator.io/') || k.startsWith('grace-period-seconds.sidecar-terminator.io/'))
 {{- end }}
 
 {{/* A marker in the pod template at this path (a list of fields; the pod itself: an empty list): in its spec or its annotations. */}}
 {{- define "sidecar-terminator.markedTemplate" -}}
 ({{ include "sidecar-terminator.markedAt" (concat . (list "spec")) }}) || ({{ include "sidecar-terminator.annotatedAt" (concat . (list "metadata")) }})
+{{- end }}
+
+{{/* A name (a CEL expression) that may be a marker's or a near miss of one: mayBeMarker in src/kube/webhook-configurations.ts. */}}
+{{- define "sidecar-terminator.mayBeMarker" -}}
+(size({{ . }}) > 64 || {{ . }}.upperAscii().contains('KRUISE') || {{ . }}.upperAscii().contains('SIDECAR') || {{ . }}.upperAscii().contains('TERMINAT'))
+{{- end }}
+
+{{/* The pod template at this path (its spec is there already) with a name that may be a marker's, or more names than are tested (NAMES_TESTED). */}}
+{{- define "sidecar-terminator.mayBeMarkedAt" -}}
+{{- $containers := "(has(%[1]s) && (%[1]s.size() > 32 || %[1]s.exists(c, has(c.env) && (c.env.size() > 128 || c.env.exists(e, has(e.name) && %[2]s)))))" }}
+{{- $mayBeMarker := include "sidecar-terminator.mayBeMarker" "e.name" }}
+{{- $spec := printf "object.%s" (concat . (list "spec") | join ".") }}
+{{- $metadata := concat . (list "metadata") }}
+{{- $annotations := printf "object.%s.annotations" (join "." $metadata) -}}
+{{ printf $containers (printf "%s.containers" $spec) $mayBeMarker }} || {{ printf $containers (printf "%s.initContainers" $spec) $mayBeMarker }} || ({{ include "sidecar-terminator.guarded" (concat $metadata (list "annotations")) }} && ({{ $annotations }}.size() > 128 || {{ $annotations }}.exists(k, {{ include "sidecar-terminator.mayBeMarker" "k" }})))
+{{- end }}
+
+{{/* What the validating webhook sees of the pod template at this path (a list of fields; the pod itself: an empty list): one that can finish with a name that may be a marker's, another with a marker. */}}
+{{- define "sidecar-terminator.validatedTemplate" -}}
+{{- $restartPolicy := concat . (list "spec" "restartPolicy") -}}
+{{ include "sidecar-terminator.guarded" $restartPolicy }} && object.{{ join "." $restartPolicy }} in ['Never', 'OnFailure'] ? ({{ include "sidecar-terminator.mayBeMarkedAt" . }}) : {{ include "sidecar-terminator.markedTemplate" . }}
 {{- end }}
 
 {{- define "sidecar-terminator.mutatingMatchConditions" -}}
@@ -287,7 +313,7 @@ matchConditions:
 {{- define "sidecar-terminator.validatingMatchConditions" -}}
 matchConditions:
   - name: marked
-    expression: {{ printf "request.resource.resource == 'pods' ? (%s) : request.resource.resource == 'cronjobs' ? (%s) : (%s)" (include "sidecar-terminator.markedTemplate" (list)) (include "sidecar-terminator.markedTemplate" (list "spec" "jobTemplate" "spec" "template")) (include "sidecar-terminator.markedTemplate" (list "spec" "template")) | quote }}
+    expression: {{ printf "request.resource.resource == 'pods' ? (%s) : request.resource.resource == 'cronjobs' ? (%s) : (%s)" (include "sidecar-terminator.validatedTemplate" (list)) (include "sidecar-terminator.validatedTemplate" (list "spec" "jobTemplate" "spec" "template")) (include "sidecar-terminator.validatedTemplate" (list "spec" "template")) | quote }}
 {{- end }}
 
 {{/* With webhook.tls.certManager, cert-manager's cainjector writes the caBundle from this Certificate. */}}
