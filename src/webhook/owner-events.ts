@@ -75,7 +75,7 @@ export class OwnerEventRecorder {
     this.tokens = this.options.burst;
     this.results = new Counter({
       name: 'sidecar_terminator_admission_owner_events_total',
-      help: 'Events about sidecar configuration errors on the controller of an object admitted anyway, by result (created, duplicate, dropped: too many at once or too fast, names the API server refuses, or a namespace the webhooks do not serve; unverified: no Job or CronJob of that name and uid; error).',
+      help: 'Events about sidecar configuration errors on the controller of an object admitted anyway, by result (created, duplicate, dropped: too many at once or too fast, names the API server refuses, or a namespace the webhooks do not serve; unverified: an owner that is not a batch/v1 Job or CronJob, such as an operator or a workflow engine, or no Job or CronJob of that name and uid; error).',
       labelNames: ['result'] as const,
       registers: options.metrics ? [options.metrics] : [],
     });
