@@ -17,7 +17,7 @@ const [actionlint, shellcheck] = await Promise.all([buildScriptOutput('build-go-
 /** actionlint with shellcheck on the `run:` steps. */
 const lint = (file: string) => runCommand(actionlint, ['-no-color', `-shellcheck=${shellcheck}`, file], { cwd: repoRoot });
 const text = readFileSync(join(repoRoot, WORKFLOW), 'utf8');
-const workflow = parse(text) as { on: { push: { tags: string[] } }; jobs: Record<string, { permissions: Record<string, string>; steps: { run?: string }[] }> };
+const workflow = parse(text) as { on: { push: { tags: string[] } }; jobs: Record<string, { permissions: Record<string, string>; defaults?: { run?: { shell?: string } }; steps: { run?: string; shell?: string }[] }> };
 const script = workflow.jobs.release!.steps.map((step) => step.run ?? '').join('\n');
 
 t.test('actionlint finds nothing to say about it', async (t) => {
@@ -42,6 +42,9 @@ t.test('it runs from a version tag, with the rights to push, sign and publish, a
   const job = workflow.jobs.release!;
   t.same(job.permissions, { contents: 'write', packages: 'write', 'id-token': 'write' }, 'the release, the registry, keyless signing');
   t.match(script, /make release VERSION="\$VERSION" PUSH="\$PREFIX"/, 'the same target as a release made by hand');
+  // GitHub runs `shell: bash` with -o pipefail; a job in a container otherwise runs sh, where `make release | tee` has tee's status.
+  t.equal(job.defaults?.run?.shell, 'bash', 'its steps run in bash with pipefail');
+  t.notOk(job.steps.some((step) => step.shell !== undefined && step.shell !== 'bash'), 'no step runs in another shell');
   t.match(script, /cosign sign --yes/, 'each pushed digest is signed');
 });
 
