@@ -5,11 +5,11 @@
 // the tests do not reach it. The chart's comments name sections of pages in words
 // (`docs/security.md, "RBAC"`, `bench/README.md section 3`): each names a heading there.
 import { existsSync, readdirSync, statSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { join } from 'node:path';
 import t from 'tap';
 import { SOURCE_URL } from '../../scripts/build-images.ts';
 import { anchors, headings, links, markdownFiles, readDoc, slug } from '../support/markdown.ts';
-import { paragraphs, proseOf } from '../support/prose.ts';
+import { linkTarget, paragraphs, proseOf } from '../support/prose.ts';
 import { repoRoot } from '../support/repo.ts';
 
 interface Tree {
@@ -27,11 +27,8 @@ const onDisk: Tree = {
 function brokenLinks(file: string, tree: Tree = onDisk): string[] {
   const problems: string[] = [];
   for (const link of links(tree.read(file))) {
-    const onGitHub = /^(?:blob|tree)\/main\/(.*)$/.exec(link.startsWith(`${SOURCE_URL}/`) ? link.slice(SOURCE_URL.length + 1) : '')?.[1];
-    if (onGitHub === undefined && /^[a-z][a-z0-9+.-]*:/i.test(link)) continue; // https:, mailto:
-    const [path = '', anchor] = (onGitHub ?? link).split('#', 2);
-    const from = onGitHub === undefined ? dirname(file) : '.';
-    const target = path === '' ? file : relative(repoRoot, join(repoRoot, from, decodeURIComponent(path)));
+    const { path: target, anchor } = linkTarget(file, link) ?? {};
+    if (target === undefined) continue; // https:, mailto:
     if (target.startsWith('..')) {
       problems.push(`${file}: ${link} points out of the repository`);
       continue;
