@@ -35,7 +35,12 @@ const PER_CONTAINER_PREFIXES = [POD_ANNOTATIONS.stopPrefix, POD_ANNOTATIONS.grac
 const SIMULATOR_PREFIX = 'sim.sidecar-terminator.io/';
 const CONTAINER_PLACEHOLDER = '<container>';
 /** The domain of the add-on's annotations. */
-const DOMAIN = 'sidecar-terminator.io';
+const DOMAIN = nameOf('sidecar-terminator.io');
+/** The names compared with, normalized: the markers, the keys, the per-container prefixes each with its domain (`stop.sidecar-terminator.io`). */
+const MARKERS = MARKER_NAMES.map((text) => nameOf(text));
+const AUTHORED = AUTHORED_KEYS.map((text) => nameOf(text));
+const WRITTEN = WRITTEN_KEYS.map((text) => nameOf(text));
+const PREFIX_DOMAINS = PER_CONTAINER_PREFIXES.map((prefix) => ({ prefix, domain: nameOf(prefix.slice(0, -1)) }));
 /**
  * The start every Kruise marker shares. An env var that begins with it names nothing else, so any
  * name after it is a mistake. Not so `SIDECAR_TERMINATOR_`: serve's and lint's own settings use it.
@@ -62,39 +67,48 @@ const MAX_NAME_LENGTH = 253;
  * - is within a few edits of it: one per ten characters, plus one, counting a swap of two
  *   neighbours as one edit (a dropped, doubled, swapped or wrong letter, a plural), relative to
  *   the marker's length so that the long Kruise names allow a few slips and short names very few;
+ * - has its words with a word dropped, added, or swapped with its neighbour (two such changes for
+ *   a marker of six words or more, the Kruise markers), and at most one letter wrong in one word
+ *   (`KRUISE_TERMINATE_WHEN_JOB_EXIT`, `SIDECAR_TERMINATE_WHEN_JOB_EXIT`), keeping three words and
+ *   60% of the marker's length: fewer are ordinary names (`SIDECAR_STOP`);
  * - holds it whole between separators (`..._WHEN_JOB_EXIT_IMAGE`), or is a whole-word part of it
  *   at least 60% as long (`..._GRACE_PERIOD` for `..._GRACE_PERIOD_SECONDS`, a dropped
  *   `KRUISE_`): shorter parts are ordinary words (`GRACE_PERIOD_SECONDS`, `SIDECAR`);
  * - or starts with a marker family's prefix and names nothing the family has
  *   (`KRUISE_TERMINATE_SIDECAR_WITH_IMAGE`, `sidecar-terminator.io/sidecar-names`, an unknown
- *   `*.sidecar-terminator.io/` prefix, or that domain misspelt).
- * Of the markers it may be, the one meant shares the most words with it, then is the fewest edits away.
+ *   `*.sidecar-terminator.io/` prefix, or that domain misspelt or reworded as a whole: not a part
+ *   of it, as `terminator.io`).
+ * Of the markers it may be, the one meant shares the most words with it, then is the fewest edits
+ * away (the bare domain means `sidecar-terminator.io/sidecars`, the nearest key a user writes).
  */
 export function nearMissEnvName(name: string): string | undefined {
   if ((MARKER_NAMES as readonly string[]).includes(name) || name.length > MAX_NAME_LENGTH) return undefined;
-  const seen = normalizeEnv(name);
-  const family = seen.startsWith(KRUISE_FAMILY);
-  return bestOf(seen, MARKER_NAMES.map((marker) => ({ meant: marker, compared: marker, close: family || isClose(seen, marker) })));
+  const seen = nameOf(normalizeEnv(name));
+  const family = seen.text.startsWith(KRUISE_FAMILY);
+  return bestOf(seen, MARKERS.map((marker) => ({ meant: marker.text, compared: marker, close: family || isClose(seen, marker) })));
 }
 
 /** The annotation key a pod annotation's key is a near miss of (nearMissEnvName gives the rule), or undefined. */
 export function nearMissAnnotation(key: string): string | undefined {
   if (ANNOTATION_KEYS.includes(key) || [...PER_CONTAINER_PREFIXES, SIMULATOR_PREFIX].some((prefix) => key.startsWith(prefix)) || key.length > MAX_NAME_LENGTH) return undefined;
-  const seen = normalizeKey(key);
-  const slash = seen.indexOf('/');
-  const domain = slash < 0 ? '' : seen.slice(0, slash);
+  const seen = nameOf(normalizeKey(key));
+  const slash = seen.text.indexOf('/');
+  const domain = nameOf(slash < 0 ? '' : seen.text.slice(0, slash));
   const name = key.slice(slash + 1);
-  const ours = domain !== '' && (domain === DOMAIN || domain.endsWith(`.${DOMAIN}`) || isClose(domain, DOMAIN) || isClose(domain.slice(domain.indexOf('.') + 1), DOMAIN));
+  // The whole domain, misspelt or reworded: a part of it, as `terminator.io`, is someone else's.
+  const ours =
+    domain.text !== '' &&
+    (domain.text === DOMAIN.text || domain.text.endsWith(`.${DOMAIN.text}`) || isCloseWhole(domain, DOMAIN) || isCloseWhole(nameOf(domain.text.slice(domain.text.indexOf('.') + 1)), DOMAIN));
   const candidates = [
-    ...AUTHORED_KEYS.map((known) => ({ meant: known, compared: known, close: ours || isClose(seen, known) })),
-    ...WRITTEN_KEYS.map((known) => ({ meant: known, compared: known, close: isClose(seen, known) })),
-    ...PER_CONTAINER_PREFIXES.map((prefix) => {
-      const prefixDomain = prefix.slice(0, -1);
+    ...AUTHORED.map((known) => ({ meant: known.text, compared: known, close: ours || isClose(seen, known) })),
+    // The add-on writes these: only one misspelt is taken for one (the bare domain is not `.../managed`).
+    ...WRITTEN.map((known) => ({ meant: known.text, compared: known, close: isMisspelt(seen.text, known.text) })),
+    ...PREFIX_DOMAINS.map(({ prefix, domain: prefixDomain }) => {
       // The prefix, not the domain, misspelt: `sidecar-terminator` is the domain without .io.
-      const misspelt = isClose(domain, prefixDomain) && !isClose(domain, DOMAIN);
+      const misspelt = isClose(domain, prefixDomain) && !isMisspelt(domain.text, DOMAIN.text);
       // Under a misspelt or unknown prefix the name is the container's: `stop.sidecar-terminater.io/proxy` is stop.sidecar-terminator.io/proxy.
-      const meant = `${prefix}${misspelt || domain.endsWith(`.${DOMAIN}`) ? name : CONTAINER_PLACEHOLDER}`;
-      return { meant, compared: normalizeKey(meant), close: ours || misspelt };
+      const meant = `${prefix}${misspelt || domain.text.endsWith(`.${DOMAIN.text}`) ? name : CONTAINER_PLACEHOLDER}`;
+      return { meant, compared: nameOf(normalizeKey(meant)), close: ours || misspelt };
     }),
   ];
   return bestOf(seen, candidates);
@@ -140,23 +154,40 @@ export function nearMissFindings(location: Parameters<typeof nearMisses>[0]): Fi
   }));
 }
 
+/** A name normalized (normalizeEnv, normalizeKey), and its words once wordsOf has split it. */
+interface Name {
+  readonly text: string;
+  words: readonly string[] | undefined;
+}
+
+function nameOf(text: string): Name {
+  return { text, words: undefined };
+}
+
+/** The name's words, split once if at all: most names are too short to compare by words. */
+function wordsOf(name: Name): readonly string[] {
+  return (name.words ??= name.text.split(SEPARATOR).filter((word) => word !== ''));
+}
+
+const SEPARATOR = /[-_./]/;
+
 interface Candidate {
   /** The marker, as the finding names it. */
   meant: string;
   /** The marker normalized as the name is, to compare them. */
-  compared: string;
+  compared: Name;
   /** Whether the name is a near miss of it. */
   close: boolean;
 }
 
 /** Of the candidates the name is close to, the one sharing the most words with it, then the fewest edits away. */
-function bestOf(seen: string, candidates: readonly Candidate[]): string | undefined {
+function bestOf(seen: Name, candidates: readonly Candidate[]): string | undefined {
   const words = new Set(wordsOf(seen));
   let best: { meant: string; shared: number; edits: number } | undefined;
   for (const candidate of candidates) {
     if (!candidate.close) continue;
     const shared = [...new Set(wordsOf(candidate.compared))].filter((word) => words.has(word)).length;
-    const edits = distance(seen, candidate.compared, TIE_BREAK_EDITS);
+    const edits = distance(seen.text, candidate.compared.text, TIE_BREAK_EDITS);
     if (!best || shared > best.shared || (shared === best.shared && edits < best.edits)) best = { meant: candidate.meant, shared, edits };
   }
   return best?.meant;
@@ -166,11 +197,47 @@ function bestOf(seen: string, candidates: readonly Candidate[]): string | undefi
 const TIE_BREAK_EDITS = 16;
 
 /** Whether a name is close to a marker, both normalized: see nearMissEnvName. */
-function isClose(seen: string, marker: string): boolean {
-  if (seen === marker) return true;
+function isClose(seen: Name, marker: Name): boolean {
+  return isCloseWhole(seen, marker) || holdsWord(seen.text, marker.text) || (seen.text.length >= PART_SHARE * marker.text.length && holdsWord(marker.text, seen.text));
+}
+
+/** The least share of a marker's length a part of it, or a reworded name, keeps: shorter ones are ordinary words. */
+const PART_SHARE = 0.6;
+
+/** Whether a name is a marker with a few slips of its letters or of its words, both normalized. */
+function isCloseWhole(seen: Name, marker: Name): boolean {
+  return isMisspelt(seen.text, marker.text) || isReworded(seen, marker);
+}
+
+/** Whether a name is within a few edits of a marker: one per ten characters, plus one. */
+function isMisspelt(seen: string, marker: string): boolean {
   const allowed = Math.floor(marker.length / 10) + 1;
-  if (distance(seen, marker, allowed) <= allowed) return true;
-  return holdsWord(seen, marker) || (seen.length >= 0.6 * marker.length && holdsWord(marker, seen));
+  return seen === marker || distance(seen, marker, allowed) <= allowed;
+}
+
+/** The fewest words a reworded name keeps: two are ordinary names (`SIDECAR_STOP`, `terminator.io`). */
+const MIN_REWORDED_WORDS = 3;
+
+/**
+ * Whether a name is a marker with its words changed a little: a word dropped, added, or swapped
+ * with its neighbour, one such change per three words (at least one), and at most one word with a
+ * letter wrong. Few words and a budget of at most two changes keep the search small.
+ */
+function isReworded(seen: Name, marker: Name): boolean {
+  const changes = Math.max(1, Math.floor(wordsOf(marker).length / 3));
+  if (seen.text.length < PART_SHARE * marker.text.length || wordsOf(seen).length < MIN_REWORDED_WORDS || Math.abs(wordsOf(seen).length - wordsOf(marker).length) > changes) return false;
+  return aligns(wordsOf(seen), 0, wordsOf(marker), 0, changes, 1);
+}
+
+/** Whether the words of a name from `i` on are a marker's from `j` on, within `changes` word changes and `slips` misspelt words. */
+function aligns(seen: readonly string[], i: number, marker: readonly string[], j: number, changes: number, slips: number): boolean {
+  // What is left of either is words added, or dropped.
+  if (i === seen.length || j === marker.length) return seen.length - i + (marker.length - j) <= changes;
+  if (seen[i] === marker[j] && aligns(seen, i + 1, marker, j + 1, changes, slips)) return true;
+  if (slips > 0 && distance(seen[i]!, marker[j]!, 1) <= 1 && aligns(seen, i + 1, marker, j + 1, changes, slips - 1)) return true;
+  if (changes === 0) return false;
+  const swapped = seen[i] === marker[j + 1] && seen[i + 1] === marker[j];
+  return aligns(seen, i, marker, j + 1, changes - 1, slips) || aligns(seen, i + 1, marker, j, changes - 1, slips) || (swapped && aligns(seen, i + 2, marker, j + 2, changes - 1, slips));
 }
 
 /** Env names in upper case with `_` between words, as the markers are written. */
@@ -181,12 +248,6 @@ function normalizeEnv(name: string): string {
 /** Annotation keys in lower case with `-` between words, as the add-on's are written. */
 function normalizeKey(key: string): string {
   return key.toLowerCase().replaceAll('_', '-');
-}
-
-const SEPARATOR = /[-_./]/;
-
-function wordsOf(name: string): string[] {
-  return name.split(SEPARATOR).filter((word) => word !== '');
 }
 
 /** Whether `whole` holds `part` starting and ending at word boundaries. */
@@ -214,10 +275,13 @@ function distance(first: string, second: string, max: number): number {
   while (end < first.length - start && end < second.length - start && first[first.length - 1 - end] === second[second.length - 1 - end]) end++;
   const a = first.slice(start, first.length - end);
   const b = second.slice(start, second.length - end);
+  // One used up: the rest of the other is insertions (a plural, a doubled letter).
+  if (a.length === 0 || b.length === 0) return Math.min(a.length + b.length, max + 1);
   const width = b.length + 1;
   // Three rows: the one before the previous (for a swap), the previous, the current.
   let before = new Uint16Array(width);
-  let previous = Uint16Array.from({ length: width }, (_, j) => j);
+  let previous = new Uint16Array(width);
+  for (let j = 1; j < width; j++) previous[j] = j;
   let current = new Uint16Array(width);
   for (let i = 1; i <= a.length; i++) {
     const ai = a.charCodeAt(i - 1);

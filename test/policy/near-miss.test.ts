@@ -50,6 +50,13 @@ const ENV_MISSES: Record<string, Array<[string, string]>> = {
     ['another word for WHEN', 'KRUISE_TERMINATE_SIDECAR_ON_JOB_EXIT'],
     ['the family prefix alone', 'KRUISE_TERMINATE_SIDECAR'],
     ['a trailing blank', `${ENV_WHEN_JOB_EXIT} `],
+    ['SIDECAR left out', 'KRUISE_TERMINATE_WHEN_JOB_EXIT'],
+    ['TERMINATE left out', 'KRUISE_SIDECAR_WHEN_JOB_EXIT'],
+    ['two words swapped', 'KRUISE_SIDECAR_TERMINATE_WHEN_JOB_EXIT'],
+    ['KRUISE_ left out, two words swapped', 'SIDECAR_TERMINATE_WHEN_JOB_EXIT'],
+    ['two words swapped, a letter dropped', 'KRUISE_SIDECAR_TERMINATE_WHEN_JOB_EXT'],
+    ['a word added', 'KRUISE_TERMINATE_ISTIO_SIDECAR_WHEN_JOB_EXIT'],
+    ['another word for SIDECAR', 'KRUISE_TERMINATE_CONTAINER_WHEN_JOB_EXIT'],
   ],
   [ENV_WITH_IMAGE]: [
     ['WITH_IMAGE without WHEN_JOB_EXIT', 'KRUISE_TERMINATE_SIDECAR_WITH_IMAGE'],
@@ -61,6 +68,9 @@ const ENV_MISSES: Record<string, Array<[string, string]>> = {
     ['lower case', ENV_WITH_IMAGE.toLowerCase()],
     ['a hyphen', 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH-IMAGE'],
     ['KRUISE_ left out', 'TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE'],
+    ['SIDECAR left out', 'KRUISE_TERMINATE_WHEN_JOB_EXIT_WITH_IMAGE'],
+    ['two words swapped', 'KRUISE_SIDECAR_TERMINATE_WHEN_JOB_EXIT_WITH_IMAGE'],
+    ['KRUISE_ left out, two words swapped', 'SIDECAR_TERMINATE_WHEN_JOB_EXIT_WITH_IMAGE'],
   ],
   [ENV_IGNORE_EXIT_CODE]: [
     ['a missing underscore', 'KRUISE_TERMINATE_SIDECAR_IGNORE_EXITCODE'],
@@ -70,6 +80,10 @@ const ENV_MISSES: Record<string, Array<[string, string]>> = {
     ['IGNORE left out', 'KRUISE_TERMINATE_SIDECAR_EXIT_CODE'],
     ['lower case', ENV_IGNORE_EXIT_CODE.toLowerCase()],
     ['hyphens', 'KRUISE-TERMINATE-SIDECAR-IGNORE-EXIT-CODE'],
+    ['SIDECAR left out', 'KRUISE_TERMINATE_IGNORE_EXIT_CODE'],
+    ['two words swapped', 'KRUISE_SIDECAR_TERMINATE_IGNORE_EXIT_CODE'],
+    ['KRUISE_ left out, two words swapped', 'SIDECAR_TERMINATE_IGNORE_EXIT_CODE'],
+    ['KRUISE_ left out, a word added', 'TERMINATE_SIDECAR_IGNORE_THE_EXIT_CODE'],
   ],
   [ENV_STOP]: [
     ['a doubled letter', 'SIDECAR_TERMINATOR_STOPP'],
@@ -79,6 +93,9 @@ const ENV_MISSES: Record<string, Array<[string, string]>> = {
     ['the prefix alone', 'SIDECAR_TERMINATOR'],
     ['lower case', 'sidecar_terminator_stop'],
     ['hyphens', 'SIDECAR-TERMINATOR-STOP'],
+    ['two words swapped', 'TERMINATOR_SIDECAR_STOP'],
+    ['two words swapped, a letter doubled', 'TERMINATOR_SIDECAR_STOPP'],
+    ['a word added', 'SIDECAR_TERMINATOR_CONTAINER_STOP'],
   ],
   [ENV_GRACE_PERIOD]: [
     ['SECONDS left out', 'SIDECAR_TERMINATOR_GRACE_PERIOD'],
@@ -87,6 +104,10 @@ const ENV_MISSES: Record<string, Array<[string, string]>> = {
     ['a missing underscore', 'SIDECAR_TERMINATOR_GRACEPERIOD_SECONDS'],
     ['TERMINATE for TERMINATOR', 'SIDECAR_TERMINATE_GRACE_PERIOD_SECONDS'],
     ['lower case', ENV_GRACE_PERIOD.toLowerCase()],
+    ['TERMINATOR left out', 'SIDECAR_GRACE_PERIOD_SECONDS'],
+    ['SIDECAR left out, a letter dropped', 'TERMINATOR_GRACE_PERIOD_SECODS'],
+    ['two words swapped', 'SIDECAR_TERMINATOR_PERIOD_GRACE_SECONDS'],
+    ['a word added', 'SIDECAR_TERMINATOR_SHUTDOWN_GRACE_PERIOD_SECONDS'],
   ],
 };
 
@@ -105,19 +126,28 @@ const ANNOTATION_MISSES: Record<string, Array<[string, string]>> = {
     ['TERMINATE for TERMINATOR', 'sidecar-terminate.io/sidecars'],
     ['.io left out', 'sidecar-terminator/sidecars'],
     ['an unknown name under the domain', 'sidecar-terminator.io/sidecar-names'],
+    ['the domain alone: the key a user writes nearest to it', 'sidecar-terminator.io'],
+    ["the domain's words swapped", 'terminator-sidecar.io/sidecars'],
+    ['SIDECAR left out of the domain', 'terminator.io/sidecars'],
   ],
   [IGNORING]: [
     ['underscores', 'sidecar-terminator.io/ignore_exit_code'],
     ['a missing hyphen', 'sidecar-terminator.io/ignore-exitcode'],
     ['plural', 'sidecar-terminator.io/ignore-exit-codes'],
     ['camel case', 'sidecar-terminator.io/ignoreExitCode'],
+    ['words swapped', 'sidecar-terminator.io/exit-code-ignore'],
+    ['SIDECAR left out of the domain', 'terminator.io/ignore-exit-code'],
   ],
-  [STRICT_VALIDATION_ANNOTATION]: [['a dropped letter', 'sidecar-terminator.io/validaton']],
+  [STRICT_VALIDATION_ANNOTATION]: [
+    ['a dropped letter', 'sidecar-terminator.io/validaton'],
+    ["the domain's words swapped", 'terminator-sidecar.io/validation'],
+  ],
   [NATIVE_SIDECARS_OPT_OUT.key]: [['singular', 'sidecar-terminator.io/native-sidecar']],
   'stop.sidecar-terminator.io/proxy': [
     ['a misspelt domain', 'stop.sidecar-terminater.io/proxy'],
     ['a plural prefix', 'stops.sidecar-terminator.io/proxy'],
     ['another prefix', 'stop-method.sidecar-terminator.io/proxy'],
+    ["the domain's words swapped", 'stop.terminator-sidecar.io/proxy'],
   ],
   'stop.sidecar-terminator.io/<container>': [
     ['the prefix as a name', 'sidecar-terminator.io/stop'],
@@ -127,6 +157,8 @@ const ANNOTATION_MISSES: Record<string, Array<[string, string]>> = {
     ['SECONDS left out', 'grace-period.sidecar-terminator.io/proxy'],
     ['singular', 'grace-period-second.sidecar-terminator.io/proxy'],
     ['underscores', 'grace_period_seconds.sidecar-terminator.io/proxy'],
+    ['the prefix reworded', 'seconds-grace-period.sidecar-terminator.io/proxy'],
+    ["the domain's words swapped", 'grace-period-seconds.terminator-sidecar.io/proxy'],
   ],
   'grace-period-seconds.sidecar-terminator.io/<container>': [['the prefix as a name', 'sidecar-terminator.io/grace-period-seconds']],
   [PHASE_SET_ANNOTATION]: [['plural', 'sidecar-terminator.io/phase-sets']],
@@ -185,10 +217,13 @@ t.test('no near miss among the env var and annotation names of widely used chart
 });
 
 t.test('ordinary names near ours are no near miss', async (t) => {
-  for (const name of ['SIDECAR', 'SIDECAR_IMAGE', 'GRACE_PERIOD_SECONDS', 'TERMINATION_GRACE_PERIOD_SECONDS', 'SHUTDOWN_GRACE_PERIOD', 'KRUISE_CONTAINER_BARRIER', 'STOP', 'STOP_SIGNAL', 'IGNORE_EXIT_CODE', 'JOB_EXIT', 'WHEN_JOB_EXIT']) {
-    t.equal(nearMissEnvName(name), undefined, name);
-  }
-  for (const key of ['sidecar.istio.io/inject', 'sidecar.istio.io/status', 'proxy.istio.io/config', 'sidecars', 'terminator.example.com/sidecars', 'kubectl.kubernetes.io/default-container']) {
+  const envNames = ['SIDECAR', 'SIDECAR_IMAGE', 'GRACE_PERIOD_SECONDS', 'TERMINATION_GRACE_PERIOD_SECONDS', 'SHUTDOWN_GRACE_PERIOD', 'KRUISE_CONTAINER_BARRIER', 'STOP', 'STOP_SIGNAL', 'IGNORE_EXIT_CODE', 'JOB_EXIT', 'WHEN_JOB_EXIT'];
+  // Reworded, but too little of a marker left: two words, or less than 60% of its length; or two words changed in a short one.
+  const reworded = ['SIDECAR_STOP', 'STOP_SIDECAR', 'SIDECAR_GRACE_PERIOD', 'TERMINATE_GRACE_PERIOD_SECONDS', 'POD_TERMINATION_GRACE_PERIOD_SECONDS', 'SIDECAR_TERMINATOR_SHUTDOWN_GRACE', 'SIDECAR_WHEN_JOB_EXIT'];
+  for (const name of [...envNames, ...reworded]) t.equal(nearMissEnvName(name), undefined, name);
+  // Other domains that share a word or two with ours: a part of the domain is not the domain.
+  const otherDomains = ['terminator.io/foo', 'my.terminator.io/x', 'sidecar.io/config', 'terminator.io/sidecar-injector'];
+  for (const key of ['sidecar.istio.io/inject', 'sidecar.istio.io/status', 'proxy.istio.io/config', 'sidecars', 'terminator.example.com/sidecars', 'kubectl.kubernetes.io/default-container', ...otherDomains]) {
     t.equal(nearMissAnnotation(key), undefined, key);
   }
 });
