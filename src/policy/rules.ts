@@ -144,7 +144,7 @@ export const RULES: Readonly<Record<RuleId, RuleDescription>> = {
   'near-miss-marker': {
     severity: 'warning',
     summary:
-      'An env var of a container, or an annotation of the pod, whose name is close to a marker\'s but is not it (another case, "-" for "_", a letter dropped, doubled or swapped, a word missing or added), or starts like the Kruise markers or the add-on\'s annotations but names none of them: the add-on ignores it. Pods with restartPolicy Never or OnFailure only.',
+      'An env var of a container, or an annotation of the pod, whose name is close to a marker\'s but is not it (another case, "-" for "_", a letter dropped, doubled or swapped, a word missing, added or swapped with its neighbour), or starts like the Kruise markers or the add-on\'s annotations but names none of them: the add-on ignores it. Pods with restartPolicy Never or OnFailure only.',
     fix: 'Write the marker\'s name exactly as the message gives it (names are case-sensitive), or rename the variable or annotation if it is not meant for the add-on.',
   },
   'native-sidecar-migration': {
