@@ -40,58 +40,49 @@ count() {
   echo "$sum"
 }
 
-# The inner loop. Each test file runs once, `$jobs` at a time, by scripts/unit-runner.ts (tap's
-# runner starts every file with loaders the loop does not need): those of test/policy and
-# test/watcher with the coverage their floor needs, the type-check beside them; then the others.
+# The inner loop. Each test file runs once, by scripts/unit-runner.ts (tap's runner starts every
+# file with loaders the loop does not need): those of test/policy and test/watcher with the
+# coverage their floor needs; the type-check beside them.
 unit_loop() {
   # Fewer fuzz cases than make test's 3,000 keep the loop short; FUZZ_CASES still wins.
   export FUZZ_CASES="${FUZZ_CASES:-1000}"
-  # .taprc's jobs fit the end-to-end files (a control plane each); unit test files take a core each.
-  local jobs="${UNIT_JOBS:-$(nproc)}"
+  # .taprc's jobs fit the end-to-end files (a control plane each). A unit test file takes a core
+  # while it computes, and several wait on timers part of the time: one more than the cores.
+  local jobs="${UNIT_JOBS:-$(($(nproc) + 1))}"
   # Left to make test, with the end-to-end suite: the CLI on each Node.js line downloads those
   # releases (150 MB the first time); test/webhook/growth.test.ts times every hostile body shape at
   # three sizes, several times over, and adversarial.test.ts's test of every shape at the API server's
   # 3 MiB limit judges each on every endpoint: over a minute of CPU each, most of the loop's time
   # (that test is named to tap to leave out; the other tests of the file stay).
-  local stress=() others=()
-  local file
+  local files=() stress=() file
   for file in test/**/*.test.ts; do
     case "$file" in
-      test/e2e/* | test/chart/* | test/cli/node-lines.test.ts | test/policy/* | test/watcher/*) ;;
-      test/webhook/growth.test.ts) [ -n "${UNIT_STRESS:-}" ] && others+=("$file") ;;
-      *) others+=("$file") ;;
+      test/e2e/* | test/chart/* | test/cli/node-lines.test.ts) ;;
+      test/webhook/growth.test.ts) [ -n "${UNIT_STRESS:-}" ] && files+=("$file") ;;
+      *) files+=("$file") ;;
     esac
   done
   [ -n "${UNIT_STRESS:-}" ] || stress=(--grep '^every shape of hostile body at the API server limit' --invert)
-  local covered=(test/policy/*.test.ts test/watcher/*.test.ts)
-  local checked policy_log others_log
-  checked=$(mktemp) policy_log=$(mktemp) others_log=$(mktemp)
-  trap 'rm -f "$checked" "$policy_log" "$others_log"' EXIT
+  local checked log
+  checked=$(mktemp) log=$(mktemp)
+  trap 'rm -f "$checked" "$log"' EXIT
 
   typecheck >"$checked" 2>&1 &
   local checking=$!
 
-  echo "== tests (node $(node --version)), $jobs at a time"
+  echo "== tests (node $(node --version)), $jobs at a time, the type-check meanwhile; test/policy and test/watcher with coverage: every branch of src/policy, by its unit tests (scripts/coverage-floor.ts says why)"
   set +e
-  # The same rule as make test's, so that a branch of src/policy without its test fails here first.
-  echo "-- test/policy and test/watcher, with coverage: every branch of src/policy, by its unit tests (scripts/coverage-floor.ts says why); the type-check meanwhile"
-  node scripts/unit-runner.ts --jobs "$jobs" --coverage "${covered[@]}" 2>&1 | tee "$policy_log"
+  node scripts/unit-runner.ts --jobs "$jobs" --cover test/policy --cover test/watcher "${stress[@]}" "${files[@]}" 2>&1 | tee "$log"
   local status=${PIPESTATUS[0]}
+  # The same rule as make test's, so that a branch of src/policy without its test fails here first.
   node scripts/coverage-floor.ts policy || status=1
   echo "-- type-check (tsc --noEmit)"
   wait "$checking" || status=1
   cat "$checked"
-  echo "-- the other unit tests"
-  # Most of a unit test file's time is Node starting and compiling its imports (client-node alone
-  # takes a second): V8's code, cached on disk, saves a fifth of that. Not under coverage, which
-  # compiles for itself.
-  NODE_COMPILE_CACHE="$PWD/node_modules/.cache/sidecar-terminator/compile" \
-    node scripts/unit-runner.ts --jobs "$jobs" "${stress[@]}" "${others[@]}" 2>&1 | tee "$others_log"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   set -e
 
   echo "unit tests: $((SECONDS - start)) s, type-check included"
-  echo "tests: $(count pass "$policy_log" "$others_log") passed, $(count fail "$policy_log" "$others_log") failed, $(count skip "$policy_log" "$others_log") skipped"
+  echo "tests: $(count pass "$log") passed, $(count fail "$log") failed, $(count skip "$log") skipped"
   exit "$status"
 }
 

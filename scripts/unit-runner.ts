@@ -1,15 +1,18 @@
 // The unit loop's runner (scripts/test.sh --unit): each test file in a process of its own, as tap
-// runs it, `--jobs` at a time, started with tap's mock loader only (t.mockImport needs it). tap's
+// runs it, `--jobs` at a time, the slowest first, started with tap's mock loader only (t.mockImport needs it). tap's
 // runner also starts every file with its process-info loader and source maps, which take two
 // thirds more CPU (29 CPU-seconds for 32 of the unit files, where the mock loader alone takes
 // 17.5) and give the loop nothing; so the loop runs the files itself.
-//   node scripts/unit-runner.ts [--jobs N] [--coverage] [--grep PATTERN --invert] FILE...
+//   node scripts/unit-runner.ts [--jobs N] [--cover DIR]... [--grep PATTERN --invert] FILE...
 // A passing file prints one line; a failing one all it printed. The last line is tap's summary
 // line, summed: `# { total: N, pass: N, fail: N, skip: N }` (scripts/test.sh counts it).
-// --coverage: V8's coverage of src/, reported as tap reports it into .tap/report/coverage-summary.json
-// (what scripts/coverage-floor.ts reads).
+// --cover DIR: the files under DIR run under V8's coverage, reported for src/ as tap reports it,
+// into .tap/report/coverage-summary.json (what scripts/coverage-floor.ts reads); the others with
+// V8's compiled code cached on disk (a fifth of a file's start), which coverage would bypass.
+// Each file's time is kept in node_modules/.cache, so that the next run starts the slowest first
+// and does not end waiting for one.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -19,6 +22,8 @@ const root = resolve(import.meta.dirname, '..');
 const mockLoader = import.meta.resolve('@tapjs/mock/import');
 /** .taprc's timeout (seconds), which tap gives each file. */
 const taprcTimeout = (parse(readFileSync(join(root, '.taprc'), 'utf8')) as { timeout?: number }).timeout ?? 30;
+const cache = join(root, 'node_modules/.cache/sidecar-terminator');
+const timesFile = join(cache, 'unit-times.json');
 
 const COUNTS = ['total', 'pass', 'fail', 'skip', 'todo'] as const;
 type Counts = Record<(typeof COUNTS)[number], number>;
@@ -75,27 +80,40 @@ function withoutTapRunner(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return { ...Object.fromEntries(kept), NODE_OPTIONS: nodeOptions.join(' ') };
 }
 
+/** The seconds each file took last time; none for a file not seen yet. */
+function lastTimes(): Record<string, number> {
+  try {
+    return JSON.parse(readFileSync(timesFile, 'utf8')) as Record<string, number>;
+  } catch {
+    return {};
+  }
+}
+
 async function main(): Promise<number> {
   const { values, positionals: files } = parseArgs({
     allowPositionals: true,
-    options: { jobs: { type: 'string' }, coverage: { type: 'boolean' }, grep: { type: 'string', multiple: true }, invert: { type: 'boolean' } },
+    options: { jobs: { type: 'string' }, cover: { type: 'string', multiple: true }, grep: { type: 'string', multiple: true }, invert: { type: 'boolean' } },
   });
   const jobs = Number(values.jobs ?? availableParallelism());
-  const coverageDir = values.coverage ? mkdtempSync(join(tmpdir(), 'unit-coverage-')) : undefined;
+  const covered = (file: string) => (values.cover ?? []).some((dir) => file.startsWith(dir.endsWith('/') ? dir : `${dir}/`));
+  const coverageDir = values.cover ? mkdtempSync(join(tmpdir(), 'unit-coverage-')) : undefined;
   const env: NodeJS.ProcessEnv = {
     ...withoutTapRunner(process.env),
     TAP_TIMEOUT: String(taprcTimeout),
     ...(values.grep ? { TAP_GREP: values.grep.join('\n') } : {}),
     ...(values.invert ? { TAP_INVERT: '1' } : {}),
-    ...(coverageDir ? { NODE_V8_COVERAGE: coverageDir } : {}),
   };
+  const envOf = (file: string): NodeJS.ProcessEnv =>
+    coverageDir && covered(file) ? { ...env, NODE_V8_COVERAGE: coverageDir } : { ...env, NODE_COMPILE_CACHE: join(cache, 'compile') };
 
   const began = performance.now();
-  const queue = [...files];
+  const times = lastTimes();
+  // The slowest first (a file not seen yet counts as slow): the run ends on short files.
+  const queue = [...files].sort((a, b) => (times[b] ?? 1e9) - (times[a] ?? 1e9));
   const runs: FileRun[] = [];
   const worker = async () => {
     for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
-      const run = await runFile(file, env);
+      const run = await runFile(file, envOf(file));
       runs.push(run);
       if (run.ok) console.log(`ok ${run.file} (${run.counts.pass} passed${run.counts.skip ? `, ${run.counts.skip} skipped` : ''}, ${run.seconds.toFixed(1)} s)`);
       else console.log(`not ok ${run.file} (${run.seconds.toFixed(1)} s)\n${run.output}`);
@@ -108,6 +126,8 @@ async function main(): Promise<number> {
   const total = Object.fromEntries(COUNTS.map((name) => [name, runs.reduce((sum, run) => sum + run.counts[name], 0)])) as Counts;
   console.log(summaryLine(total));
   console.log(`# ${runs.length} files in ${((performance.now() - began) / 1000).toFixed(1)} s, ${jobs} at a time`);
+  mkdirSync(cache, { recursive: true });
+  writeFileSync(timesFile, JSON.stringify({ ...times, ...Object.fromEntries(runs.map((run) => [run.file, Number(run.seconds.toFixed(2))])) }));
 
   if (coverageDir) {
     try {

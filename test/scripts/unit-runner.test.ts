@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import t from 'tap';
 import { summaryLine, summaryOf } from '../../scripts/unit-runner.ts';
 
+
 const fixture = (name: string) => `test/fixtures/unit-runner/${name}.ts`;
 const run = (...args: string[]) => spawnSync(process.execPath, ['scripts/unit-runner.ts', '--jobs', '2', ...args], { encoding: 'utf8' });
 
