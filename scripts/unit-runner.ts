@@ -57,8 +57,18 @@ function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileRun> {
     child.stderr.on('data', (chunk: Buffer) => chunks.push(chunk));
     // tap's own timeout ends a stuck file from inside; this one ends a file that cannot end itself.
     const killer = setTimeout(() => child.kill('SIGKILL'), (taprcTimeout + 30) * 1000);
+    // The output ends when every holder of the pipes has closed them: a process the file started
+    // and left running holds them too. Once the file has exited, its output is not waited for long.
+    let lingering: NodeJS.Timeout | undefined;
+    child.on('exit', () => {
+      lingering = setTimeout(() => {
+        child.stdout.destroy();
+        child.stderr.destroy();
+      }, 2000);
+    });
     child.on('close', (code, signal) => {
       clearTimeout(killer);
+      clearTimeout(lingering);
       const output = Buffer.concat(chunks).toString('utf8');
       const summary = summaryOf(output);
       const ok = code === 0 && summary !== undefined && summary.fail === 0;
@@ -141,6 +151,8 @@ async function main(): Promise<number> {
 
 /** V8's coverage of the files under src/, as the json-summary tap's `--coverage-report=json-summary` writes. */
 async function reportCoverage(tempDirectory: string): Promise<void> {
+  // Gone first, so that a report that fails leaves no earlier run's summary to be read as this one's.
+  rmSync(join(root, '.tap/report/coverage-summary.json'), { force: true });
   // c8 is what tap reports coverage with; loaded only when asked.
   const { Report } = (await import('c8')) as unknown as { Report: new (options: object) => { run(): Promise<void> } };
   const previous = process.cwd();

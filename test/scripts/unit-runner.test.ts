@@ -29,3 +29,11 @@ t.test('a failing file: its whole output, its name among the failed, and exit st
   t.match(result.stdout, /^# failed: .*fails\.ts/m);
   t.match(result.stdout, /^# \{ total: 7, pass: 3, fail: 3, skip: 1 \}$/m, 'the crashed file counts as one failed test');
 });
+
+t.test('a file that leaves a process holding its output open: its result once it has exited', async (t) => {
+  const started = performance.now();
+  const result = run(fixture('leaves-a-process'));
+  t.equal(result.status, 0, result.stdout);
+  t.match(result.stdout, /^ok test\/fixtures\/unit-runner\/leaves-a-process\.ts \(1 passed/m);
+  t.ok(performance.now() - started < 30_000, 'not the minute its leftover process holds the output');
+});
