@@ -168,7 +168,7 @@ t.test('helm install: both Deployments run in a namespace enforcing the restrict
   t.match(notes.stdout, /`helm uninstall` leaves behind what the add-on created itself, not the chart:\s+the Secret sidecar-terminator-tls \(the webhook's CA and certificate\) and the Lease sidecar-terminator-watcher \(leader election\)/, 'the notes name what uninstalling leaves behind');
   t.match(notes.stdout, /kubectl -n sidecar-terminator delete lease sidecar-terminator-watcher/, 'and how to delete it');
   t.match(notes.stdout, /The webhooks never see namespaces kube-system, sidecar-terminator\./, 'the notes name the namespaces the webhooks skip');
-  t.match(notes.stdout, /sends every pod creation to the webhook, as without them; the webhook's log then says so/, 'and what an API server without matchConditions does');
+  t.match(notes.stdout, /sends\s+every\s+pod\s+creation\s+to\s+the\s+webhook,\s+as\s+without\s+them;\s+the\s+webhook's\s+log\s+then\s+says\s+so/, 'and what an API server without matchConditions does');
   // The webhook port admits the API server alone: helm read its addresses from the cluster.
   const slice = await cp.kubeConfig.makeApiClient(DiscoveryV1Api).readNamespacedEndpointSlice({ namespace: 'default', name: 'kubernetes' });
   const advertised = (slice.endpoints ?? []).flatMap((endpoint) => endpoint.addresses).map((address) => ({ ipBlock: { cidr: `${address}/${address.includes(':') ? 128 : 32}` } }));
