@@ -11,7 +11,7 @@ import type { CoreV1Event, V1Container, V1Node, V1Pod } from '@kubernetes/client
 import { Registry } from 'prom-client';
 import { parse } from 'yaml';
 import { SERVE_FLAGS } from '../src/config.ts';
-import { MANAGED_LABEL, SIGNAL_COMMAND, planStop, type StopSettings } from '../src/policy/index.ts';
+import { MANAGED_LABEL, SIGNAL_COMMAND, classifyContainers, planStop, type StopSettings } from '../src/policy/index.ts';
 import { iso } from '../src/status/readings.ts';
 import { renderList, renderStory } from '../src/status/render.ts';
 import { podStory, type CrrView, type PodStory } from '../src/status/story.ts';
@@ -96,8 +96,6 @@ function podOf(job: Job, started: number, index: number): V1Pod {
   };
 }
 
-const isSidecar = (container: V1Container) => (container.env ?? []).some((env) => env.name.startsWith('KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT'));
-
 function exited(pod: V1Pod, name: string, exitCode: number, finished: number, image?: string): void {
   const status = pod.status!.containerStatuses!.find((s) => s.name === name)!;
   const startedAt = status.state?.running?.startedAt;
@@ -121,7 +119,7 @@ async function scene(example: string, appliedBefore: number, phase: 'stopped' | 
   let crr: CrrView | undefined;
   if (phase === 'stopped') {
     const mainsDone = started + DEMO_MAIN_EXIT_AFTER_MS;
-    const mains = pod.spec!.containers.filter((container) => !isSidecar(container));
+    const mains = classifyContainers(pod.spec!, pod.metadata!.annotations).filter((container) => container.role === 'main');
     for (const main of mains) exited(pod, main.name, 0, mainsDone);
     // The watcher's reconcile a second after: its plan, carried out by its executor.
     const reconciled = mainsDone + 1000;
