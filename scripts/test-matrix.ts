@@ -11,6 +11,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { withParts } from './generated-parts.ts';
 
 /** The oldest supported release (native sidecars on by default), one in between (native sidecars GA), the newest. */
 export const MATRIX = ['v1.29.15', 'v1.33.4', 'v1.37.2'] as const;
@@ -111,10 +112,7 @@ export function matrixTable(results: Results): string {
 }
 
 export function withMatrixTable(page: string, results: Results): string {
-  const begin = page.indexOf(TABLE_BEGIN);
-  const end = page.indexOf(TABLE_END);
-  if (begin < 0 || end < begin) throw new Error(`docs/installation.md lacks the markers ${TABLE_BEGIN} ... ${TABLE_END}`);
-  return `${page.slice(0, begin + TABLE_BEGIN.length)}\n${matrixTable(results)}\n${page.slice(end)}`;
+  return withParts(page, [{ begin: TABLE_BEGIN, end: TABLE_END, make: () => matrixTable(results) }], 'docs/installation.md');
 }
 
 if (import.meta.main) {

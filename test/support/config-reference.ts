@@ -3,6 +3,7 @@
 // table into that page; test/chart/docs.test.ts fails when the page or the chart falls behind
 // src/config.ts.
 import { SERVE_FLAGS, defaultText, type FlagSpec } from '../../src/config.ts';
+import { withParts } from '../../scripts/generated-parts.ts';
 
 export type Component = 'webhook' | 'watcher';
 
@@ -102,10 +103,7 @@ export function serveFlagsTable(): string {
 
 /** `page` with the text between the markers replaced by the current table. */
 export function withServeFlagsTable(page: string): string {
-  const begin = page.indexOf(TABLE_BEGIN);
-  const end = page.indexOf(TABLE_END);
-  if (begin < 0 || end < begin) throw new Error(`docs/installation.md lacks the markers ${TABLE_BEGIN} ... ${TABLE_END}`);
-  return `${page.slice(0, begin + TABLE_BEGIN.length)}\n${serveFlagsTable()}\n${page.slice(end)}`;
+  return withParts(page, [{ begin: TABLE_BEGIN, end: TABLE_END, make: serveFlagsTable }], 'docs/installation.md');
 }
 
 function chartCell(setting: ChartSetting | undefined): string {
