@@ -101,7 +101,7 @@ interface Index {
   pods: Map<string, V1Pod>;
   /** Each listed pod's key by the name of its ContainerRecreateRequest (namespace/name). */
   podOfCrr: Map<string, string>;
-  /** The add-on's writes that the API server carried out (failed ones changed nothing). */
+  /** The add-on's writes that succeeded (the API server answers a write 2xx or an error, which changed nothing). */
   writes: AuditEvent[];
   /** The stop requests that succeeded, by the key of the pod they were for, the first received first. */
   stops: Map<string, AuditEvent[]>;
@@ -293,7 +293,6 @@ function indexOf(recorded: Recorded): Index {
   const podOfCrr = new Map(recorded.pods.flatMap((pod) => (pod.metadata?.uid ? [[key(pod.metadata.namespace ?? '', crrName(pod.metadata.uid)), podKey(pod)] as const] : [])));
   const stops = new Map<string, AuditEvent[]>();
   for (const write of writes) {
-    if ((write.responseStatus?.code ?? 0) >= 300) continue;
     const { resource, subresource, namespace = '', name = '' } = write.objectRef ?? {};
     const signal = resource === 'pods' && subresource === 'ephemeralcontainers';
     const crr = resource === CRR.plural && write.verb === 'create';

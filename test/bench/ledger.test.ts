@@ -89,6 +89,8 @@ function cleanRun(): Recorded {
     pods: [signalled, recreated, phaseSet, replaced],
     events: [
       ...['signal-1-a', 'crr-1-a', 'ignore-1-a', 'image-1-a'].map(announced),
+      // OpenKruise's own controller, while it was installed, announces with the same reason: not the add-on's.
+      event({ kind: 'Pod', name: 'crr-1-a' }, EVENT_REASONS.stopping, 'kill sidecar', { source: { component: 'sidecarterminator-controller' } }),
       refused('signal-1', after(-45), 2),
       // Reported 8 s after etcd came back: a call made while it was stopped, timing out.
       refused('crr-1', after(-4)),
@@ -148,6 +150,19 @@ const BREAKAGES: Record<string, Breakage> = {
     object: 'job/robustness/crr-1',
     detail: /Complete at .*, 1\.0 s after the bound/,
     breakIt: (run) => (run.jobs[1]!.status!.conditions![0]!.lastTransitionTime = after(61)),
+  },
+  "a Job still running, its pod's status written while a quick-exit image cannot be pulled (no phase to judge yet)": {
+    rule: 'job-not-finished',
+    object: 'job/robustness/image-1',
+    detail: /^vk-image: neither Complete nor Failed/,
+    breakIt: (run) => {
+      run.jobs[3]!.status = {};
+      const pod = podNamed(run, 'image-1-a');
+      pod.status!.phase = 'Running';
+      pod.status!.containerStatuses![1] = containerStatus('logs', { waiting: 'ErrImagePull' });
+      pod.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'False', reason: CONDITION_REASONS.imageNotPulled, message: 'logs waits for its quick-exit image' }];
+      run.audit.push(write(WATCHER_B, 'patch', { resource: 'pods', subresource: 'status', name: 'image-1-a' }, '00:01:01.000000'));
+    },
   },
   'a Job not listed': {
     rule: 'job-not-finished',
