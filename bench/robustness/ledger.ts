@@ -90,7 +90,7 @@ export const RULES: Record<Rule, string> = {
 
 const WRITES = new Set(['create', 'update', 'patch', 'delete', 'deletecollection']);
 /** The faults during which the API server cannot reach a webhook replica, or cannot admit anything. */
-const ADMISSION_MAY_FAIL = /^(webhook-replica|apiserver|etcd)-/;
+const ADMISSION_MAY_FAIL = /^(webhook-replica|kube-apiserver|etcd)-/;
 /** How long after such a fault healed the API server may still report a call it made during it (its calls time out). */
 const CALL_TIMEOUT_MS = 10_000;
 const OUR_WEBHOOKS: ReadonlySet<string> = new Set(Object.values(WEBHOOK_NAMES));
@@ -227,18 +227,32 @@ function phasesDiffering(recorded: Recorded, index: Index): Violation[] {
  */
 function admissionsLost(recorded: Recorded): Violation[] {
   const excusing = recorded.faults.filter((fault) => ADMISSION_MAY_FAIL.test(fault.kind));
-  return recorded.events.flatMap((event): Violation[] => {
-    const webhook = event.reason === 'FailedCreate' ? /failed calling webhook "([^"]+)"/.exec(event.message ?? '')?.[1] : undefined;
-    if (webhook === undefined || !OUR_WEBHOOKS.has(webhook)) return [];
-    // Each occurrence's time is known only at the first and the last; a time to the second may be up to 999 ms later.
-    const times = [event.firstTimestamp, event.eventTime, event.series?.lastObservedTime, event.lastTimestamp].flatMap((time) => epochMs(time) ?? []);
+  const judge = (object: string, webhook: string, times: number[], count: string): Violation[] => {
     const unexcused = times.find((at) => !excusing.some((fault) => at + 999 >= fault.startedAt && at <= fault.healedAt + CALL_TIMEOUT_MS));
     if (unexcused === undefined) return [];
     const inside = recorded.faults.filter((fault) => unexcused + 999 >= fault.startedAt && unexcused <= fault.healedAt).map((fault) => fault.kind);
     const when = inside.length > 0 ? `during ${inside.join(', ')}` : 'outside every fault';
+    return [{ rule: 'admission-lost', object, detail: `${count}failed calling webhook "${webhook}", at ${iso(unexcused)} ${when}` }];
+  };
+  // failurePolicy Fail: the Job controller's pod creation refused, said in its FailedCreate event.
+  const refused = recorded.events.flatMap((event): Violation[] => {
+    const webhook = event.reason === 'FailedCreate' ? /failed calling webhook "([^"]+)"/.exec(event.message ?? '')?.[1] : undefined;
+    if (webhook === undefined || !OUR_WEBHOOKS.has(webhook)) return [];
+    // Each occurrence's time is known only at the first and the last; a time to the second may be up to 999 ms later.
+    const times = [event.firstTimestamp, event.eventTime, event.series?.lastObservedTime, event.lastTimestamp].flatMap((time) => epochMs(time) ?? []);
     const { kind = 'object', namespace, name = '' } = event.involvedObject;
-    return [{ rule: 'admission-lost', object: objectName(kind.toLowerCase(), namespace, name), detail: `${occurrences(event)} × failed calling webhook "${webhook}", at ${iso(unexcused)} ${when}` }];
+    return judge(objectName(kind.toLowerCase(), namespace, name), webhook, times, `${occurrences(event)} × `);
   });
+  // failurePolicy Ignore (the chart's default): the pod created without the webhook's answer, which
+  // the API server's audit log says in an annotation of the creation (failed-open.<kind>.webhook.admission.k8s.io/round_R_index_I).
+  const failedOpen = recorded.audit.flatMap((event): Violation[] => {
+    if (event.verb !== 'create' || event.objectRef?.resource !== 'pods' || event.objectRef.subresource) return [];
+    const webhook = Object.entries(event.annotations ?? {}).find(([key, value]) => key.startsWith('failed-open.') && OUR_WEBHOOKS.has(value))?.[1];
+    if (webhook === undefined) return [];
+    const { namespace, name = '' } = event.objectRef;
+    return judge(objectName('pod-create', namespace, name), webhook, [epochMs(event.requestReceivedTimestamp) ?? []].flat(), '');
+  });
+  return [...refused, ...failedOpen];
 }
 
 /** 7. The fence allows exactly the add-on's writes; the audit log says what was written whatever the fence let through. */

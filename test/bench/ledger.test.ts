@@ -51,6 +51,12 @@ const refused = (job: string, at: Date, count = 1) =>
     count,
   });
 
+/** The Job controller's pod creation that the API server admitted without calling the mutating webhook, as its audit annotation says. */
+const failedOpen = (pod: string, time: string): AuditEvent => ({
+  ...write('system:kube-controller-manager', 'create', { resource: 'pods', name: pod }, time, 201),
+  annotations: { 'failed-open.mutation.webhook.admission.k8s.io/round_0_index_0': WEBHOOK_NAMES.mutate },
+});
+
 function write(user: string, verb: string, objectRef: AuditEvent['objectRef'], time: string, code = 200): AuditEvent {
   return { verb, user: { username: user }, objectRef: { namespace: NAMESPACE, ...objectRef }, requestReceivedTimestamp: received(time), responseStatus: { code } };
 }
@@ -110,6 +116,8 @@ function cleanRun(): Recorded {
       write(WEBHOOK, 'patch', { resource: 'validatingwebhookconfigurations', namespace: undefined, name: 'sidecar-terminator' }, '00:00:00.200000'),
       write(WEBHOOK, 'get', { resource: 'configmaps', name: 'settings' }, '00:00:00.300000'),
       write(WEBHOOK, 'patch', { resource: 'configmaps', name: 'settings' }, '00:00:00.400000', 403),
+      // A pod admitted without the mutating webhook's answer (failurePolicy Ignore) while a webhook replica was killed.
+      failedOpen('signal-1-b', '00:00:12.000000'),
     ],
     addonUsers: [WATCHER_A, WATCHER_B, WEBHOOK],
     addonNamespace: ADDON_NAMESPACE,
@@ -248,6 +256,12 @@ const BREAKAGES: Record<string, Breakage> = {
     object: 'job/robustness/crr-1',
     detail: /^1 × failed calling webhook .* outside every fault$/,
     breakIt: (run) => Object.assign(run.events.find((each) => each.involvedObject.name === 'crr-1' && each.reason === 'FailedCreate')!, { firstTimestamp: after(-1), lastTimestamp: after(-1) }),
+  },
+  'a pod admitted without the webhook during a rolling restart (failurePolicy Ignore)': {
+    rule: 'admission-lost',
+    object: 'pod-create/robustness/signal-1-b',
+    detail: /^failed calling webhook "mutate\.sidecar-terminator\.io", at .* during webhook-roll$/,
+    breakIt: (run) => Object.assign(run.audit.find((each) => each.objectRef?.name === 'signal-1-b')!, { requestReceivedTimestamp: received('00:00:35.000000') }),
   },
   'a ConfigMap written': {
     rule: 'wrote-outside',

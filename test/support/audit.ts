@@ -32,6 +32,8 @@ export interface AuditEvent {
   requestReceivedTimestamp?: string;
   stageTimestamp?: string;
   responseStatus?: { code?: number };
+  /** What the API server's admission added, e.g. `failed-open.mutation.webhook.admission.k8s.io/round_0_index_0`: the webhook it could not call and admitted without. */
+  annotations?: Record<string, string>;
 }
 
 /** The events logged in `text` (an audit log, or a part of it), without a last line still being written. */
