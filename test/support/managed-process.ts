@@ -1,7 +1,8 @@
 // One long-running process of a test cluster (etcd, kube-apiserver, kubelet, containerd,
 // kruise-daemon...), its output appended to a log file. No such process can outlive the test
 // process: it is started through `setpriv --pdeathsig KILL`, so the kernel kills it when Node
-// dies, even on SIGKILL.
+// dies, even on SIGKILL. setpriv execs the command, so the child's pid is the command's own, and a
+// signal sent to it (a fault injected by a test) reaches the command itself.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -44,10 +45,44 @@ export class ManagedProcess {
     });
   }
 
+  /** The command's pid (setpriv execs it); undefined when it could not be spawned. */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  /** Whether it has not exited yet (a process stopped by SIGSTOP still runs). */
+  running(): boolean {
+    return this.exitStatus === undefined;
+  }
+
+  /** Sends `sig` to the process itself. A no-op once it has exited: its pid may be another's by then. */
+  signal(sig: NodeJS.Signals): void {
+    if (this.running()) this.child.kill(sig);
+  }
+
+  /**
+   * Resolves true once it has exited, or false when `timeoutMs` passes first. Its exit is seen
+   * on the event loop, so even a SIGKILL just sent needs this before running() turns false.
+   */
+  async waitExit(timeoutMs = Infinity): Promise<boolean> {
+    if (!this.running()) return true;
+    if (timeoutMs === Infinity) {
+      await this.exited;
+      return true;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<false>((resolveTimeout) => (timer = setTimeout(() => resolveTimeout(false), timeoutMs)));
+    const exited = await Promise.race([this.exited.then(() => true), timedOut]);
+    clearTimeout(timer);
+    return exited;
+  }
+
   /** SIGTERM, then SIGKILL when it has not exited after `graceMs`. */
   async stop(graceMs = 3000): Promise<void> {
     if (this.exitStatus !== undefined) return;
     this.child.kill('SIGTERM');
+    // One stopped by SIGSTOP (a fault a test injected) would otherwise sit on its SIGTERM until the SIGKILL.
+    this.child.kill('SIGCONT');
     const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
     await this.exited;
     clearTimeout(timer);
