@@ -1,7 +1,8 @@
 // A real Kubernetes control plane for tests: etcd, kube-apiserver and kube-controller-manager
 // on loopback, everything in a fresh temporary directory. etcd and kube-apiserver talk over Unix
 // sockets in that directory; the API server's port is leased host-wide (test/support/net.ts), and
-// a start that fails because some other program took it is tried once more on a new one.
+// a start that fails because some other program took it is tried once more on a new one. Faults
+// are injected by signalling a component (SIGKILL, SIGSTOP then SIGCONT) and starting it again.
 //
 // No process can outlive the test process: each binary is started through
 // `setpriv --pdeathsig KILL`, so the kernel kills it when Node dies, even on SIGKILL. On a
@@ -9,6 +10,7 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest, type ClientRequest } from 'node:http';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +18,7 @@ import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { CONTAINER_USER_KEPT_SINCE, parseKubernetesVersion, type KubernetesVersion } from '../../src/policy/index.ts';
 import { runCommand } from './command.ts';
-import { ManagedProcess, buildScriptOutput, keepOnlyLogs, killOnExit, logTails, retryOnPortTaken, startFailure, waitWhileRunning, type ManagedProcessOptions } from './managed-process.ts';
+import { ManagedProcess, buildScriptOutput, keepOnlyLogs, killOnExit, logTails, retryOnPortTaken, startFailure, waitWhileRunning } from './managed-process.ts';
 import { PortLease } from './net.ts';
 
 const run = promisify(execFile);
@@ -72,8 +74,27 @@ export interface ControlPlane {
   restartApiServer(): Promise<void>;
   /** Stops kube-apiserver alone (an outage of the API); startApiServer brings it back on the same port. */
   stopApiServer(): Promise<void>;
+  /** startComponent('kube-apiserver'). */
   startApiServer(): Promise<void>;
+  /**
+   * Sends `sig` to a component's process (a fault: SIGKILL, or SIGSTOP and then SIGCONT). Throws
+   * when it does not run (kube-scheduler runs only with the `scheduler` option).
+   */
+  signal(component: ControlPlaneComponent, sig: NodeJS.Signals): void;
+  /**
+   * Starts a component that has exited (after a SIGKILL, or stopApiServer) again, with the same
+   * flags, data and port; resolves once it serves: etcd once its /health answers on its socket
+   * (and the API server's /readyz, when the API server runs), kube-apiserver at /readyz,
+   * kube-controller-manager and kube-scheduler once the API server's /readyz answers (they serve
+   * no port here). Throws when it still runs.
+   */
+  startComponent(component: ControlPlaneComponent): Promise<void>;
+  /** Whether the component's process has not exited (one stopped by SIGSTOP still runs). */
+  running(component: ControlPlaneComponent): boolean;
 }
+
+/** The processes of a control plane. */
+export type ControlPlaneComponent = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler';
 
 const serviceClusterIpRange = '10.0.0.0/24';
 // The first address of the service range: non-loopback, as kube-apiserver requires, and never dialled.
@@ -172,12 +193,12 @@ class LocalCluster implements ControlPlane {
     this.kubeConfig.loadFromFile(this.kubeconfigPath);
 
     // kube-apiserver retries etcd until it answers, so both start at once.
-    this.launch('etcd', this.etcdArgs(), { cwd: this.dir });
-    this.launch('kube-apiserver', this.apiServerArgs());
+    this.launch('etcd');
+    this.launch('kube-apiserver');
     await this.waitForApiServerReady(deadline);
     // Started only now: kube-controller-manager gives up when the API server stays unhealthy too long.
-    this.launch('kube-controller-manager', this.controllerManagerArgs());
-    if (this.withScheduler) this.launch('kube-scheduler', this.schedulerArgs());
+    this.launch('kube-controller-manager');
+    if (this.withScheduler) this.launch('kube-scheduler');
     await this.waitForServiceAccount('default', deadline);
   }
 
@@ -218,10 +239,34 @@ class LocalCluster implements ControlPlane {
     await apiServer.stop();
   }
 
-  async startApiServer(): Promise<void> {
-    if (this.processes.get('kube-apiserver')?.exitStatus === undefined) throw new Error('kube-apiserver is running');
-    this.launch('kube-apiserver', this.apiServerArgs());
-    await this.waitForApiServerReady(Date.now() + 60_000);
+  startApiServer(): Promise<void> {
+    return this.startComponent('kube-apiserver');
+  }
+
+  signal(component: ControlPlaneComponent, sig: NodeJS.Signals): void {
+    const managed = this.processes.get(component);
+    if (!managed?.running()) throw new Error(`${component} is not running`);
+    managed.signal(sig);
+  }
+
+  running(component: ControlPlaneComponent): boolean {
+    return this.processes.get(component)?.running() ?? false;
+  }
+
+  async startComponent(component: ControlPlaneComponent): Promise<void> {
+    if (component === 'kube-scheduler' && !this.withScheduler) throw new Error('this control plane runs no kube-scheduler (startControlPlane\'s scheduler option)');
+    // The exit of a process just SIGKILLed reaches the event loop a moment later.
+    const previous = this.processes.get(component);
+    if (previous && !(await previous.waitExit(5000))) throw new Error(`${component} is running`);
+    this.launch(component);
+    const deadline = Date.now() + 60_000;
+    if (component === 'etcd') {
+      await this.waitUntil('etcd /health', deadline, () => unixGetOk(this.path(ETCD_SOCKET), '/health'), 'etcd', ['etcd']);
+      // Without an API server to reconnect, etcd's own health is all there is to wait for.
+      if (!this.running('kube-apiserver')) return;
+    }
+    // kube-controller-manager and kube-scheduler serve nothing to probe; they need the API server.
+    await this.waitForApiServerReady(deadline, [component]);
   }
 
   /** `keepLogs`: the directory keeps the processes' logs (after a failed start, for the error to point at). */
@@ -252,8 +297,20 @@ class LocalCluster implements ControlPlane {
     this.forget();
   }
 
-  private launch(name: string, args: string[], options: ManagedProcessOptions = {}): void {
-    this.processes.set(name, new ManagedProcess(name, [join(this.binDir, name), ...args], join(this.dir, `${name}.log`), options));
+  /** Starts a component's process, with its flags; a process of the same name that ran before is forgotten, its log appended to. */
+  private launch(component: ControlPlaneComponent): void {
+    // etcd's socket addresses are relative to its working directory.
+    const options = component === 'etcd' ? { cwd: this.dir } : {};
+    this.processes.set(component, new ManagedProcess(component, [join(this.binDir, component), ...this.argsOf(component)], join(this.dir, `${component}.log`), options));
+  }
+
+  private argsOf(component: ControlPlaneComponent): string[] {
+    switch (component) {
+      case 'etcd': return this.etcdArgs();
+      case 'kube-apiserver': return this.apiServerArgs();
+      case 'kube-controller-manager': return this.controllerManagerArgs();
+      case 'kube-scheduler': return this.schedulerArgs();
+    }
   }
 
   private path(file: string): string {
@@ -360,9 +417,11 @@ class LocalCluster implements ControlPlane {
     return this.apiServerPort;
   }
 
-  private async waitForApiServerReady(deadline: number): Promise<void> {
+  /** `alsoWatched`: components besides etcd and kube-apiserver whose exit fails the wait at once (default: every process). */
+  private async waitForApiServerReady(deadline: number, alsoWatched?: ControlPlaneComponent[]): Promise<void> {
     const ca = readFileSync(this.path('ca.crt'));
-    await this.waitUntil('kube-apiserver /readyz', deadline, () => httpsGetOk(this.serverUrl + '/readyz', ca, this.adminToken), 'kube-apiserver');
+    const watched = alsoWatched && [...new Set<ControlPlaneComponent>(['etcd', 'kube-apiserver', ...alsoWatched])];
+    await this.waitUntil('kube-apiserver /readyz', deadline, () => httpsGetOk(this.serverUrl + '/readyz', ca, this.adminToken), 'kube-apiserver', watched);
   }
 
   /** The `default` ServiceAccount is created by the controller-manager: its arrival shows it works. */
@@ -378,8 +437,10 @@ class LocalCluster implements ControlPlane {
     }, 'kube-controller-manager');
   }
 
-  private waitUntil(what: string, deadline: number, check: () => Promise<boolean>, waitingOn: string): Promise<void> {
-    return waitWhileRunning(what, this.processes.values(), deadline, check, { intervalMs: 100, waitingOn: this.processes.get(waitingOn) });
+  /** `watched`: the components whose exit fails the wait at once (default: every process). */
+  private waitUntil(what: string, deadline: number, check: () => Promise<boolean>, waitingOn: string, watched?: ControlPlaneComponent[]): Promise<void> {
+    const processes = watched ? watched.flatMap((name) => this.processes.get(name) ?? []) : this.processes.values();
+    return waitWhileRunning(what, processes, deadline, check, { intervalMs: 100, waitingOn: this.processes.get(waitingOn) });
   }
 }
 
@@ -393,8 +454,18 @@ export function hostAddress(): string {
 }
 
 function httpsGetOk(url: string, ca: Buffer, token: string): Promise<boolean> {
+  return answersOk(request(url, { ca, headers: { authorization: `Bearer ${token}` }, timeout: 2000 }));
+}
+
+/** Whether a GET of `path` over the Unix socket at `socketPath` answers 200 (etcd serves HTTP on its client socket too). */
+function unixGetOk(socketPath: string, path: string): Promise<boolean> {
+  return answersOk(httpRequest({ socketPath, path, timeout: 2000 }));
+}
+
+/** Sends `req` (with a timeout set); whether it is answered 200. */
+function answersOk(req: ClientRequest): Promise<boolean> {
   return new Promise((resolveOk) => {
-    const req = request(url, { ca, headers: { authorization: `Bearer ${token}` }, timeout: 2000 }, (res) => {
+    req.on('response', (res) => {
       res.resume();
       resolveOk(res.statusCode === 200);
     });
