@@ -15,6 +15,7 @@ import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_pro
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
 import { POD_IMAGES } from '../../src/policy/names.ts';
@@ -78,6 +79,14 @@ export interface RealNode {
   importImages(names: ImageName[]): Promise<void>;
   /** The last lines of each process's log. */
   logTails(lines?: number): string;
+  /**
+   * Stops the kubelet with SIGTERM (as `systemctl restart kubelet` does; one already exited is
+   * started alone) and starts it again with the same flags; resolves once it answers /healthz
+   * and the Node reports Ready from the new kubelet. Containers run on under containerd meanwhile.
+   */
+  restartKubelet(): Promise<void>;
+  /** Sends `sig` to the kubelet (a fault: SIGKILL, or SIGSTOP and then SIGCONT). Throws when it does not run. */
+  signalKubelet(sig: NodeJS.Signals): void;
   /** Stops kubelet, removes every pod sandbox, stops containerd, removes the node's network and directory. Idempotent. */
   stop(): Promise<void>;
 }
@@ -181,6 +190,8 @@ class LocalNode implements RealNode {
   private stopping: Promise<void> | undefined;
   /** Held while this node's kube-proxy may run: its nftables table is the host's, one at a time. */
   private kubeProxyLock: ChildProcess | undefined;
+  /** The kubelet's flags and the URL of its /healthz, kept for a restart. */
+  private kubelet: { args: string[]; healthz: string } | undefined;
 
   constructor(cp: ControlPlane, kubeBin: string, nodeBin: string, options: RealNodeOptions) {
     this.cp = cp;
@@ -237,6 +248,27 @@ class LocalNode implements RealNode {
 
   logTails(lines = 30): string {
     return logTails(this.processes.values(), lines);
+  }
+
+  async restartKubelet(): Promise<void> {
+    if (!this.kubelet) throw new Error(`the kubelet of ${this.name} has not been started`);
+    await this.processes.get('kubelet')?.stop();
+    // Heartbeats are written in whole seconds: started on the next one, a heartbeat of that second or later is the new kubelet's.
+    await sleep(1000 - (Date.now() % 1000));
+    const started = Date.now();
+    this.launchKubelet();
+    const deadline = started + 120_000;
+    const { healthz } = this.kubelet;
+    await this.waitUntil('the restarted kubelet to answer /healthz', deadline, async () => (await httpStatus(healthz)) === 200, 'kubelet');
+    // The Node may have stayed Ready throughout (the controller-manager waits 40 s before it
+    // marks a silent node): the new kubelet's own report is what says it is back.
+    await this.waitUntil(`node ${this.name} Ready, as the restarted kubelet reports it`, deadline, () => this.isReady(started), 'kubelet');
+  }
+
+  signalKubelet(sig: NodeJS.Signals): void {
+    const kubelet = this.processes.get('kubelet');
+    if (!kubelet?.running()) throw new Error(`the kubelet of ${this.name} is not running`);
+    kubelet.signal(sig);
   }
 
   /** `keepLogs`: the directory keeps the processes' logs (after a failed start, for the error to point at). */
@@ -391,7 +423,7 @@ ${registries}  [plugins.'io.containerd.cri.v1.runtime']
       containerRuntimeEndpoint: this.criEndpoint,
       address: nodeIp,
       port,
-      // No healthz server: nothing reads it, and a port not opened cannot be taken.
+      // No healthz server of its own: its API port serves /healthz too, and a port not opened cannot be taken.
       healthzPort: 0,
       readOnlyPort: 0,
       authentication: { anonymous: { enabled: true }, webhook: { enabled: false } },
@@ -409,7 +441,7 @@ ${registries}  [plugins.'io.containerd.cri.v1.runtime']
     };
     writeFileSync(join(this.dir, 'kubelet.yaml'), JSON.stringify(config, null, 2));
     const labels = Object.entries(this.options.labels ?? {}).map(([key, value]) => `${key}=${value}`).join(',');
-    this.launch('kubelet', join(this.kubeBin, 'kubelet'), [
+    const args = [
       '--config', join(this.dir, 'kubelet.yaml'),
       '--kubeconfig', kubeconfig,
       '--hostname-override', this.name,
@@ -419,7 +451,13 @@ ${registries}  [plugins.'io.containerd.cri.v1.runtime']
       ...(labels ? ['--node-labels', labels] : []),
       ...(this.options.taints?.length ? ['--register-with-taints', this.options.taints.join(',')] : []),
       '--v', '1',
-    ]);
+    ];
+    this.kubelet = { args, healthz: `https://${nodeIp}:${port}/healthz` };
+    this.launchKubelet();
+  }
+
+  private launchKubelet(): void {
+    this.launch('kubelet', join(this.kubeBin, 'kubelet'), this.kubelet!.args);
   }
 
   private async startKubeProxy(deadline: number): Promise<void> {
@@ -444,10 +482,12 @@ ${registries}  [plugins.'io.containerd.cri.v1.runtime']
     await this.waitUntil('kube-proxy to serve', deadline, async () => (await httpStatus(`http://127.0.0.1:${metricsPort}/healthz`)) === 200, 'kube-proxy');
   }
 
-  private async isReady(): Promise<boolean> {
+  /** `since`: a Date.now() value; the Ready condition must have been reported at that second or later. */
+  private async isReady(since = 0): Promise<boolean> {
+    const sinceSecond = Math.floor(since / 1000) * 1000;
     try {
       const node: V1Node = await this.cp.kubeConfig.makeApiClient(CoreV1Api).readNode({ name: this.name });
-      return node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+      return node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True' && new Date(c.lastHeartbeatTime ?? 0).getTime() >= sinceSecond) ?? false;
     } catch {
       return false;
     }
