@@ -12,7 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AdmissionregistrationV1Api, ApiextensionsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
-import { KRUISE_DAEMON_SELECTOR } from '../../src/kube/kruise-daemons.ts';
+import { isApiError } from '../../src/kube/api-errors.ts';
+import { KRUISE_DAEMON_SELECTOR, readKruiseDaemonNodes } from '../../src/kube/kruise-daemons.ts';
 import type { ControlPlane } from './control-plane.ts';
 import { ManagedProcess, buildScriptOutput, keepOnlyLogs, logTails, retryOnPortTaken, startFailure, waitWhileRunning } from './managed-process.ts';
 import { PortLease } from './net.ts';
@@ -38,7 +39,19 @@ export interface Kruise {
   logTails(lines?: number): string;
   /** SIGKILLs the kruise-daemon of this node (as an OOM kill or a crash does); its pod turns unready. */
   killDaemon(nodeName: string): void;
+  /** Starts the killed kruise-daemon of this node again, as its DaemonSet would; resolves once its pod is ready. Throws when it still runs. */
+  restartDaemon(nodeName: string): Promise<void>;
+  /**
+   * Stops the processes. Kruise's webhook configurations stay, naming the stopped manager (a
+   * request the ContainerRecreateRequest webhooks match is refused), and so do the daemons' pods.
+   */
   stop(): Promise<void>;
+  /**
+   * As `helm uninstall` does: stops the processes and deletes the webhook configurations and the
+   * daemons' pods; the CRDs and the namespace stay. startKruise on the same control plane
+   * installs it again.
+   */
+  uninstall(): Promise<void>;
 }
 
 /** Where scripts/build-kruise.sh put the binaries, CRDs and webhook manifests. */
@@ -60,6 +73,29 @@ async function startKruiseOnce(cp: ControlPlane, home: string, options: KruiseOp
   const processes: ManagedProcess[] = [];
   const ports = new PortLease();
   const core = cp.kubeConfig.makeApiClient(CoreV1Api);
+  /** The nodes whose daemon's pod is ready, as the add-on reads them. */
+  const servedNodes = async () => {
+    const read = await readKruiseDaemonNodes(core, KRUISE_NAMESPACE);
+    return 'nodes' in read ? read.nodes : new Set<string>();
+  };
+  /** Each daemon's node and address, by node name, to start it again. */
+  const daemons = new Map<string, { node: RealNode; addr: number }>();
+  const daemonProcess = (nodeName: string) => {
+    const daemon = processes.find((p) => p.name === kruiseDaemonName(nodeName));
+    if (!daemon) throw new Error(`no kruise-daemon runs on ${nodeName}`);
+    return daemon;
+  };
+  // A daemon started again replaces its old process in `processes` (and appends to its log). Only
+  // its own exit fails the wait: another daemon may lie killed meanwhile.
+  const startDaemon = async (node: RealNode, addr: number) => {
+    const daemon = launchDaemon(home, dir, cp, node, addr);
+    const index = processes.findIndex((p) => p.name === daemon.name);
+    if (index >= 0) processes[index] = daemon;
+    else processes.push(daemon);
+    daemons.set(node.name, { node, addr });
+    await waitUntil(`kruise-daemon on ${node.name} to be healthy`, [daemon], daemon, () => httpOk(`http://127.0.0.1:${addr}/healthz`));
+    return daemon;
+  };
   const stop = async (keepLogs: boolean) => {
     await Promise.all(processes.map((p) => p.stop()));
     ports.release();
@@ -68,16 +104,31 @@ async function startKruiseOnce(cp: ControlPlane, home: string, options: KruiseOp
   };
   const kruise: Kruise = {
     logTails: (lines = 40) => logTails(processes, lines),
-    killDaemon: (nodeName) => {
-      const daemon = processes.find((p) => p.name === `kruise-daemon-${nodeName}`);
-      if (!daemon) throw new Error(`no kruise-daemon runs on ${nodeName}`);
-      daemon.killNow();
+    killDaemon: (nodeName) => daemonProcess(nodeName).killNow(),
+    restartDaemon: async (nodeName) => {
+      // The exit of a daemon just killed reaches the event loop a moment later.
+      if (!(await daemonProcess(nodeName).waitExit(5000))) throw new Error(`the kruise-daemon of ${nodeName} is running`);
+      const { node, addr } = daemons.get(nodeName)!;
+      const daemon = await startDaemon(node, addr);
+      await waitUntil(`the pod of kruise-daemon on ${nodeName} to be ready`, [daemon], daemon, async () => (await servedNodes()).has(nodeName));
     },
     stop: () => stop(false),
+    uninstall: async () => {
+      await stop(false);
+      const admission = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+      await Promise.all([
+        admission.deleteMutatingWebhookConfiguration({ name: MUTATING }).catch(unlessNotFound),
+        admission.deleteValidatingWebhookConfiguration({ name: VALIDATING }).catch(unlessNotFound),
+        // Their DaemonSet's, which the chart removes.
+        ...[...daemons.keys()].map((nodeName) => core.deleteNamespacedPod({ namespace: KRUISE_NAMESPACE, name: kruiseDaemonName(nodeName), gracePeriodSeconds: 0 }).catch(unlessNotFound)),
+      ]);
+    },
   };
   try {
     await installCrds(cp, join(home, 'crd'));
-    await cp.kubectl(['create', 'namespace', KRUISE_NAMESPACE]);
+    // There already when Kruise was installed in this cluster before.
+    const namespace = await cp.kubectl(['create', 'namespace', KRUISE_NAMESPACE]);
+    if (namespace.code !== 0 && !/AlreadyExists/.test(namespace.stderr)) throw new Error(`creating namespace ${KRUISE_NAMESPACE} failed: ${namespace.stderr}`);
     await registerWebhooks(cp, join(home, 'webhook/manifests.yaml'));
 
     const webhookPort = await ports.take();
@@ -111,27 +162,11 @@ async function startKruiseOnce(cp: ControlPlane, home: string, options: KruiseOp
     mkdirSync(HOST_VAR_RUN, { recursive: true });
     for (const node of options.nodes ?? []) {
       const addr = await ports.take();
-      // As its DaemonSet mounts the host's /var/run at /hostvarrun: here the node's directory,
-      // which holds its containerd.sock, bound there in a mount namespace of its own.
-      const daemonCommand = `exec setpriv --pdeathsig KILL -- "$0" "$@"`;
-      const daemon = new ManagedProcess(`kruise-daemon-${node.name}`, [
-        'unshare',
-        '--mount', '--propagation', 'private', '--', 'sh', '-c', `mount --bind "$NODE_DIR" ${HOST_VAR_RUN} && ${daemonCommand}`,
-        join(home, 'bin/kruise-daemon'),
-        `--addr=127.0.0.1:${addr}`,
-        '--enable-pprof=false',
-        `--kubeconfig=${cp.kubeconfigPath}`,
-        '--v=2',
-      ], join(dir, `kruise-daemon-${node.name}.log`), { env: { ...process.env, NODE_NAME: node.name, NODE_DIR: node.dir }, setsPdeathsig: true });
-      processes.push(daemon);
-      await waitUntil(`kruise-daemon on ${node.name} to be healthy`, processes, daemon, () => httpOk(`http://127.0.0.1:${addr}/healthz`));
+      await startDaemon(node, addr);
       await daemonPod(cp, node, addr);
     }
     if ((options.nodes ?? []).length > 0) {
-      await waitUntil("kruise-daemon's pods to be ready", processes, undefined, async () => {
-        const pods = await core.listNamespacedPod({ namespace: KRUISE_NAMESPACE, labelSelector: KRUISE_DAEMON_SELECTOR });
-        return pods.items.filter((pod) => pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length === options.nodes!.length;
-      });
+      await waitUntil("kruise-daemon's pods to be ready", processes, undefined, async () => (await servedNodes()).size === options.nodes!.length);
     }
   } catch (err) {
     const logs = kruise.logTails();
@@ -139,6 +174,27 @@ async function startKruiseOnce(cp: ControlPlane, home: string, options: KruiseOp
     throw startFailure('OpenKruise', err, logs);
   }
   return kruise;
+}
+
+/** The name of the daemon's process and of its pod. */
+export const kruiseDaemonName = (nodeName: string) => `kruise-daemon-${nodeName}`;
+
+/**
+ * kruise-daemon on `node`, serving its health on `addr`. As its DaemonSet mounts the host's
+ * /var/run at /hostvarrun: here the node's directory, which holds its containerd.sock, bound
+ * there in a mount namespace of its own. unshare and sh exec, so its pid is the daemon's.
+ */
+function launchDaemon(home: string, dir: string, cp: ControlPlane, node: RealNode, addr: number): ManagedProcess {
+  const daemonCommand = `exec setpriv --pdeathsig KILL -- "$0" "$@"`;
+  return new ManagedProcess(kruiseDaemonName(node.name), [
+    'unshare',
+    '--mount', '--propagation', 'private', '--', 'sh', '-c', `mount --bind "$NODE_DIR" ${HOST_VAR_RUN} && ${daemonCommand}`,
+    join(home, 'bin/kruise-daemon'),
+    `--addr=127.0.0.1:${addr}`,
+    '--enable-pprof=false',
+    `--kubeconfig=${cp.kubeconfigPath}`,
+    '--v=2',
+  ], join(dir, `${kruiseDaemonName(node.name)}.log`), { env: { ...process.env, NODE_NAME: node.name, NODE_DIR: node.dir }, setsPdeathsig: true });
 }
 
 /**
@@ -150,7 +206,7 @@ async function startKruiseOnce(cp: ControlPlane, home: string, options: KruiseOp
 async function daemonPod(cp: ControlPlane, node: RealNode, port: number): Promise<void> {
   const [key, value] = KRUISE_DAEMON_SELECTOR.split('=') as [string, string];
   const core = cp.kubeConfig.makeApiClient(CoreV1Api);
-  const name = `kruise-daemon-${node.name}`;
+  const name = kruiseDaemonName(node.name);
   // One left by an earlier start (a retry on new ports, a second OpenKruise in the same cluster) probes the old port.
   await core.deleteNamespacedPod({ namespace: KRUISE_NAMESPACE, name, gracePeriodSeconds: 0 }).catch(() => undefined);
   await waitUntil(`the earlier pod ${name} to be gone`, [], undefined, async () => !(await core.readNamespacedPod({ namespace: KRUISE_NAMESPACE, name }).then(() => true, () => false)));
@@ -204,6 +260,11 @@ async function registerWebhooks(cp: ControlPlane, manifestsPath: string): Promis
 
 function waitUntil(what: string, processes: ManagedProcess[], waitingOn: ManagedProcess | undefined, check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
   return waitWhileRunning(what, processes, Date.now() + timeoutMs, check, { intervalMs: 500, waitingOn });
+}
+
+/** A delete's error, unless it says the object is already gone. */
+function unlessNotFound(err: unknown): void {
+  if (!isApiError(err, 404)) throw err;
 }
 
 async function httpOk(url: string): Promise<boolean> {
