@@ -1,9 +1,10 @@
 // The harness's fault hooks hold on real processes: a signal reaches the command itself (setpriv
 // execs it), etcd stopped by SIGSTOP holds a write until SIGCONT, etcd and kube-apiserver killed
 // and started again keep the cluster's data and serve it, the API server reconnecting to etcd on
-// its own. On a real node: a kubelet restarted leaves its containers running, and OpenKruise
-// uninstalled leaves pods creatable and can be installed again.
-import { readFileSync } from 'node:fs';
+// its own. On a real node: a kubelet restarted leaves its containers running, a killed
+// kruise-daemon starts again, and OpenKruise uninstalled leaves pods and requests admitted and can
+// be installed again.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -20,7 +21,9 @@ import { containerStatus, startRealCluster, testContainer } from '../support/rea
 import { waitFor } from '../support/wait.ts';
 
 t.test('a managed process: its pid is the command\'s, and a signal reaches it', async (t) => {
-  const sleeper = new ManagedProcess('sleep', ['sleep', '60'], join(tmpdir(), `st-fault-hooks-${process.pid}.log`));
+  const dir = mkdtempSync(join(tmpdir(), 'st-fault-hooks-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const sleeper = new ManagedProcess('sleep', ['sleep', '60'], join(dir, 'sleep.log'));
   t.teardown(() => sleeper.stop());
   await waitFor('setpriv to exec sleep', () => readFileSync(`/proc/${sleeper.pid}/comm`, 'utf8').trim() === 'sleep');
   t.ok(sleeper.running(), 'running');
