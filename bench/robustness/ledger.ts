@@ -24,6 +24,8 @@ import {
   rolesOf,
   type ContainerRole,
 } from '../../src/policy/index.ts';
+import { fenceName } from '../../src/kube/fence.ts';
+import { FENCE_RULES, type FencedComponent } from '../../src/kube/fence-rules.ts';
 import type { AuditEvent } from '../../test/support/audit.ts';
 
 export type Outcome = 'Complete' | 'Failed';
@@ -85,7 +87,7 @@ export const RULES: Record<Rule, string> = {
   'phase-differs': "A pod whose phase or status the add-on wrote is Succeeded exactly when every main container's last exit code is 0, Failed otherwise.",
   'admission-lost':
     "The API server failed to call the add-on's webhooks only while a webhook replica, kube-apiserver or etcd was killed or stopped (and 10 s after), never through a rolling restart or a certificate rotation.",
-  'wrote-outside': 'The add-on wrote only its Lease, Secret and events, its own webhook configurations, the pods it manages and their ContainerRecreateRequests.',
+  'wrote-outside': 'The add-on wrote only its Lease, Secret and events, its own webhook configurations and fence, the pods it manages and their ContainerRecreateRequests.',
 };
 
 const WRITES = new Set(['create', 'update', 'patch', 'delete', 'deletecollection']);
@@ -288,6 +290,10 @@ function outside(write: AuditEvent, own: { namespace: string; configurations: Re
     case 'mutatingwebhookconfigurations':
     case 'validatingwebhookconfigurations':
       return own.configurations.has(name) ? undefined : 'not its webhook configuration';
+    // The fence: the ValidatingAdmissionPolicies (and bindings) that hold the add-on's own writes, named after its configuration.
+    case 'validatingadmissionpolicies':
+    case 'validatingadmissionpolicybindings':
+      return [...own.configurations].some((configuration) => (Object.keys(FENCE_RULES) as FencedComponent[]).some((component) => fenceName(configuration, component) === name)) ? undefined : 'not its fence';
     case 'pods':
       // The add-on patches pods (labels, signal containers, images, status); it never creates nor deletes one.
       if (!['', 'ephemeralcontainers', 'status'].includes(subresource)) return `subresource ${subresource}`;

@@ -114,6 +114,8 @@ function cleanRun(): Recorded {
       write(WATCHER_B, 'patch', { resource: 'pods', name: 'image-1-a' }, '00:01:00.900000'),
       write(WEBHOOK, 'create', { resource: 'secrets', namespace: ADDON_NAMESPACE, name: 'sidecar-terminator-tls' }, '00:00:00.100000', 201),
       write(WEBHOOK, 'patch', { resource: 'validatingwebhookconfigurations', namespace: undefined, name: 'sidecar-terminator' }, '00:00:00.200000'),
+      write(WEBHOOK, 'create', { resource: 'validatingadmissionpolicies', namespace: undefined, name: 'sidecar-terminator-watcher' }, '00:00:00.210000', 201),
+      write(WEBHOOK, 'update', { resource: 'validatingadmissionpolicybindings', namespace: undefined, name: 'sidecar-terminator-webhook' }, '00:00:00.220000'),
       write(WEBHOOK, 'get', { resource: 'configmaps', name: 'settings' }, '00:00:00.300000'),
       write(WEBHOOK, 'patch', { resource: 'configmaps', name: 'settings' }, '00:00:00.400000', 403),
       // A pod admitted without the mutating webhook's answer (failurePolicy Ignore) while a webhook replica was killed.
@@ -295,6 +297,12 @@ const BREAKAGES: Record<string, Breakage> = {
     object: 'secrets/robustness/sidecar-terminator-tls',
     detail: /^webhook-a create secrets: outside sidecar-terminator$/,
     breakIt: (run) => run.audit.push(write(WEBHOOK, 'create', { resource: 'secrets', name: 'sidecar-terminator-tls' }, '00:00:00.150000', 201)),
+  },
+  'another ValidatingAdmissionPolicy changed': {
+    rule: 'wrote-outside',
+    object: 'validatingadmissionpolicies/restrict-pods',
+    detail: /not its fence$/,
+    breakIt: (run) => run.audit.push(write(WEBHOOK, 'patch', { resource: 'validatingadmissionpolicies', namespace: undefined, name: 'restrict-pods' }, '00:00:00.260000')),
   },
   "another webhook configuration changed": {
     rule: 'wrote-outside',
