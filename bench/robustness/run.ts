@@ -4,7 +4,7 @@
 // its --smoke.
 //
 //   node bench/robustness/run.ts [--seed N] [--duration 1800] [--rate 1] [--real-share 0.1]
-//        [--gap 15-35] [--smoke] [--out bench/results]
+//        [--gap 15-35] [--smoke | --quick] [--out bench/results]
 //
 // The cluster: a control plane (kube-apiserver with an audit log of the add-on's requests and of
 // every pod creation), one real node (containerd, runc, kubelet), the kubelet simulator's normal
@@ -38,7 +38,8 @@ import { checkLedger, RULES, type Expectation, type FaultWindow, type Violation 
 import { jobKinds, jobManifest, type JobKind } from './traffic.ts';
 
 const args = parseArgs(process.argv.slice(2));
-const smoke = args.has('smoke');
+// --quick, as every bench script takes it, is the smoke.
+const smoke = args.has('smoke') || args.has('quick');
 const seed = Number(args.get('seed') ?? Math.floor(Math.random() * 2 ** 31));
 const durationS = Number(args.get('duration') ?? (smoke ? 0 : 1800));
 const rate = Number(args.get('rate') ?? (smoke ? 0.5 : 1));
