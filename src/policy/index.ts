@@ -22,3 +22,4 @@ export * from './retained-pod.ts';
 export * from './native-sidecars.ts';
 export * from './sidecar-exit-failure.ts';
 export * from './stop-record.ts';
+export * from './injected-sidecars.ts';
