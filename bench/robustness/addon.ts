@@ -23,6 +23,8 @@ export interface Replica {
   /** Its audit user, also its name in the report. */
   user: string;
   process: ServeProcess;
+  /** Set before the run kills or stops it: any other exit is the add-on's own failure. */
+  expectedExit?: boolean;
 }
 
 export interface WatcherReplica extends Replica {
@@ -35,21 +37,27 @@ export class AddOn {
   readonly watchers: WatcherReplica[] = [];
   /** Every user a replica ever ran as. */
   readonly users: string[] = [];
+  /** Replicas that exited when nothing told them to (each replaced), with their last log lines. */
+  readonly crashes: string[] = [];
   readonly namespace: string;
   readonly service: TcpBalancer;
   private readonly cp: ControlPlane;
   private readonly dir: string;
+  private readonly sweepInterval: string;
   private serial = 0;
+  private stopping = false;
 
-  private constructor(cp: ControlPlane, namespace: string, service: TcpBalancer, dir: string) {
+  private constructor(cp: ControlPlane, namespace: string, service: TcpBalancer, dir: string, sweepInterval: string) {
+    this.sweepInterval = sweepInterval;
     this.cp = cp;
     this.namespace = namespace;
     this.service = service;
     this.dir = dir;
   }
 
-  static async start(cp: ControlPlane, namespace: string, dir: string, replicas = 2): Promise<AddOn> {
-    const addon = new AddOn(cp, namespace, await startTcpBalancer([]), dir);
+  static async start(cp: ControlPlane, namespace: string, dir: string, options: { sweepInterval: string; replicas?: number }): Promise<AddOn> {
+    const addon = new AddOn(cp, namespace, await startTcpBalancer([]), dir, options.sweepInterval);
+    const replicas = options.replicas ?? 2;
     for (let i = 0; i < replicas; i++) await addon.addWebhook();
     for (let i = 0; i < replicas; i++) await addon.addWatcher();
     return addon;
@@ -82,16 +90,20 @@ export class AddOn {
       ],
       { entry: addOnArgs() },
     );
-    const replica = { user, process };
+    const replica: Replica = { user, process };
     this.webhooks.push(replica);
     this.service.add({ host: '127.0.0.1', port: process.port });
+    this.replaceOnCrash(replica, async () => {
+      this.removeWebhook(replica);
+      await this.addWebhook();
+    });
     return replica;
   }
 
   /** Takes a webhook replica out of the Service (its endpoint removed) and forgets it. */
   removeWebhook(replica: Replica): void {
     this.service.remove({ host: '127.0.0.1', port: replica.process.port });
-    this.webhooks.splice(this.webhooks.indexOf(replica), 1);
+    if (this.webhooks.includes(replica)) this.webhooks.splice(this.webhooks.indexOf(replica), 1);
   }
 
   async addWatcher(): Promise<WatcherReplica> {
@@ -102,19 +114,32 @@ export class AddOn {
       [
         '--kubeconfig', kubeconfig, '--namespace', this.namespace,
         '--leader-elect', '--leader-election-duration', `${LEASE_SECONDS}s`,
-        '--kill-mechanism', 'auto', '--kill-mechanism-check-interval', '5s',
+        '--kill-mechanism', 'auto', '--kill-mechanism-check-interval', '5s', '--sweep-interval', this.sweepInterval,
       ],
       { entry: addOnArgs() },
     );
-    const replica = { user, process, path };
+    const replica: WatcherReplica = { user, process, path };
     this.watchers.push(replica);
+    this.replaceOnCrash(replica, async () => {
+      await this.removeWatcher(replica);
+      await this.addWatcher();
+    });
     return replica;
   }
 
   /** Forgets a watcher replica that has exited (or is to be replaced), closing its path. */
   async removeWatcher(replica: WatcherReplica): Promise<void> {
-    this.watchers.splice(this.watchers.indexOf(replica), 1);
+    if (this.watchers.includes(replica)) this.watchers.splice(this.watchers.indexOf(replica), 1);
     await replica.path.stop();
+  }
+
+  /** A replica that exits when nothing told it to is recorded and replaced, as its ReplicaSet would. */
+  private replaceOnCrash(replica: Replica, replace: () => Promise<void>): void {
+    void replica.process.exited.then(async (exit) => {
+      if (replica.expectedExit || this.stopping) return;
+      this.crashes.push(`${replica.user} exited (${exit.signal ?? `code ${exit.code}`}): ${replica.process.output().trimEnd().split('\n').slice(-5).join(' | ')}`);
+      await replace().catch((error: unknown) => this.crashes.push(`${replica.user} could not be replaced: ${(error as Error).message}`));
+    });
   }
 
   /** The watcher replica that holds the Lease now, by the identity it logged when it became leader. */
@@ -122,10 +147,11 @@ export class AddOn {
     const lease = await kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ namespace: this.namespace, name: WATCHER_LEASE });
     const holder = lease.spec?.holderIdentity;
     if (!holder) return undefined;
-    return this.watchers.find((replica) => replica.process.output().includes(`"identity":"${holder}"`));
+    return this.watchers.find((replica) => replica.process.running() && replica.process.output().includes(`"identity":"${holder}"`));
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
     await Promise.all([...this.webhooks, ...this.watchers].map((replica) => replica.process.stop(5000)));
     await Promise.all(this.watchers.map((replica) => replica.path.stop()));
     await this.service.stop();

@@ -67,11 +67,19 @@ async function theLeader(target: FaultTarget) {
 
 const CONTROL_PLANE = ['etcd', 'kube-apiserver'] as const;
 
+/** A running webhook replica, picked by `draw`. */
+function aWebhook(target: FaultTarget, draw: () => number) {
+  const running = target.addon.webhooks.filter((replica) => replica.process.running());
+  if (running.length === 0) throw new Error('no webhook replica runs');
+  return running[Math.floor(draw() * running.length)]!;
+}
+
 export const FAULTS: Fault[] = [
   {
     kind: 'watcher-leader-sigkill', weight: 3,
     async run(target, draw) {
       const leader = await theLeader(target);
+      leader.expectedExit = true;
       process.kill(leader.process.pid, 'SIGKILL');
       await leader.process.exited;
       await target.addon.removeWatcher(leader);
@@ -111,7 +119,8 @@ export const FAULTS: Fault[] = [
   {
     kind: 'webhook-replica-sigkill', weight: 2,
     async run(target, draw) {
-      const victim = target.addon.webhooks[Math.floor(draw() * target.addon.webhooks.length)]!;
+      const victim = aWebhook(target, draw);
+      victim.expectedExit = true;
       process.kill(victim.process.pid, 'SIGKILL');
       // The endpoint goes when its readiness probe has failed (the chart: every 5 s).
       await sleep(between(draw, 1, 10));
@@ -123,7 +132,7 @@ export const FAULTS: Fault[] = [
   {
     kind: 'webhook-replica-sigstop', weight: 2,
     async run(target, draw) {
-      const victim = target.addon.webhooks[Math.floor(draw() * target.addon.webhooks.length)]!;
+      const victim = aWebhook(target, draw);
       const ms = between(draw, 2, 15);
       await pause(victim.process.pid, ms);
       return `${victim.user} stopped for ${ms} ms`;
@@ -199,6 +208,7 @@ export const FAULTS: Fault[] = [
       for (const old of olds) {
         await target.addon.addWebhook();
         target.addon.removeWebhook(old);
+        old.expectedExit = true;
         await sleep(PRE_STOP_MS);
         await old.process.stop(30_000);
       }
@@ -237,9 +247,19 @@ export function pickFault(target: FaultTarget, draw: () => number): Fault {
   return possible.at(-1)!;
 }
 
-/** Runs one fault, recording its window. */
-export async function injectFault(fault: Fault, target: FaultTarget, draw: () => number): Promise<FaultWindow & { what: string }> {
+export interface InjectedFault extends FaultWindow {
+  what: string;
+  /** Why it did not heal, if it did not: its window then ends when the run gave up on it. */
+  error?: string;
+}
+
+/** Runs one fault, recording its window whether or not it healed. */
+export async function injectFault(fault: Fault, target: FaultTarget, draw: () => number): Promise<InjectedFault> {
   const startedAt = Date.now();
-  const what = await fault.run(target, draw);
-  return { kind: fault.kind, startedAt, healedAt: Date.now(), what };
+  try {
+    const what = await fault.run(target, draw);
+    return { kind: fault.kind, startedAt, healedAt: Date.now(), what };
+  } catch (error) {
+    return { kind: fault.kind, startedAt, healedAt: Date.now(), what: 'did not heal', error: (error as Error).message };
+  }
 }

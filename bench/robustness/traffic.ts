@@ -20,6 +20,8 @@ export interface JobKind {
   /** How often it is picked, against the other kinds of its place. */
   weight: number;
   outcome: Outcome;
+  /** Container restart rules (Kubernetes 1.35+): left out where the API server drops them. */
+  restartRules?: true;
   /** The Job's options, for a draw in [0, 1) (how long the work takes). */
   job(draw: number): JobOptions;
 }
@@ -61,8 +63,12 @@ const realSidecar = (env: Array<{ name: string; value: string }> = [], args: str
 /** A real pod's spec: on the real node, a short grace period, and the state volume a restarted main counts its runs in. */
 const realSpec = (node: string) => ({ nodeSelector: { 'kubernetes.io/hostname': node }, terminationGracePeriodSeconds: 5, volumes: [{ name: 'state', emptyDir: {} }] });
 
-/** Every kind, for these nodes. */
-export function jobKinds(nodes: Nodes): JobKind[] {
+/** Every kind, for these nodes; those with restart rules only where the API server has them. */
+export function jobKinds(nodes: Nodes, restartRules: boolean): JobKind[] {
+  return allKinds(nodes).filter((kind) => restartRules || !kind.restartRules);
+}
+
+function allKinds(nodes: Nodes): JobKind[] {
   const onSim = { nodeName: nodes.sim };
   const onVirtual = { nodeName: nodes.virtual, tolerations: [{ key: 'virtual-kubelet.io/provider', operator: 'Exists' }] };
   const restartOn42 = { restartPolicy: 'Never', restartPolicyRules: [{ action: 'Restart', exitCodes: { operator: 'In', values: [42] } }] };
@@ -76,7 +82,7 @@ export function jobKinds(nodes: Nodes): JobKind[] {
     },
     { name: 'sim-on-failure', place: 'sim', weight: 1, outcome: 'Complete', job: (d) => ({ restartPolicy: 'OnFailure', annotations: simulated({ main: { seconds: simSeconds(d), codes: '1,0' } }, 'proxy'), spec: onSim, containers: [main(), killSidecar()] }) },
     {
-      name: 'sim-restart-rule', place: 'sim', weight: 1, outcome: 'Complete',
+      name: 'sim-restart-rule', place: 'sim', weight: 1, outcome: 'Complete', restartRules: true,
       job: (d) => ({ annotations: simulated({ main: { seconds: simSeconds(d), codes: '42,0' } }, 'proxy'), spec: onSim, containers: [main('main', 'busybox:1.36', restartOn42), killSidecar()] }),
     },
     { name: 'virtual-image', place: 'sim', weight: 2, outcome: 'Complete', job: (d) => ({ annotations: simulated({ main: { seconds: simSeconds(d) } }, 'logs'), spec: onVirtual, containers: [main(), imageSidecar()] }) },
@@ -87,7 +93,7 @@ export function jobKinds(nodes: Nodes): JobKind[] {
       job: (d) => ({ annotations: { [`${POD_ANNOTATIONS.stopPrefix}proxy`]: `POST http://localhost:${SIDECAR_PORT}/quitquitquit` }, spec: realSpec(nodes.real), containers: [realMain(d), realSidecar([], ['--exit-on-request'])] }),
     },
     { name: 'real-ignore-exit-code', place: 'real', weight: 1, outcome: 'Complete', job: (d) => ({ spec: realSpec(nodes.real), containers: [realMain(d), realSidecar([{ name: ENV_IGNORE_EXIT_CODE, value: 'true' }], ['--on-term', '1'])] }) },
-    { name: 'real-restart-rule', place: 'real', weight: 1, outcome: 'Complete', job: (d) => ({ spec: realSpec(nodes.real), containers: [realMain(d, { failTimes: 1, failExit: 42, restart: restartOn42 }), realSidecar()] }) },
+    { name: 'real-restart-rule', place: 'real', weight: 1, outcome: 'Complete', restartRules: true, job: (d) => ({ spec: realSpec(nodes.real), containers: [realMain(d, { failTimes: 1, failExit: 42, restart: restartOn42 }), realSidecar()] }) },
     { name: 'real-on-failure', place: 'real', weight: 1, outcome: 'Complete', job: (d) => ({ restartPolicy: 'OnFailure', spec: realSpec(nodes.real), containers: [realMain(d, { failTimes: 1, failExit: 1 }), realSidecar()] }) },
   ];
 }

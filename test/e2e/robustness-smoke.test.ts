@@ -20,19 +20,21 @@ if (canRunRealNode(t)) {
 
   t.test('every fault once, with Jobs on the simulator and the real node: every Job ends as its main containers say, and no rule of the ledger is broken', async (t) => {
     let output = '';
-    const child = spawn(process.execPath, [join(repoRoot, 'bench/robustness/run.ts'), '--smoke', '--seed', String(SEED), '--out', out], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Its cluster ends with it, and it with this test, whatever ends the test.
+    const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', process.execPath, join(repoRoot, 'bench/robustness/run.ts'), '--smoke', '--seed', String(SEED), '--out', out], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+    t.teardown(() => child.kill('SIGKILL'));
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
     const code = await new Promise<number | null>((resolveExit) => child.on('close', resolveExit));
+    if (code !== 0) t.comment(output.split('\n').slice(-80).join('\n'));
     const report = JSON.parse(readFileSync(join(out, `robustness-${SEED}-smoke.json`), 'utf8')) as {
       jobs: number;
       byKind: Record<string, { created: number }>;
-      faults: Array<{ kind: string }>;
+      faults: Array<{ kind: string; error?: string }>;
       harnessErrors: string[];
       violations: Violation[];
     };
-    if (code !== 0) t.comment(output.split('\n').slice(-80).join('\n'));
-    t.same(report.faults.map((fault) => fault.kind).sort(), FAULTS.map((fault) => fault.kind).sort(), 'every kind of fault was injected once, and healed');
+    t.same(report.faults.map((fault) => fault.kind).sort(), FAULTS.map((fault) => fault.kind).sort(), 'every kind of fault was injected once');
     t.same(report.harnessErrors, [], 'no fault failed to heal');
     t.ok(report.jobs >= 50, `${report.jobs} Jobs created meanwhile`);
     t.ok(Object.keys(report.byKind).some((kind) => kind.startsWith('real-')), 'some on the real node');

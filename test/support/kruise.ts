@@ -102,6 +102,16 @@ async function startKruiseOnce(cp: ControlPlane, home: string, options: KruiseOp
     if (keepLogs) keepOnlyLogs(dir);
     else rmSync(dir, { recursive: true, force: true });
   };
+  /** What `helm uninstall` removes besides the processes: the webhook configurations (failurePolicy Fail, pointing at the manager) and the daemon pods. */
+  const removeFromCluster = async () => {
+    const admission = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+    await Promise.all([
+      admission.deleteMutatingWebhookConfiguration({ name: MUTATING }).catch(unlessNotFound),
+      admission.deleteValidatingWebhookConfiguration({ name: VALIDATING }).catch(unlessNotFound),
+      // Their DaemonSet's, which the chart removes.
+      ...[...daemons.keys()].map((nodeName) => core.deleteNamespacedPod({ namespace: KRUISE_NAMESPACE, name: kruiseDaemonName(nodeName), gracePeriodSeconds: 0 }).catch(unlessNotFound)),
+    ]);
+  };
   const kruise: Kruise = {
     logTails: (lines = 40) => logTails(processes, lines),
     killDaemon: (nodeName) => daemonProcess(nodeName).killNow(),
@@ -115,13 +125,7 @@ async function startKruiseOnce(cp: ControlPlane, home: string, options: KruiseOp
     stop: () => stop(false),
     uninstall: async () => {
       await stop(false);
-      const admission = cp.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
-      await Promise.all([
-        admission.deleteMutatingWebhookConfiguration({ name: MUTATING }).catch(unlessNotFound),
-        admission.deleteValidatingWebhookConfiguration({ name: VALIDATING }).catch(unlessNotFound),
-        // Their DaemonSet's, which the chart removes.
-        ...[...daemons.keys()].map((nodeName) => core.deleteNamespacedPod({ namespace: KRUISE_NAMESPACE, name: kruiseDaemonName(nodeName), gracePeriodSeconds: 0 }).catch(unlessNotFound)),
-      ]);
+      await removeFromCluster();
     },
   };
   try {
@@ -171,6 +175,8 @@ async function startKruiseOnce(cp: ControlPlane, home: string, options: KruiseOp
   } catch (err) {
     const logs = kruise.logTails();
     await stop(true);
+    // A start that failed leaves nothing behind that refuses every ContainerRecreateRequest.
+    await removeFromCluster().catch(() => undefined);
     throw startFailure('OpenKruise', err, logs);
   }
   return kruise;
