@@ -34,6 +34,8 @@ export interface FaultTarget {
   addon: AddOn;
   /** OpenKruise while installed. */
   kruise: Kruise | undefined;
+  /** Whether kruise-daemon serves the real node (Kruise installed without one: a node pool its DaemonSet does not tolerate). */
+  kruiseDaemon: boolean;
   log(line: string): void;
 }
 
@@ -176,7 +178,18 @@ export const FAULTS: Fault[] = [
     possible: (target) => target.kruise === undefined,
     async run(target) {
       target.kruise = await startKruise(target.cp, { nodes: [target.node] });
+      target.kruiseDaemon = true;
       return `OpenKruise's manager, and kruise-daemon on ${target.node.name}`;
+    },
+  },
+  {
+    // The manager alone: its ContainerRecreateRequests for the real node complete without a kill.
+    kind: 'kruise-install-without-daemon', weight: 1,
+    possible: (target) => target.kruise === undefined,
+    async run(target) {
+      target.kruise = await startKruise(target.cp, { nodes: [] });
+      target.kruiseDaemon = false;
+      return `OpenKruise's manager, no kruise-daemon on ${target.node.name}`;
     },
   },
   {
@@ -190,7 +203,7 @@ export const FAULTS: Fault[] = [
   },
   {
     kind: 'kruise-daemon-kill', weight: 1,
-    possible: (target) => target.kruise !== undefined,
+    possible: (target) => target.kruise !== undefined && target.kruiseDaemon,
     async run(target, draw) {
       target.kruise!.killDaemon(target.node.name);
       const ms = between(draw, 5, 60);

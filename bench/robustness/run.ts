@@ -102,7 +102,7 @@ await waitForWebhooksInEffect(cp, simNamespace);
 log(`cluster ready: ${node.name}, ${sim.normalNodes.join(', ')}, ${sim.virtualNodes.join(', ')}; add-on ${addon.users.join(', ')}`);
 
 const kinds = jobKinds({ sim: sim.normalNodes[0]!, virtual: sim.virtualNodes[0]!, real: node.name }, apiFeatures(await kubernetesVersion(cp.binDir)).containerRestartRules);
-const target: FaultTarget = { cp, node, addon, kruise: undefined, log };
+const target: FaultTarget = { cp, node, addon, kruise: undefined, kruiseDaemon: false, log };
 teardown.push(async () => target.kruise?.stop());
 
 // ---- traffic ----
