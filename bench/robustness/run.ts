@@ -4,7 +4,8 @@
 // its --smoke.
 //
 //   node bench/robustness/run.ts [--seed N] [--duration 1800] [--rate 1] [--real-share 0.1]
-//        [--gap 15-35] [--smoke | --quick] [--out bench/results]
+//        [--gap 15-35] [--sweep-interval 5m] [--smoke | --quick] [--out bench/results]
+//   node bench/robustness/run.ts --recheck bench/results/robustness-SEED-record.json
 //
 // The cluster: a control plane (kube-apiserver with an audit log of the add-on's requests and of
 // every pod creation), one real node (containerd, runc, kubelet), the kubelet simulator's normal
@@ -19,7 +20,8 @@
 // At the end the run stops creating Jobs and faults, waits until every Job finished or the bound
 // passed (the last fault healed, or the last Job created, plus the watcher's sweep interval and two
 // minutes), lists every Job, pod and event of its namespaces, reads the audit log and checks the
-// ledger. Writes bench/results/robustness-SEED.md and .json; exits 1 on any violation.
+// ledger. Writes bench/results/robustness-SEED.md and .json, and what the cluster recorded in
+// robustness-SEED-record.json (for --recheck); exits 1 on any violation.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -36,10 +38,18 @@ import { waitFor } from '../../test/support/wait.ts';
 import { median, parseArgs, table } from '../lib/stats.ts';
 import { ADDON_GROUP, AddOn, WEBHOOK_CONFIG } from './addon.ts';
 import { FAULTS, injectFault, pickFault, seeded, type FaultTarget, type InjectedFault } from './faults.ts';
-import { checkLedger, RULES, type Expectation, type Violation } from './ledger.ts';
+import { checkLedger, RULES, type Expectation, type Recorded, type Violation } from './ledger.ts';
 import { jobKinds, jobManifest, type JobKind } from './traffic.ts';
 
 const args = parseArgs(process.argv.slice(2));
+const recheck = args.get('recheck');
+if (recheck) {
+  // A recorded run checked again: its violations by rule, and exit 1 if any.
+  const found = checkLedger(JSON.parse(readFileSync(recheck, 'utf8')) as Recorded);
+  for (const violation of found) process.stdout.write(`${violation.rule} ${violation.object}: ${violation.detail}\n`);
+  process.stdout.write(`${found.length} violations\n`);
+  process.exit(found.length === 0 ? 0 : 1);
+}
 // --quick, as every bench script takes it, is the smoke.
 const smoke = args.has('smoke') || args.has('quick');
 const seed = Number(args.get('seed') ?? Math.floor(Math.random() * 2 ** 31));
@@ -242,10 +252,14 @@ const [jobs, pods, events] = await waitFor('the final lists', () => Promise.all(
 ]), { timeoutMs: 120_000, intervalMs: 2000 });
 harnessErrors.push(...addon.crashes.map((crash) => `add-on replica crashed: ${crash}`));
 const audit = auditEvents(readFileSync(auditLog, 'utf8'));
-const violations: Violation[] = checkLedger({
+const recorded: Recorded = {
   expectations, jobs, pods, events, audit,
   addonUsers: addon.users, addonNamespace, webhookConfigNames: [WEBHOOK_CONFIG], faults, finishBy,
-});
+};
+// Kept beside the report: `--recheck FILE` checks it again, with the ledger as it is then.
+mkdirSync(outDir, { recursive: true });
+writeFileSync(join(outDir, `robustness-${seed}${smoke ? '-smoke' : ''}-record.json`), JSON.stringify(recorded));
+const violations: Violation[] = checkLedger(recorded);
 const endedAt = Date.now();
 await tearDown();
 
