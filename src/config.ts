@@ -160,6 +160,12 @@ export const SERVE_FLAGS = {
     },
   },
   validateWorkloads: bool('validate-workloads', 'Register the validating webhook for Deployment, StatefulSet and DaemonSet writes too (their pod templates get warnings, never a denial); off, only Pods, Jobs and CronJobs wait on the webhook.'),
+  injectedSidecars: text(
+    'injected-sidecars',
+    "A policy file (YAML or JSON) naming the sidecars that other mutating webhooks inject (istio-proxy, linkerd-proxy, ...): the mutating webhook writes on each pod an entry applies to the annotations a Job's author would write (sidecar-terminator.io/sidecars, stop.sidecar-terminator.io/<container>, ...), and the sweeper writes them on the pods it labels. A file that cannot be read or has an error at start: serve exits 2, naming the entry and the fix; a bad change later keeps the policy in force and says so (a warning, a metric, an event on this pod). Empty: no policy.",
+    '',
+  ),
+  injectedSidecarsCheckInterval: duration('injected-sidecars-check-interval', 'How often the --injected-sidecars file is read again; a change takes effect without a restart. 0s: read at start only.', '10s'),
   namespaces: list('namespaces', 'Namespaces whose managed pods the watcher acts on; empty means every namespace.'),
   killMechanism: oneOf('kill-mechanism', 'How sidecars on normal nodes are stopped: crr creates an OpenKruise ContainerRecreateRequest (kruise-daemon kills the container), signal adds an ephemeral container that sends SIGTERM to the sidecar, auto uses crr for pods on nodes where a ready kruise-daemon pod runs while the cluster serves the Kruise CRD, and signal otherwise (see --kill-mechanism-check-interval and --kruise-namespace).', ['auto', 'crr', 'signal'] as const, 'auto'),
   killMechanismCheckInterval: duration(
