@@ -3,7 +3,7 @@
 // a handler's Answer and the small constructors the handlers build it with. A handler answers;
 // review.ts alone wraps the answer's response in an AdmissionReview carrying the request's uid,
 // so no response can go out without it.
-import { isRecord, type ControllerReference, type EnforcementMode, type OldKubelet, type PodMutatingWebhook } from '../policy/index.ts';
+import { isRecord, type ControllerReference, type EnforcementMode, type InjectedSidecarPolicy, type OldKubelet, type PodMutatingWebhook } from '../policy/index.ts';
 
 export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
 export const OPERATIONS = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] as const;
@@ -40,6 +40,19 @@ export interface AdmissionSettings {
   podMutatingWebhooks?: readonly PodMutatingWebhook[];
   /** The nodes whose kubelets run no native sidecars, as last read ('unread' before): while there is one, or they are unknown, no pod is migrated. */
   oldKubelets?: readonly OldKubelet[] | 'unread';
+  /** The injected-sidecar policy (--injected-sidecars), which /mutate and /native-sidecars apply to each pod first; none without it. */
+  injectedSidecars?: InjectedSidecarSettings;
+}
+
+/** What the mutating handlers apply the injected-sidecar policy with. Plain data: it goes to the worker thread with the settings. */
+export interface InjectedSidecarSettings {
+  policy: InjectedSidecarPolicy;
+  /**
+   * The labels of each namespace, by name, as last seen; undefined while they are unknown (not
+   * listed yet, or not needed: no entry has a namespaceSelector). An entry with a namespaceSelector
+   * applies only in a namespace known here.
+   */
+  namespaceLabels?: ReadonlyMap<string, Readonly<Record<string, string>>>;
 }
 
 /**

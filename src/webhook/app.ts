@@ -11,7 +11,7 @@ import { healthRoutes, type Readiness } from '../health.ts';
 import { WEBHOOK_TIMEOUT_SECONDS } from '../config.ts';
 import { secureContextOptions } from '../tls/secure-context.ts';
 import { clip } from '../policy/index.ts';
-import { errored, type AdmissionHandler, type AdmissionSettings } from './admission.ts';
+import { errored, type AdmissionHandler, type AdmissionSettings, type InjectedSidecarSettings } from './admission.ts';
 import type { Judgement } from './judgement.ts';
 import { createAdmissionMetrics, type AdmissionMetrics } from './admission-metrics.ts';
 import { OFFLOAD_BODY_BYTES, Offload, ReviewExpired, WorkerFailure } from './offload.ts';
@@ -48,6 +48,8 @@ export interface AppOptions extends AdmissionSettings {
    * no native sidecars ('unread' until read).
    */
   cluster?: () => Pick<AdmissionSettings, 'podMutatingWebhooks' | 'oldKubelets'>;
+  /** The injected-sidecar policy in force and the namespaces' labels, read at each request; none without --injected-sidecars. */
+  injectedSidecarsNow?: () => InjectedSidecarSettings;
 }
 
 /** The app; its server is an https.Server when AppOptions.https is given. */
@@ -91,8 +93,11 @@ export function buildApp(options: AppOptions): WebhookApp {
   const registry = options.metrics ?? new Registry();
   const metrics = createAdmissionMetrics(registry);
   const settings: AdmissionSettings = { enforcement: options.enforcement, quickExitImageAllowlist: options.quickExitImageAllowlist, nativeSidecars: options.nativeSidecars ?? false };
-  // The webhooks list changes while the app runs: read at each request, where it is kept.
-  const settingsNow = (): AdmissionSettings => (options.cluster ? { ...settings, ...options.cluster() } : settings);
+  // The webhooks list and the policy change while the app runs: read at each request, where they are kept.
+  // Without either, the settings are the same object every time.
+  const { cluster, injectedSidecarsNow } = options;
+  const settingsNow = (): AdmissionSettings =>
+    cluster || injectedSidecarsNow ? { ...settings, ...cluster?.(), ...(injectedSidecarsNow ? { injectedSidecars: injectedSidecarsNow() } : {}) } : settings;
   const offload = options.offload ?? new Offload();
   app.addHook('onClose', () => offload.close());
 

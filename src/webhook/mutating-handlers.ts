@@ -4,6 +4,10 @@
 // sidecars move to native sidecars where the policy allows (src/policy/native-sidecars.ts); a
 // migrated pod is not labelled, as the kubelet stops its sidecars.
 //
+// With an injected-sidecar policy (--injected-sidecars), both first write on the pod the
+// annotations its entries add (src/policy/injected-sidecars.ts), as if the pod's author had
+// written them: the pod is judged, labelled and migrated with them.
+//
 // The patch is the difference between the pod and a mutated copy of it, so a pod mutated already
 // gets no patch: the webhooks register with reinvocationPolicy IfNeeded, and are called again
 // after a later webhook injected a sidecar, without changing what they already did.
@@ -25,9 +29,10 @@ import {
   skippedAnnotation,
   strippedNativeSidecars,
   clipValue,
+  injectedSidecarAnnotations,
   type Inspection,
 } from '../policy/index.ts';
-import { allowed, isPod, objectOf, patched, type AdmissionRequest, type AdmissionSettings, type Answer } from './admission.ts';
+import { allowed, isPod, objectOf, patched, type AdmissionRequest, type AdmissionSettings, type Answer, type InjectedSidecarSettings } from './admission.ts';
 import { diff } from './json-patch.ts';
 
 type Pod = Record<string, unknown>;
@@ -47,17 +52,29 @@ export function mutateNativeSidecars(request: AdmissionRequest, settings: Admiss
 
 function mutatePod(request: AdmissionRequest, settings: AdmissionSettings, migrate: boolean): Answer {
   if (!isPod(request) || request.operation !== 'CREATE' || request.subResource || !isRecord(request.object)) return allowed();
-  const inspection = inspectObject(objectOf(request), settings.quickExitImageAllowlist);
+  const original = request.object;
+  const pod = settings.injectedSidecars ? withInjectedSidecars(original, request, settings.injectedSidecars) : original;
+  const inspection = inspectObject(objectOf(pod === original ? request : { ...request, object: pod }), settings.quickExitImageAllowlist);
   if (!inspection) return allowed();
   // The validating webhook sees marked pods only (its matchConditions), so a pod whose markers are
   // all misspelt hears of them here. Worded as the validating webhook words them: the API server
   // shows a warning both webhooks give once.
-  return withWarnings(mutateInspected(request.object, inspection, settings, migrate), listedFindings(nearMissFindings(inspection), 'sidecar configuration warning'));
+  return withWarnings(mutateInspected(original, pod, inspection, settings, migrate), listedFindings(nearMissFindings(inspection), 'sidecar configuration warning'));
 }
 
-function mutateInspected(pod: Pod, inspection: Inspection, settings: AdmissionSettings, migrate: boolean): Answer {
+/** The pod with the annotations the injected-sidecar policy adds to it, or the pod itself when no entry applies. */
+function withInjectedSidecars(pod: Pod, request: AdmissionRequest, { policy, namespaceLabels }: InjectedSidecarSettings): Pod {
+  if (policy.entries.length === 0) return pod;
+  const metadata = isRecord(pod.metadata) ? pod.metadata : {};
+  const namespace = request.namespace ?? (typeof metadata.namespace === 'string' ? metadata.namespace : undefined);
+  const added = injectedSidecarAnnotations(pod, namespace === undefined ? undefined : namespaceLabels?.get(namespace), policy);
+  return added ? withAnnotations(pod, added.annotations) : pod;
+}
+
+/** The answer for the pod as `pod` (the request's object, or a copy with the policy's annotations), as a patch from `original`. */
+function mutateInspected(original: Pod, pod: Pod, inspection: Inspection, settings: AdmissionSettings, migrate: boolean): Answer {
   const labelled = (pod: Pod) => (shouldManage(inspection) ? withLabel(pod, MANAGED) : pod);
-  if (!migrate) return patched(diff(pod, labelled(pod)));
+  if (!migrate) return patched(diff(original, labelled(pod)));
 
   // Called again after a later webhook stripped restartPolicy from the sidecars moved before: put back.
   const stripped = strippedNativeSidecars(inspection.spec, inspection.annotations);
@@ -68,10 +85,10 @@ function mutateInspected(pod: Pod, inspection: Inspection, settings: AdmissionSe
   const restoring = stripped.length > 0 ? ({ migration: 'restored' } as const) : {};
 
   const plan = nativeSidecarPlan(inspection, settings.oldKubelets);
-  if (plan.outcome === 'migrate') return { ...patched(diff(pod, migrated(restored, inspection, plan.sidecars)), { warnings: restoredWarnings }), migration: 'migrated' };
-  if (plan.outcome === 'none') return { ...patched(diff(pod, labelled(restored)), { warnings: restoredWarnings }), ...restoring };
+  if (plan.outcome === 'migrate') return { ...patched(diff(original, migrated(restored, inspection, plan.sidecars)), { warnings: restoredWarnings }), migration: 'migrated' };
+  if (plan.outcome === 'none') return { ...patched(diff(original, labelled(restored)), { warnings: restoredWarnings }), ...restoring };
   const warnings = [...restoredWarnings, ...plan.findings.map((finding) => `not moved to native sidecars (the watcher stops the sidecars): ${formatFinding(finding)}`)];
-  return { ...patched(diff(pod, withAnnotations(labelled(restored), { [SKIPPED_ANNOTATION]: skippedAnnotation(plan.findings) })), { warnings }), migration: 'kept' };
+  return { ...patched(diff(original, withAnnotations(labelled(restored), { [SKIPPED_ANNOTATION]: skippedAnnotation(plan.findings) })), { warnings }), migration: 'kept' };
 }
 
 /** The answer with these warnings before its own. */

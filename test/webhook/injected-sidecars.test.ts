@@ -1,0 +1,141 @@
+// The injected-sidecar policy at admission: /mutate and /native-sidecars write the annotations its
+// entries add before judging the pod, so a pod whose proxy another webhook injected is labelled as
+// if its author had named the proxy; through the handler, through fastify, and in the worker.
+import t from 'tap';
+import { INJECTED_POLICY_ANNOTATION, MANAGED, MANAGED_LABEL, POD_ANNOTATIONS, parseInjectedSidecarPolicy, type InjectedSidecarPolicy } from '../../src/policy/index.ts';
+import { ADMISSION_API_VERSION, type AdmissionRequest, type AdmissionSettings, type InjectedSidecarSettings } from '../../src/webhook/admission.ts';
+import { mutate } from '../../src/webhook/mutating-handlers.ts';
+import { OFFLOAD_BODY_BYTES } from '../../src/webhook/offload.ts';
+import { podReview } from '../support/reviews.ts';
+import { OWNERS, applyPatch, patchOf, post, testApp } from './support.ts';
+
+function policyOf(yaml: string): InjectedSidecarPolicy {
+  const parsed = parseInjectedSidecarPolicy(yaml);
+  if ('errors' in parsed) throw new Error(parsed.errors.join('; '));
+  return parsed.policy;
+}
+
+const ISTIO = policyOf(`
+entries:
+  - name: istio
+    container: istio-proxy
+    stop: istio-proxy
+    gracePeriodSeconds: 30
+`);
+
+const MESH_ONLY = policyOf(`
+entries:
+  - name: istio
+    container: istio-proxy
+    namespaceSelector: {matchLabels: {istio-injection: enabled}}
+`);
+
+const SETTINGS: AdmissionSettings = { enforcement: 'deny', quickExitImageAllowlist: [] };
+
+/** A Job's pod into which another webhook injected istio-proxy, in `namespace`. */
+function injectedPod(namespace = 'batch', metadata: Record<string, unknown> = {}, containers: unknown[] = [{ name: 'main', image: 'busybox:1.36' }]) {
+  const review = podReview({ containers: [...containers, { name: 'istio-proxy', image: 'docker.io/istio/proxyv2:1.24.0' }] }, { ownerReferences: [OWNERS.Job], ...metadata }, { namespace });
+  return review as { request: AdmissionRequest & { object: any } };
+}
+
+/** What the policy adds to the pod of injectedPod, with the label. */
+const ISTIO_ANNOTATIONS = {
+  [POD_ANNOTATIONS.sidecars]: 'istio-proxy',
+  [`${POD_ANNOTATIONS.stopPrefix}istio-proxy`]: 'istio-proxy',
+  [`${POD_ANNOTATIONS.gracePeriodPrefix}istio-proxy`]: '30',
+  [INJECTED_POLICY_ANNOTATION]: 'istio',
+};
+
+/** The pod as the API server stores it after /mutate's answer (the request's object when there is no patch). */
+function mutated(request: AdmissionRequest & { object: any }, settings: AdmissionSettings): any {
+  const { response } = mutate(request, settings);
+  return response.patch ? applyPatch(request.object, patchOf({ apiVersion: ADMISSION_API_VERSION, kind: 'AdmissionReview', response: { uid: '', ...response } })) : request.object;
+}
+
+const withPolicy = (policy: InjectedSidecarPolicy, namespaceLabels?: InjectedSidecarSettings['namespaceLabels']): AdmissionSettings => ({
+  ...SETTINGS,
+  injectedSidecars: { policy, ...(namespaceLabels ? { namespaceLabels } : {}) },
+});
+
+t.test('the handler writes the policy\'s annotations and labels the pod in one patch', async (t) => {
+  const { request } = injectedPod();
+  const patched = mutated(request, withPolicy(ISTIO));
+  t.same(patched.metadata.annotations, ISTIO_ANNOTATIONS, 'the annotations a Job\'s author would write, and the entry applied');
+  t.same(patched.metadata.labels, { [MANAGED_LABEL]: MANAGED }, 'managed, as if its author had named the sidecar');
+  t.same(patched.spec, request.object.spec, 'the spec is left as it is');
+
+  t.same(mutate(request, SETTINGS).response, { allowed: true }, 'without the policy the same pod has no sidecar: no patch');
+  t.same(mutate(request, withPolicy({ entries: [] })).response, { allowed: true }, 'nor with a policy without entries');
+});
+
+t.test('through fastify: the policy read at each request, and a reinvocation on the mutated pod gets no patch', async (t) => {
+  let policy = ISTIO;
+  const app = testApp({ injectedSidecarsNow: () => ({ policy }) });
+  t.teardown(() => app.close());
+  for (const endpoint of ['mutate', 'native-sidecars'] as const) {
+    const review = injectedPod();
+    const first = (await post(app, endpoint, review)).review;
+    const mutated = applyPatch(review.request.object, patchOf(first));
+    t.same(mutated.metadata.annotations, ISTIO_ANNOTATIONS, `${endpoint}: the policy's annotations`);
+    t.same(mutated.metadata.labels, { [MANAGED_LABEL]: MANAGED }, `${endpoint}: the label`);
+
+    review.request.object = mutated;
+    const again = (await post(app, endpoint, review)).review.response;
+    t.match(again, { uid: review.request.uid, allowed: true }, `${endpoint}: reinvoked on the mutated pod`);
+    t.equal(again?.patch, undefined, `${endpoint}: no patch the second time`);
+  }
+
+  policy = { entries: [] };
+  const review = injectedPod();
+  t.same((await post(app, 'mutate', review)).review.response, { uid: review.request.uid, allowed: true }, 'a policy changed to no entries applies at the next request');
+});
+
+t.test("the pod's own markers win: the policy leaves its sidecar and its stop annotation as they are", async (t) => {
+  const ownStop = `${POD_ANNOTATIONS.stopPrefix}istio-proxy`;
+  const named = injectedPod('batch', { annotations: { [POD_ANNOTATIONS.sidecars]: 'istio-proxy', [ownStop]: 'signal' } });
+  const patched = mutated(named.request, withPolicy(ISTIO));
+  t.equal(patched.metadata.annotations[ownStop], 'signal', 'its own stop method stays');
+  t.notOk(INJECTED_POLICY_ANNOTATION in patched.metadata.annotations, 'no entry applied: the pod named the sidecar itself');
+  t.same(patched.metadata.labels, { [MANAGED_LABEL]: MANAGED }, 'labelled for its own annotation');
+
+  const marked = injectedPod('batch', {}, [{ name: 'main', image: 'busybox:1.36' }]);
+  marked.request.object.spec.containers[1].env = [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }];
+  const markedPod = mutated(marked.request, withPolicy(ISTIO));
+  t.equal(markedPod.metadata.annotations, undefined, 'a sidecar marked by its env gets no annotation from the policy');
+  t.same(markedPod.metadata.labels, { [MANAGED_LABEL]: MANAGED });
+});
+
+t.test('a pod left with no main container, or a bare pod the entry does not list, is not touched', async (t) => {
+  const alone = podReview({ containers: [{ name: 'istio-proxy', image: 'docker.io/istio/proxyv2:1.24.0' }] }, { ownerReferences: [OWNERS.Job] }, { namespace: 'batch' }) as { request: AdmissionRequest };
+  t.same(mutate(alone.request, withPolicy(ISTIO)).response, { allowed: true }, 'the proxy is its only container');
+  const bare = injectedPod();
+  delete bare.request.object.metadata.ownerReferences;
+  t.same(mutate(bare.request, withPolicy(ISTIO)).response, { allowed: true }, 'no controller: the entry lists Jobs only');
+});
+
+t.test("a namespaceSelector applies in the namespaces whose labels match it, and nowhere while they are unknown", async (t) => {
+  const namespaceLabels = new Map([
+    ['mesh', { 'istio-injection': 'enabled' }],
+    ['plain', {}],
+  ]);
+  const annotationsIn = (namespace: string, labels?: InjectedSidecarSettings['namespaceLabels']) => {
+    const { request } = injectedPod(namespace);
+    return mutated(request, withPolicy(MESH_ONLY, labels)).metadata.annotations;
+  };
+  t.equal(annotationsIn('mesh', namespaceLabels)?.[INJECTED_POLICY_ANNOTATION], 'istio', 'a labelled namespace');
+  t.equal(annotationsIn('plain', namespaceLabels), undefined, 'a namespace without the label');
+  t.equal(annotationsIn('new', namespaceLabels), undefined, 'a namespace not seen yet');
+  t.equal(annotationsIn('mesh'), undefined, 'labels unknown (not listed yet)');
+});
+
+t.test('a large pod judged in the worker thread gets the same annotations, the namespaces\' labels going with the settings', async (t) => {
+  const namespaceLabels = new Map([['mesh', { 'istio-injection': 'enabled' }]]);
+  const app = testApp({ injectedSidecarsNow: () => ({ policy: MESH_ONLY, namespaceLabels }) });
+  t.teardown(() => app.close());
+  const review = injectedPod('mesh', { annotations: { padding: 'x'.repeat(OFFLOAD_BODY_BYTES) } });
+  t.ok(JSON.stringify(review).length > OFFLOAD_BODY_BYTES, 'large enough for the worker');
+  const answer = (await post(app, 'mutate', review)).review;
+  const patched = applyPatch(review.request.object, patchOf(answer));
+  t.equal(patched.metadata.annotations[INJECTED_POLICY_ANNOTATION], 'istio');
+  t.same(patched.metadata.labels, { [MANAGED_LABEL]: MANAGED });
+});
