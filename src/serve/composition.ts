@@ -5,6 +5,7 @@
 // and a webhook-only process never loads the watcher (bench/README.md measures what that saves).
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
+import { CoreV1Api } from '@kubernetes/client-node';
 import { pino, type Logger as PinoLogger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { ServeConfig } from '../config.ts';
@@ -14,6 +15,7 @@ import { SIGNAL_COMMAND } from '../policy/index.ts';
 import { UsageError } from '../usage-error.ts';
 import type { Watcher } from '../watcher/watcher.ts';
 import { parseListenAddress, type Context } from './context.ts';
+import { InjectedSidecarPolicySource, loadInjectedSidecarPolicy, ownPodOf } from './injected-sidecar-source.ts';
 import { whileLeader, type Component, type Stop } from './lifecycle.ts';
 
 /** The components `config` enables, in start order, and the logger they share. */
@@ -23,6 +25,8 @@ export function compose(config: ServeConfig): { logger: PinoLogger; components: 
   if (!config.noWebhook) enabled.push(startWebhook);
   if (config.probeAddress) enabled.push(startProbes);
   if (enabled.length === 0) throw new UsageError('nothing to run: both --no-webhook and --no-watcher are set; drop one of them');
+  // Before anything else: a bad policy file is refused before a client or a certificate exists.
+  const loadedPolicy = config.injectedSidecars ? loadInjectedSidecarPolicy(config.injectedSidecars) : undefined;
 
   const logger = pino({ level: config.logLevel });
   const kubeConfig = loadKubeConfig(config.kubeconfig);
@@ -33,11 +37,34 @@ export function compose(config: ServeConfig): { logger: PinoLogger; components: 
   const readinessChecks: Readiness[] = [];
   const readiness: Readiness = () => readinessChecks.map((check) => check()).find((result) => !result.ready) ?? { ready: true };
   const context: Context = { config, kubeConfig, namespace, logger, metrics, readiness, readinessChecks };
+  if (loadedPolicy) {
+    context.injectedSidecars = injectedSidecarSource(context, config.injectedSidecars, loadedPolicy);
+    enabled.unshift(startInjectedSidecars);
+  }
   return { logger, components: enabled.map((start) => () => start(context)) };
 }
 
+/** The policy source, telling a bad change in an event on this pod when the Deployment names it (POD_NAME, POD_NAMESPACE). */
+function injectedSidecarSource({ config, kubeConfig, logger, metrics }: Context, path: string, loaded: ReturnType<typeof loadInjectedSidecarPolicy>): InjectedSidecarPolicySource {
+  const ownPod = ownPodOf(process.env);
+  return new InjectedSidecarPolicySource({
+    path,
+    loaded,
+    checkIntervalMs: config.injectedSidecarsCheckInterval,
+    logger: logger.child({ component: 'injected-sidecars' }),
+    metrics,
+    ...(ownPod ? { ownPod: { ...ownPod, core: kubeConfig.makeApiClient(CoreV1Api) } } : {}),
+  });
+}
+
+/** The policy, read again on its interval while serve runs. */
+function startInjectedSidecars({ injectedSidecars }: Context): Promise<Stop> {
+  injectedSidecars?.start();
+  return Promise.resolve(async () => injectedSidecars?.stop());
+}
+
 /** The watcher: acts on the pods the webhook labelled; with --leader-elect only while holding the Lease. */
-async function startWatcher({ config, kubeConfig, namespace, logger, metrics, readinessChecks }: Context): Promise<Stop> {
+async function startWatcher({ config, kubeConfig, namespace, logger, metrics, readinessChecks, injectedSidecars }: Context): Promise<Stop> {
   const [{ Watcher }, { WatcherMetrics }, { exponentialBackoff }, { LeaderElector }, { fencedKubeConfig }, { excludedNamespaces }] = await Promise.all([
     import('../watcher/watcher.ts'),
     import('../watcher/watcher-metrics.ts'),
@@ -64,6 +91,7 @@ async function startWatcher({ config, kubeConfig, namespace, logger, metrics, re
       namespaceLabels: config.namespaceLabels,
       quickExitImageAllowlist: config.quickExitImageAllowlist,
       quickExitImage: config.quickExitImage,
+      ...(injectedSidecars ? { injectedSidecars: () => injectedSidecars.current() } : {}),
       logger: logger.child({ component: 'watcher' }),
       metrics: watcherMetrics,
     });

@@ -5,6 +5,7 @@ import type { Logger as PinoLogger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { ServeConfig } from '../config.ts';
 import type { Readiness } from '../health.ts';
+import type { InjectedSidecarPolicySource } from './injected-sidecar-source.ts';
 import { UsageError } from '../usage-error.ts';
 
 /** What every component shares. */
@@ -20,6 +21,8 @@ export interface Context {
   readiness: Readiness;
   /** Components add what their readiness depends on. */
   readinessChecks: Readiness[];
+  /** The injected-sidecar policy (--injected-sidecars), which the webhook and the watcher both apply; none without the flag. */
+  injectedSidecars?: InjectedSidecarPolicySource;
 }
 
 /** `host:port`, `[ipv6]:port` or `:port` (all interfaces). */

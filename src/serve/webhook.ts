@@ -8,6 +8,8 @@ import type { Logger } from '../logger.ts';
 import { excludedNamespaces, registerWebhookConfigurations, syncCaBundles, webhooksWithoutMatchConditions, type WebhookTarget } from '../kube/webhook-configurations.ts';
 import { oldKubeletList, podMutatingWebhookList } from '../kube/pod-mutating-webhooks.ts';
 import { nativeSidecarsOn } from '../kube/server-version.ts';
+import { NamespaceLabels, namespaceListWatch, type NamespaceListWatch } from '../kube/namespace-labels.ts';
+import { policyNeedsNamespaceLabels, type InjectedSidecarPolicy } from '../policy/index.ts';
 import { servingHosts } from '../tls/certificates.ts';
 import { describeCertificate } from '../tls/rotator.ts';
 import { secretStore } from '../tls/secret-store.ts';
@@ -17,6 +19,7 @@ import { UsageError } from '../usage-error.ts';
 import { buildApp } from '../webhook/app.ts';
 import { registerCertificateExpiry } from '../webhook/admission-metrics.ts';
 import { OwnerEventRecorder } from '../webhook/owner-events.ts';
+import type { InjectedSidecarSettings } from '../webhook/admission.ts';
 import { parseListenAddress, type Context } from './context.ts';
 import { Drain, type Stop } from './lifecycle.ts';
 
@@ -35,9 +38,11 @@ export async function startWebhook(context: Context): Promise<Stop> {
   readinessChecks.push(() => (drain.draining() ? { ready: false, reason: 'shutting down' } : { ready: true }));
   const ownerEvents = ownerEventRecorder(context);
   const reads = await startClusterReads(context);
+  const injected = injectedSidecarReads(context, () => namespaceListWatch(context.kubeConfig));
   const app = buildApp({
     nativeSidecars: reads.nativeSidecars,
     ...(reads.cluster ? { cluster: reads.cluster } : {}),
+    ...(injected.settings ? { injectedSidecarsNow: injected.settings } : {}),
     ownerEvents,
     draining: drain.draining,
     enforcement: config.enforcement,
@@ -58,6 +63,7 @@ export async function startWebhook(context: Context): Promise<Stop> {
     await configurations.configure();
   } catch (err) {
     reads.stop();
+    await injected.stop();
     await app.close();
     throw err;
   }
@@ -66,6 +72,7 @@ export async function startWebhook(context: Context): Promise<Stop> {
 
   return async () => {
     reads.stop();
+    await injected.stop();
     await certificates.stop();
     await drain.stop(app);
     await ownerEvents.idle();
@@ -131,6 +138,41 @@ async function startClusterReads({ config, kubeConfig, logger }: Context) {
       podMutatingWebhooks.stop();
       oldKubelets.stop();
     },
+  };
+}
+
+/**
+ * What the mutating webhook applies the injected-sidecar policy with: the policy in force, and,
+ * while one of its entries has a namespaceSelector, the namespaces' labels, listed and watched in
+ * the background (started or stopped as a change of the policy needs them). A replica whose policy
+ * has a namespaceSelector at start is ready once the namespaces are listed, so that no pod it
+ * admits misses an entry for want of them; a selector added later applies once they are.
+ */
+export function injectedSidecarReads(
+  { injectedSidecars, logger, readinessChecks }: Pick<Context, 'injectedSidecars' | 'logger' | 'readinessChecks'>,
+  namespaces: () => NamespaceListWatch,
+): { settings?: () => InjectedSidecarSettings; stop(): Promise<void> } {
+  if (!injectedSidecars) return { stop: async () => {} };
+  let labels: NamespaceLabels | undefined;
+  const follow = (policy: InjectedSidecarPolicy) => {
+    if (policyNeedsNamespaceLabels(policy) === (labels !== undefined)) return;
+    if (labels) {
+      void labels.stop();
+      labels = undefined;
+      return;
+    }
+    labels = new NamespaceLabels({ listWatch: namespaces(), logger });
+    void labels.start();
+  };
+  follow(injectedSidecars.current());
+  const atStart = labels;
+  readinessChecks.push(() =>
+    atStart && labels === atStart && !atStart.synced() ? { ready: false, reason: "the namespaces are not listed yet (the injected-sidecar policy's namespaceSelectors match their labels)" } : { ready: true },
+  );
+  injectedSidecars.onChange(follow);
+  return {
+    settings: () => ({ policy: injectedSidecars.current(), namespaceLabels: labels?.current() }),
+    stop: async () => labels?.stop(),
   };
 }
 

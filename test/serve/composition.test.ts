@@ -39,6 +39,10 @@ t.test('the components the flags enable, in start order', async (t) => {
   t.equal(compose(serveConfig(['--kubeconfig', kubeconfig])).components.length, 2, 'the watcher and the webhook');
   t.equal(compose(serveConfig(['--kubeconfig', kubeconfig, '--no-watcher', '--probe-address', ':0'])).components.length, 2, 'the webhook and the probes');
   t.equal(compose(serveConfig(['--kubeconfig', kubeconfig, '--no-webhook'])).components.length, 1, 'the watcher alone');
+  const { dir } = kubeconfigFile(t);
+  const policy = join(dir, 'policy.yaml');
+  writeFileSync(policy, 'entries: []\n');
+  t.equal(compose(serveConfig(['--kubeconfig', kubeconfig, '--no-webhook', '--injected-sidecars', policy])).components.length, 2, 'the injected-sidecar policy first, then the watcher');
 });
 
 t.test('the webhook refuses a --shutdown-drain that does not fit --shutdown-grace before any certificate work', async (t) => {

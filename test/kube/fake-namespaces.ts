@@ -1,0 +1,26 @@
+// Namespaces as src/kube/namespace-labels.ts lists and watches them, for its tests and for those
+// of the webhook's wiring of it: scripted lists, and watches the test writes events to.
+import type { KubernetesListObject, V1Namespace } from '@kubernetes/client-node';
+import type { NamespaceListWatch } from '../../src/kube/namespace-labels.ts';
+import { FakePodListWatch } from '../support/fake-kube.ts';
+
+export const namespace = (name: string, labels: Record<string, string> = {}, resourceVersion = '1'): V1Namespace => ({ metadata: { name, labels, resourceVersion } });
+
+export const namespaceList = (items: V1Namespace[], resourceVersion: string): KubernetesListObject<V1Namespace> => ({ apiVersion: 'v1', kind: 'NamespaceList', items, metadata: { resourceVersion } });
+
+/** Namespace lists answering with these lists, errors or promises in turn, and watches opened on a FakePodListWatch. */
+export function fakeNamespaces(...lists: Array<KubernetesListObject<V1Namespace> | Error | Promise<KubernetesListObject<V1Namespace>>>) {
+  const watches = new FakePodListWatch();
+  let listed = 0;
+  const listWatch: NamespaceListWatch = {
+    list: async () => {
+      listed++;
+      const next = lists.shift();
+      if (!next) throw new Error('no list scripted');
+      if (next instanceof Error) throw next;
+      return next;
+    },
+    watch: watches,
+  };
+  return { listWatch, watches, lists: () => listed };
+}
