@@ -1,7 +1,7 @@
 // How status prints: a table of pods (text, wide), one pod's story as prose, or either as JSON
 // or YAML for scripts.
 import { stringify } from 'yaml';
-import { MANAGED_LABEL } from '../policy/index.ts';
+import { MANAGED_LABEL, POD_ANNOTATIONS } from '../policy/index.ts';
 import type { StatusOutput } from './flags.ts';
 import type { PodStory, StopMeans } from './story-types.ts';
 
@@ -47,6 +47,7 @@ export function renderStory(story: PodStory, output: StatusOutput, now: Date): s
   field('Managed', story.managed ? `yes (label ${MANAGED_LABEL}=${story.managed})` : `no (no ${MANAGED_LABEL} label)`);
   field('State', `${story.state}${story.since ? ` since ${story.since} (${age(story.since, now)} ago)` : ''}`);
   field('Trigger', story.trigger);
+  if (story.injectedSidecarPolicy) field('Policy', policyText(story.injectedSidecarPolicy));
   lines.push('', 'Containers:');
   const width = Math.max(...story.containers.map((c) => c.name.length));
   for (const container of story.containers) {
@@ -70,6 +71,11 @@ export function renderStory(story: PodStory, output: StatusOutput, now: Date): s
   }
   if (story.limits.length > 0) lines.push('', limitsNote(story.limits));
   return `${lines.join('\n')}\n`;
+}
+
+/** Sidecars named by the cluster's policy rather than by the Job's author, and by which entries. */
+function policyText(entries: readonly string[]): string {
+  return `${entries.length === 1 ? 'entry' : 'entries'} ${entries.join(', ')} of the cluster's injected-sidecar policy named sidecars of this pod at admission, in its ${POD_ANNOTATIONS.sidecars} annotation`;
 }
 
 export function limitsNote(limits: readonly string[]): string {

@@ -94,6 +94,8 @@ export interface PodStory {
   containers: ContainerStory[];
   /** The trigger rule that applies. */
   trigger: string;
+  /** The entries of the cluster's injected-sidecar policy that named sidecars of this pod when it was admitted. */
+  injectedSidecarPolicy?: string[];
   actions: TimelineEntry[];
   /** What is awaited now. */
   waitingFor?: string;

@@ -5,7 +5,7 @@
 // what the watcher did is read from the codes of its events (their `action`), never their words.
 // It reads the facts (here), places the pod (situation.ts) and tells it (narrate.ts, unmanaged.ts).
 import type { CoreV1Event } from '@kubernetes/client-node';
-import { MANAGED_LABEL, classifyContainers, exitCodesByName, nodeKindOf, podAnnotations, readStopRecord, restartPolicyOf, stopRecord, type StopRecord } from '../policy/index.ts';
+import { INJECTED_POLICY_ANNOTATION, MANAGED_LABEL, annotationNames, classifyContainers, exitCodesByName, nodeKindOf, podAnnotations, readStopRecord, restartPolicyOf, stopRecord, type StopRecord } from '../policy/index.ts';
 import { SERVE_FLAGS } from '../config.ts';
 import { containerStory, ownRestartPolicies, stopMeansOf, triggerRule } from './containers.ts';
 import { narrate } from './narrate.ts';
@@ -64,11 +64,18 @@ function storyFrame(reading: PodReading, facts: PodFacts): PodStory {
     restartPolicy,
     containers: roles.map((role) => containerStory(role, pod, stopMeans.get(role.name))),
     trigger: triggerRule(restartPolicy, ownRestartPolicies(spec, roles)),
+    ...optional('injectedSidecarPolicy', policyEntries(pod)),
     actions: timelineOf(pod, events, reading.crr, roles),
     notManaged: [],
     advice: [],
     limits: [facts.node, facts.events, facts.crr, facts.webhook].flatMap((read) => (read && 'missing' in read ? [read.missing] : [])),
   };
+}
+
+/** The entries of the injected-sidecar policy the webhook (or the sweeper) applied to the pod, as its annotation names them. */
+function policyEntries(pod: PodReading['pod']): string[] | undefined {
+  const entries = annotationNames(pod.metadata?.annotations?.[INJECTED_POLICY_ANNOTATION]);
+  return entries.length > 0 ? entries : undefined;
 }
 
 function lastEvent(event: CoreV1Event): NonNullable<PodStory['lastEvent']> {

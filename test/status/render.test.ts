@@ -89,6 +89,14 @@ t.test("a story as prose: its fields, containers with markers and mechanism, the
   ].join('\n'));
 });
 
+t.test('sidecars the cluster\'s injected-sidecar policy named: a line after the trigger, naming the entries', async (t) => {
+  const policyLine = (injectedSidecarPolicy?: string[]) => renderStory({ ...story, ...(injectedSidecarPolicy ? { injectedSidecarPolicy } : {}) }, 'text', now).split('\n')[6];
+  t.equal(policyLine(['istio']), "Policy:      entry istio of the cluster's injected-sidecar policy named sidecars of this pod at admission, in its sidecar-terminator.io/sidecars annotation");
+  t.match(policyLine(['istio', 'vault-agent']), /^Policy: {6}entries istio, vault-agent of /);
+  t.equal(policyLine(), '', 'no line without it');
+  t.same((JSON.parse(renderStory({ ...story, injectedSidecarPolicy: ['istio'] }, 'json', now)) as PodStory).injectedSidecarPolicy, ['istio'], 'in JSON as a list');
+});
+
 t.test('a story without job, node, label or sections: only what it has', async (t) => {
   const text = renderStory({ ...bare, containers: [story.containers[0]!], notManaged: ['no container is marked'] }, 'text', now);
   t.match(text, /^Pod: {9}team\/bare\nNode: {8}not scheduled yet\nManaged: {5}no \(no sidecar-terminator\.io\/managed label\)\nState: {7}stopping\n/);

@@ -6,7 +6,7 @@ import t from 'tap';
 import { selectorMatches } from '../../src/status/cluster.ts';
 import { age } from '../../src/status/render.ts';
 import { podStory, type PodFacts } from '../../src/status/story.ts';
-import { TERMINATED_CONDITION, recordCondition } from '../../src/policy/index.ts';
+import { INJECTED_POLICY_ANNOTATION, MANAGED, MANAGED_LABEL, POD_ANNOTATIONS, TERMINATED_CONDITION, recordCondition } from '../../src/policy/index.ts';
 import { containerOf, parseFieldPath } from '../../src/lint/field-path.ts';
 import { FINISHED, QUICK_EXIT, STARTED, containerStatus, imageSidecar, jobPod, killSidecar, main, normalNode, virtualNode } from '../support/pods.ts';
 
@@ -144,6 +144,19 @@ t.test("a Warning as the last event: failed, with the fix its code calls for, wh
   t.match(uncoded, { state: 'failed' }, 'a Warning fails the pod whatever its code');
   t.notOk(uncoded.code, 'no code to report');
   t.notOk(uncoded.advice.some((advice) => /init that forwards signals/.test(advice)), 'the words alone call for no fix');
+});
+
+t.test("the entries of the injected-sidecar policy the pod's annotation names, managed or not", async (t) => {
+  const istio = main('istio-proxy', 'docker.io/istio/proxyv2:1.24.0');
+  const annotated = pod({ sidecar: istio, labels: { [MANAGED_LABEL]: MANAGED }, statuses: [containerStatus('main', 'running'), containerStatus('istio-proxy', 'running')] });
+  annotated.metadata!.annotations = { [POD_ANNOTATIONS.sidecars]: 'istio-proxy', [INJECTED_POLICY_ANNOTATION]: 'istio' };
+  const story = podStory(facts(annotated));
+  t.same(story.injectedSidecarPolicy, ['istio']);
+  t.match(story.containers, [{ name: 'main', role: 'main' }, { name: 'istio-proxy', role: 'sidecar' }], 'the sidecar it named');
+  const unmanaged = structuredClone(annotated);
+  delete unmanaged.metadata!.labels;
+  t.same(podStory(facts(unmanaged)).injectedSidecarPolicy, ['istio'], 'told for a pod not managed too');
+  t.notOk('injectedSidecarPolicy' in podStory(facts(pod({ statuses: [] }))), 'absent without the annotation');
 });
 
 t.test('unreadable nodes and events: unknown node kind, and the missing permissions listed', async (t) => {
