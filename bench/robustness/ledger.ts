@@ -1,14 +1,13 @@
 // The ledger of a robustness run: what the cluster recorded, checked against what the docs promise
 // (docs/guarantees.md). It reads only the cluster's record: the Jobs, pods and events listed at the
 // end (the kubelet's container statuses among them) and the API server's audit log of the add-on's
-// users. Never the add-on's logs: a replica that lost a write's answer, or did not know it no longer
-// led, would tell its own story. Pure: run.ts lists, checkLedger judges.
-import type { CoreV1Event, V1Container, V1Job, V1Pod } from '@kubernetes/client-node';
+// requests and of every creation of a pod, Job or CronJob (auditRules). Never the add-on's logs: a
+// replica that lost a write's answer, or did not know it no longer led, would tell its own story.
+// Pure: run.ts lists, checkLedger judges.
+import type { CoreV1Event, V1Container, V1Job, V1ObjectMeta, V1Pod } from '@kubernetes/client-node';
 import {
-  COMPONENT,
   CONDITION_REASONS,
   CRR,
-  EVENT_REASONS,
   MANAGED,
   MANAGED_LABEL,
   PHASE_SET,
@@ -24,9 +23,10 @@ import {
   rolesOf,
   type ContainerRole,
 } from '../../src/policy/index.ts';
+import { SERVE_FLAGS } from '../../src/config.ts';
 import { fenceName } from '../../src/kube/fence.ts';
 import { FENCE_RULES, type FencedComponent } from '../../src/kube/fence-rules.ts';
-import type { AuditEvent } from '../../test/support/audit.ts';
+import { auditMicros, type AuditEvent, type AuditRule } from '../../test/support/audit.ts';
 
 export type Outcome = 'Complete' | 'Failed';
 
@@ -57,7 +57,7 @@ export interface Recorded {
   pods: V1Pod[];
   /** Every event of those namespaces. */
   events: CoreV1Event[];
-  /** The API server's audit log: every request of the add-on's users (Metadata level). */
+  /** The API server's audit log, by the policy of auditRules: every request of the add-on's users, every creation of a pod, Job or CronJob. */
   audit: AuditEvent[];
   /** The audit usernames of the add-on's processes (webhook and watcher replicas). */
   addonUsers: string[];
@@ -82,15 +82,36 @@ export interface Violation {
 export const RULES: Record<Rule, string> = {
   'job-not-finished': 'Every Job of the run ended (Complete or Failed) within the bound the docs promise after the last fault healed.',
   'job-outcome': 'Every Job ended as its main containers make it: Complete when each exited 0 at its last run, Failed otherwise.',
-  'stopped-twice': 'No sidecar was told to stop twice: one signal container per sidecar, the stop requests of one pod from one replica, one SidecarTerminator event per pod.',
-  'stopped-while-main-ran': "No sidecar was told to stop, nor ended, before the final run of its pod's last main container finished.",
+  'stopped-twice':
+    "No sidecar was told to stop twice, nor by two leaders: one signal container per sidecar (in the pod's spec and in the audit log), one ContainerRecreateRequest created per pod, and every write of a watcher replica received while it held the Lease (the last successful Lease write before it was the replica's own, and no release).",
+  'stopped-while-main-ran': "No sidecar was told to stop (a signal container, a ContainerRecreateRequest, its image replaced), nor ended, before the final run of its pod's last main container finished.",
   'phase-differs': "A pod whose phase or status the add-on wrote is Succeeded exactly when every main container's last exit code is 0, Failed otherwise.",
   'admission-lost':
-    "The API server failed to call the add-on's webhooks only while a webhook replica, kube-apiserver or etcd was killed or stopped (and 10 s after), never through a rolling restart or a certificate rotation.",
+    "The API server failed to call the add-on's webhooks (a pod creation refused, or a pod, Job or CronJob admitted without them) only while a webhook replica, kube-apiserver or etcd was killed or stopped (and 10 s after), never through a rolling restart or a certificate rotation.",
   'wrote-outside': 'The add-on wrote only its Lease, Secret and events, its own webhook configurations and fence, the pods it manages and their ContainerRecreateRequests.',
 };
 
+/**
+ * The audit policy's rules that give the ledger what it reads (the first rule matching a request
+ * sets its level): the add-on's requests with their bodies (a pod patch says what it changes, a
+ * Lease write whom it leaves holding), but its Secrets' metadata only (they hold key material); and
+ * every creation of a pod, Job or CronJob with its body, which names the object where the API
+ * server generates the name, and a pod's Job.
+ */
+export const auditRules = (addonGroup: string): AuditRule[] => [
+  { level: 'Metadata', userGroups: [addonGroup], resources: [{ group: '', resources: ['secrets'] }] },
+  { level: 'Request', userGroups: [addonGroup] },
+  { level: 'Request', verbs: ['create'], resources: [{ group: '', resources: ['pods'] }, { group: 'batch', resources: ['jobs', 'cronjobs'] }] },
+  { level: 'None' },
+];
+
 const WRITES = new Set(['create', 'update', 'patch', 'delete', 'deletecollection']);
+/** The Lease the watcher replicas elect their leader with, in the add-on's namespace. */
+const WATCHER_LEASE = SERVE_FLAGS.leaderElectionLease.default;
+/** The creations the API server may admit without the webhooks (failurePolicy Ignore), by resource: the name of the kind in a violation. */
+const ADMITTED_KINDS: ReadonlyMap<string, string> = new Map([['pods', 'pod'], ['jobs', 'job'], ['cronjobs', 'cronjob']]);
+/** The labels the Job controller gives its pods, naming their Job (the second is the older one). */
+const JOB_NAME_LABELS = ['batch.kubernetes.io/job-name', 'job-name'];
 /** The faults during which the API server cannot reach a webhook replica, or cannot admit anything. */
 const ADMISSION_MAY_FAIL = /^(webhook-replica|kube-apiserver|etcd)-/;
 /** How long after such a fault healed the API server may still report a call it made during it (its calls time out). */
@@ -106,7 +127,15 @@ interface Index {
   /** The add-on's writes that succeeded (the API server answers a write 2xx or an error, which changed nothing). */
   writes: AuditEvent[];
   /** The stop requests that succeeded, by the key of the pod they were for, the first received first. */
-  stops: Map<string, AuditEvent[]>;
+  stops: Map<string, Stop[]>;
+}
+
+/** A request to stop a pod's sidecars: a signal container for each of `sidecars`, a ContainerRecreateRequest, or a container's image replaced. */
+interface Stop {
+  write: AuditEvent;
+  by: 'signal' | 'crr' | 'image';
+  /** The sidecars a signal patch sends a container for, as its body says (none without the body). */
+  sidecars: string[];
 }
 
 export function checkLedger(recorded: Recorded): Violation[] {
@@ -145,28 +174,72 @@ function wrongOutcomes(recorded: Recorded, index: Index): Violation[] {
 }
 
 /**
- * 3. Every stop is idempotent by name, and one replica leads at a time: a second signal container,
- * stop requests from two replicas, or a second SidecarTerminator event mean a name not found or two leaders at once.
+ * 3. Every stop is idempotent by name, and one replica leads at a time: a second signal container
+ * for a sidecar or a second ContainerRecreateRequest for a pod means a name not found, and a write
+ * of a replica that did not hold the Lease means two leaders at once (the fallback from a
+ * ContainerRecreateRequest to a signal container may well follow a handover).
  */
 function stoppedTwice(recorded: Recorded, index: Index): Violation[] {
   const findings = new Map<string, string[]>();
-  const add = (pod: string, finding: string) => findings.set(pod, [...(findings.get(pod) ?? []), finding]);
+  const add = (object: string, finding: string) => findings.set(object, [...(findings.get(object) ?? []), finding]);
   for (const pod of recorded.pods) {
     const targets = tally((pod.spec?.ephemeralContainers ?? []).map((c) => c.targetContainerName ?? ''));
     for (const [target, n] of targets) if (n > 1) add(podKey(pod), `${n} ephemeral containers target ${target || 'no container'}`);
   }
   for (const [pod, stops] of index.stops) {
-    const users = new Set(stops.map((stop) => stop.user?.username ?? ''));
-    if (users.size > 1) add(pod, `stop requests from ${[...users].join(' and ')}`);
+    const crrs = stops.filter((stop) => stop.by === 'crr').length;
+    if (crrs > 1) add(pod, `${crrs} ContainerRecreateRequests created`);
+    for (const [sidecar, n] of tally(stops.flatMap((stop) => stop.sidecars))) if (n > 1) add(pod, `${n} signal containers sent for ${sidecar}`);
   }
-  const announced = new Map<string, number>();
-  for (const event of recorded.events) {
-    if (event.reason !== EVENT_REASONS.stopping || (event.source?.component ?? event.reportingComponent) !== COMPONENT) continue;
-    const pod = key(event.involvedObject.namespace ?? event.metadata.namespace ?? '', event.involvedObject.name ?? '');
-    announced.set(pod, (announced.get(pod) ?? 0) + occurrences(event));
-  }
-  for (const [pod, n] of announced) if (n > 1) add(pod, `${n} ${EVENT_REASONS.stopping} events`);
+  for (const { object, finding } of writesOutOfTerm(recorded, index)) add(object, finding);
   return [...findings].map(([object, each]) => ({ rule: 'stopped-twice', object, detail: each.join('; ') }));
+}
+
+/**
+ * The writes of a watcher replica the API server received while the Lease was not the replica's.
+ * The watcher replicas are the add-on's users that ever wrote the Lease; who held it when a write
+ * was received is who made the last successful Lease write before: a standby writes the Lease only
+ * to take it over once it expired, a leader only to renew it (or, its body says, to release it),
+ * and a leader that cannot renew stops acting before a standby may take over. A write the API
+ * server refused counts: it was sent.
+ */
+function writesOutOfTerm(recorded: Recorded, index: Index): Array<{ object: string; finding: string }> {
+  const users = new Set(recorded.addonUsers);
+  const terms = recorded.audit
+    .flatMap((event) => {
+      const { resource, namespace, name } = event.objectRef ?? {};
+      const user = event.user?.username ?? '';
+      const at = auditMicros(event.requestReceivedTimestamp);
+      if (resource !== 'leases' || namespace !== recorded.addonNamespace || name !== WATCHER_LEASE || !['create', 'update', 'patch'].includes(event.verb)) return [];
+      if (!users.has(user) || code(event) >= 400 || at === undefined) return [];
+      return [{ user, at, time: event.requestReceivedTimestamp, released: leaseHolder(event) === '' }];
+    })
+    .sort((a, b) => a.at - b.at);
+  const watchers = new Set(terms.map((term) => term.user));
+  return recorded.audit.flatMap((write) => {
+    const user = write.user?.username ?? '';
+    const at = auditMicros(write.requestReceivedTimestamp);
+    if (!watchers.has(user) || !WRITES.has(write.verb) || write.objectRef?.resource === 'leases' || at === undefined) return [];
+    const holder = lastBefore(terms, at);
+    if (holder?.user === user && !holder.released) return [];
+    const { resource = '', subresource, namespace = '', name = '' } = write.objectRef ?? {};
+    // A pod, and a ContainerRecreateRequest, by the pod's key: the other findings of this rule name it so.
+    const pod = resource === 'pods' ? key(namespace, name) : resource === CRR.plural ? index.podOfCrr.get(key(namespace, name)) : undefined;
+    const object = pod ?? objectName(resource, namespace, name);
+    const whose = !holder ? 'before any replica held the Lease' : holder.released ? `while no replica held the Lease (released by ${holder.user}, received at ${holder.time})` : `while ${holder.user} held the Lease (its write received at ${holder.time})`;
+    return [{ object, finding: `${user} ${write.verb} ${resource}${subresource ? `/${subresource}` : ''} (answered ${code(write) || 'nothing'}) received at ${write.requestReceivedTimestamp}, ${whose}` }];
+  });
+}
+
+/** The last of `sorted` (by `at`) received strictly before `at`. */
+function lastBefore<T extends { at: number }>(sorted: readonly T[], at: number): T | undefined {
+  let [low, high] = [0, sorted.length];
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (sorted[middle]!.at < at) low = middle + 1;
+    else high = middle;
+  }
+  return sorted[low - 1];
 }
 
 /**
@@ -182,7 +255,7 @@ function stoppedWhileMainRan(recorded: Recorded, index: Index): Violation[] {
     const mainsAt = mainsFinishedAt(pod, roles);
     if (mainsAt === undefined) return [];
     const findings: string[] = [];
-    const first = index.stops.get(podKey(pod))?.[0];
+    const first = index.stops.get(podKey(pod))?.[0]?.write;
     const requestedAt = epochMs(first?.requestReceivedTimestamp);
     if (requestedAt !== undefined && requestedAt < mainsAt) findings.push(`stop request from ${first?.user?.username} received at ${first?.requestReceivedTimestamp}, before the main containers finished at ${iso(mainsAt)}`);
     const template = jobTemplate(pod, index);
@@ -229,12 +302,12 @@ function phasesDiffering(recorded: Recorded, index: Index): Violation[] {
  */
 function admissionsLost(recorded: Recorded): Violation[] {
   const excusing = recorded.faults.filter((fault) => ADMISSION_MAY_FAIL.test(fault.kind));
-  const judge = (object: string, webhook: string, times: number[], count: string): Violation[] => {
+  const judge = (object: string, webhook: string, times: number[], count: string, whose = ''): Violation[] => {
     const unexcused = times.find((at) => !excusing.some((fault) => at + 999 >= fault.startedAt && at <= fault.healedAt + CALL_TIMEOUT_MS));
     if (unexcused === undefined) return [];
     const inside = recorded.faults.filter((fault) => unexcused + 999 >= fault.startedAt && unexcused <= fault.healedAt).map((fault) => fault.kind);
     const when = inside.length > 0 ? `during ${inside.join(', ')}` : 'outside every fault';
-    return [{ rule: 'admission-lost', object, detail: `${count}failed calling webhook "${webhook}", at ${iso(unexcused)} ${when}` }];
+    return [{ rule: 'admission-lost', object, detail: `${count}failed calling webhook "${webhook}"${whose}, at ${iso(unexcused)} ${when}` }];
   };
   // failurePolicy Fail: the Job controller's pod creation refused, said in its FailedCreate event.
   const refused = recorded.events.flatMap((event): Violation[] => {
@@ -245,14 +318,19 @@ function admissionsLost(recorded: Recorded): Violation[] {
     const { kind = 'object', namespace, name = '' } = event.involvedObject;
     return judge(objectName(kind.toLowerCase(), namespace, name), webhook, times, `${occurrences(event)} × `);
   });
-  // failurePolicy Ignore (the chart's default): the pod created without the webhook's answer, which
-  // the API server's audit log says in an annotation of the creation (failed-open.<kind>.webhook.admission.k8s.io/round_R_index_I).
+  // failurePolicy Ignore (the chart's default): the pod, Job or CronJob created without the
+  // webhook's answer, which the API server's audit log says in an annotation of the creation
+  // (failed-open.<kind>.webhook.admission.k8s.io/round_R_index_I). The Job controller's pods have a
+  // generated name, which only the request's body gives (as generateName), with the pod's Job.
   const failedOpen = recorded.audit.flatMap((event): Violation[] => {
-    if (event.verb !== 'create' || event.objectRef?.resource !== 'pods' || event.objectRef.subresource) return [];
+    const kind = ADMITTED_KINDS.get(event.objectRef?.resource ?? '');
+    if (event.verb !== 'create' || kind === undefined || event.objectRef?.subresource) return [];
     const webhook = Object.entries(event.annotations ?? {}).find(([key, value]) => key.startsWith('failed-open.') && OUR_WEBHOOKS.has(value))?.[1];
     if (webhook === undefined) return [];
-    const { namespace, name = '' } = event.objectRef;
-    return judge(objectName('pod-create', namespace, name), webhook, [epochMs(event.requestReceivedTimestamp) ?? []].flat(), '');
+    const metadata = requestMetadata(event);
+    const name = event.objectRef?.name || metadata?.name || metadata?.generateName || '';
+    const job = kind === 'pod' ? JOB_NAME_LABELS.map((label) => metadata?.labels?.[label]).find(Boolean) : undefined;
+    return judge(objectName(`${kind}-create`, event.objectRef?.namespace, name), webhook, [epochMs(event.requestReceivedTimestamp) ?? []].flat(), '', job ? ` for a pod of Job ${job}` : '');
   });
   return [...refused, ...failedOpen];
 }
@@ -309,18 +387,17 @@ function outside(write: AuditEvent, own: { namespace: string; configurations: Re
 
 function indexOf(recorded: Recorded): Index {
   const users = new Set(recorded.addonUsers);
-  const writes = recorded.audit.filter((event) => users.has(event.user?.username ?? '') && WRITES.has(event.verb) && (event.responseStatus?.code ?? 0) < 400);
+  const writes = recorded.audit.filter((event) => users.has(event.user?.username ?? '') && WRITES.has(event.verb) && code(event) < 400);
   const podOfCrr = new Map(recorded.pods.flatMap((pod) => (pod.metadata?.uid ? [[key(pod.metadata.namespace ?? '', crrName(pod.metadata.uid)), podKey(pod)] as const] : [])));
-  const stops = new Map<string, AuditEvent[]>();
+  const stops = new Map<string, Stop[]>();
   for (const write of writes) {
-    const { resource, subresource, namespace = '', name = '' } = write.objectRef ?? {};
-    const signal = resource === 'pods' && subresource === 'ephemeralcontainers';
-    const crr = resource === CRR.plural && write.verb === 'create';
-    if (!signal && !crr) continue;
-    const pod = signal ? key(namespace, name) : (podOfCrr.get(key(namespace, name)) ?? key(namespace, name));
-    stops.set(pod, [...(stops.get(pod) ?? []), write]);
+    const stop = stopOf(write);
+    if (!stop) continue;
+    const { namespace = '', name = '' } = write.objectRef ?? {};
+    const pod = stop.by === 'crr' ? (podOfCrr.get(key(namespace, name)) ?? key(namespace, name)) : key(namespace, name);
+    stops.set(pod, [...(stops.get(pod) ?? []), stop]);
   }
-  for (const each of stops.values()) each.sort((a, b) => (epochMs(a.requestReceivedTimestamp) ?? 0) - (epochMs(b.requestReceivedTimestamp) ?? 0));
+  for (const each of stops.values()) each.sort((a, b) => (auditMicros(a.write.requestReceivedTimestamp) ?? 0) - (auditMicros(b.write.requestReceivedTimestamp) ?? 0));
   return {
     jobs: new Map(recorded.jobs.map((job) => [key(job.metadata?.namespace ?? '', job.metadata?.name ?? ''), job])),
     pods: new Map(recorded.pods.map((pod) => [podKey(pod), pod])),
@@ -328,6 +405,55 @@ function indexOf(recorded: Recorded): Index {
     writes,
     stops,
   };
+}
+
+/**
+ * The stop request a successful write of the add-on is, if it is one: an ephemeral container added
+ * (the signal container), a ContainerRecreateRequest created, or a pod patch that writes a
+ * container's image (in place of a sidecar on a virtual node, or to end one from outside).
+ */
+function stopOf(write: AuditEvent): Stop | undefined {
+  const { resource, subresource } = write.objectRef ?? {};
+  if (resource === CRR.plural) return write.verb === 'create' ? { write, by: 'crr', sidecars: [] } : undefined;
+  if (resource !== 'pods' || write.verb !== 'patch') return undefined;
+  const containers = patchedContainers(write.requestObject);
+  if (subresource === 'ephemeralcontainers') {
+    const sidecars = containers.flatMap(({ list, fields }) => (list === 'ephemeralContainers' && typeof fields.targetContainerName === 'string' ? [fields.targetContainerName] : []));
+    return { write, by: 'signal', sidecars };
+  }
+  return !subresource && containers.some(({ list, fields }) => (list === 'containers' || list === 'initContainers') && 'image' in fields) ? { write, by: 'image', sidecars: [] } : undefined;
+}
+
+/**
+ * The containers a pod patch writes, by the list of the spec they are in, each with the fields it
+ * sets: from a JSON patch (the watcher's, src/watcher/pod-writes.ts: `/spec/containers/1/image`,
+ * `/spec/ephemeralContainers/-`) or a merge patch (`{spec: {containers: [...]}}`).
+ */
+function patchedContainers(body: unknown): Array<{ list: string; fields: Record<string, unknown> }> {
+  const lists = new Set(['containers', 'initContainers', 'ephemeralContainers']);
+  if (!Array.isArray(body)) {
+    return Object.entries(asRecord(asRecord(body).spec)).flatMap(([list, items]) => (lists.has(list) && Array.isArray(items) ? items.map((item) => ({ list, fields: asRecord(item) })) : []));
+  }
+  return body.flatMap((operation) => {
+    const { op, path, value } = asRecord(operation);
+    const [, list = '', item, field] = /^\/spec\/([^/]+)(?:\/(\d+|-)(?:\/([^/]+))?)?$/.exec(typeof path === 'string' ? path : '') ?? [];
+    if ((op !== 'add' && op !== 'replace') || !lists.has(list)) return [];
+    if (field !== undefined) return [{ list, fields: { [field]: value } }];
+    if (item !== undefined) return [{ list, fields: asRecord(value) }];
+    return Array.isArray(value) ? value.map((each) => ({ list, fields: asRecord(each) })) : [];
+  });
+}
+
+/** The metadata of a request's body (a creation's object), when the audit log holds the body. */
+function requestMetadata(event: AuditEvent): V1ObjectMeta | undefined {
+  const metadata = asRecord(event.requestObject).metadata;
+  return metadata === undefined ? undefined : asRecord(metadata);
+}
+
+/** Whom a Lease write leaves holding the Lease, as its body says ('' for a release); undefined without the body. */
+function leaseHolder(write: AuditEvent): string | undefined {
+  const holder = asRecord(asRecord(write.requestObject).spec).holderIdentity;
+  return typeof holder === 'string' || holder === null ? (holder ?? '') : undefined;
 }
 
 /** How a Job ended, and when; undefined while it has not. */
@@ -363,6 +489,11 @@ function ownRunEnd(pod: V1Pod, sidecar: ContainerRole, template: V1Container[] |
   const replaced = original !== undefined ? sidecar.image !== original : sidecar.image !== undefined && sidecar.image === sidecar.markers.quickExitImage;
   return epochMs((replaced ? (status?.lastState?.terminated ?? status?.state?.terminated) : status?.state?.terminated)?.finishedAt);
 }
+
+/** A value of a request's body read as an object: {} when it is none. */
+const asRecord = (value: unknown): Record<string, unknown> => (typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {});
+/** The HTTP status the API server answered a request with; 0 when the log has none. */
+const code = (event: AuditEvent): number => event.responseStatus?.code ?? 0;
 
 /** An event's occurrences: its series' count (events.k8s.io), else its count. */
 const occurrences = (event: CoreV1Event): number => event.series?.count ?? event.count ?? 1;

@@ -3,7 +3,7 @@
 import type { CoreV1Event, V1Container, V1ContainerStatus, V1Job, V1ObjectReference, V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
 import { checkLedger, type Outcome, type Recorded, type Rule } from '../../bench/robustness/ledger.ts';
-import { COMPONENT, EVENT_REASONS, PHASE_SET, TERMINATED_CONDITION, WEBHOOK_NAMES, CONDITION_REASONS, crrName, recordCondition } from '../../src/policy/index.ts';
+import { COMPONENT, EVENT_REASONS, MANAGED, MANAGED_LABEL, PHASE_SET, TERMINATED_CONDITION, WEBHOOK_NAMES, CONDITION_REASONS, crrName, recordCondition } from '../../src/policy/index.ts';
 import type { AuditEvent } from '../support/audit.ts';
 import { FINISHED, MAINS_FINISHED_AT, QUICK_EXIT, containerStatus, ignoreExitCodeSidecar, imageSidecar, jobPod, killSidecar, main, type PodOptions } from '../support/pods.ts';
 
@@ -51,27 +51,63 @@ const refused = (job: string, at: Date, count = 1) =>
     count,
   });
 
-/** The Job controller's pod creation that the API server admitted without calling the mutating webhook, as its audit annotation says. */
-const failedOpen = (pod: string, time: string): AuditEvent => ({
-  ...write('system:kube-controller-manager', 'create', { resource: 'pods', name: pod }, time, 201),
+/**
+ * The Job controller's creation of a pod of Job `job` that the API server admitted without calling
+ * the mutating webhook, as its audit annotation says: its name is generated, so the audit log has
+ * it only as the body's generateName (objectRef.name is empty).
+ */
+const failedOpen = (job: string, time: string): AuditEvent => ({
+  ...write('system:kube-controller-manager', 'create', { resource: 'pods' }, time, 201, { metadata: { generateName: `${job}-`, labels: { 'batch.kubernetes.io/job-name': job, 'job-name': job } } }),
   annotations: { 'failed-open.mutation.webhook.admission.k8s.io/round_0_index_0': WEBHOOK_NAMES.mutate },
 });
 
-function write(user: string, verb: string, objectRef: AuditEvent['objectRef'], time: string, code = 200): AuditEvent {
-  return { verb, user: { username: user }, objectRef: { namespace: NAMESPACE, ...objectRef }, requestReceivedTimestamp: received(time), responseStatus: { code } };
+/** A Job created (kubectl apply) that the API server admitted without calling the validating webhook. */
+const jobFailedOpen = (job: string, time: string): AuditEvent => ({
+  ...write('kubernetes-admin', 'create', { resource: 'jobs', name: job }, time, 201, { metadata: { name: job } }),
+  annotations: { 'failed-open.validating.webhook.admission.k8s.io/round_0_index_0': WEBHOOK_NAMES.validate },
+});
+
+function write(user: string, verb: string, objectRef: AuditEvent['objectRef'], time: string, code = 200, requestObject?: unknown): AuditEvent {
+  return { verb, user: { username: user }, objectRef: { namespace: NAMESPACE, ...objectRef }, requestReceivedTimestamp: received(time), responseStatus: { code }, ...(requestObject !== undefined ? { requestObject } : {}) };
 }
+
+/** A write of the watcher's Lease by `user`, leaving `holder` holding it ('' releases it). */
+const leaseWrite = (user: string, verb: string, time: string, code = 200, holder = user): AuditEvent =>
+  write(user, verb, { resource: 'leases', namespace: ADDON_NAMESPACE, name: 'sidecar-terminator-watcher' }, time, code, { metadata: { name: 'sidecar-terminator-watcher' }, spec: { holderIdentity: holder, leaseDurationSeconds: 6 } });
+
+/** The watcher's patch adding the signal container of `sidecar` (src/watcher/pod-writes.ts). */
+const signalPatch = (user: string, pod: string, sidecar: string, time: string, code = 200): AuditEvent =>
+  write(user, 'patch', { resource: 'pods', subresource: 'ephemeralcontainers', name: pod }, time, code, [
+    { op: 'test', path: '/metadata/uid', value: `uid-${pod}` },
+    { op: 'add', path: '/metadata/resourceVersion', value: '41' },
+    { op: 'add', path: '/spec/ephemeralContainers', value: [{ name: `stop-${sidecar}`, image: 'stop-sidecar', targetContainerName: sidecar }] },
+  ]);
+
+/** The watcher's patch replacing the image of the pod's second container (src/watcher/pod-writes.ts). */
+const imagePatch = (user: string, pod: string, container: string, time: string): AuditEvent =>
+  write(user, 'patch', { resource: 'pods', name: pod }, time, 200, [
+    { op: 'test', path: '/metadata/uid', value: `uid-${pod}` },
+    { op: 'add', path: '/metadata/resourceVersion', value: '42' },
+    { op: 'test', path: '/spec/containers/1/name', value: container },
+    { op: 'replace', path: '/spec/containers/1/image', value: QUICK_EXIT },
+  ]);
 
 /**
  * A run with nothing wrong: four Jobs, one per way of stopping (a signal container, a
  * ContainerRecreateRequest, the phase set for ..._IGNORE_EXIT_CODE, an image replaced on a
- * virtual node), with the replicas' other writes, and refused pod creations only while a webhook
- * replica or etcd was down. Built anew for each test.
+ * virtual node), and a fifth whose ContainerRecreateRequest, made by watcher-a, was not acted on, so
+ * that watcher-b, leader after a handover, signalled its sidecar; with the replicas' other writes,
+ * and refused or unchecked creations only while a webhook replica or etcd was down. Built anew for
+ * each test.
  */
 function cleanRun(): Recorded {
   const signalled = pod('signal-1', [main(), killSidecar('proxy')], [ended('main', 0, 0), ended('proxy', 0, 2)], {
     spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'stop-sidecar', targetContainerName: 'proxy' }] },
   });
   const recreated = pod('crr-1', [main(), killSidecar('proxy')], [ended('main', 0, 0), ended('proxy', 0, 3)]);
+  const handedOver = pod('handover-1', [main(), killSidecar('proxy')], [ended('main', 0, 0), ended('proxy', 0, 3)], {
+    spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'stop-sidecar', targetContainerName: 'proxy' }] },
+  });
   const phaseSet = pod('ignore-1', [main(), ignoreExitCodeSidecar('sql')], [ended('main', 1, 0), ended('sql', 137, 2)], { phase: 'Failed' });
   phaseSet.status!.conditions = [{ type: TERMINATED_CONDITION, status: 'True', reason: CONDITION_REASONS.stopping, message: `${PHASE_SET}Failed: the main containers are done` }];
   // The kubelet killed the sidecar's own run for its new image (lastState), then ran the quick-exit image.
@@ -85,41 +121,53 @@ function cleanRun(): Recorded {
       { namespace: NAMESPACE, name: 'crr-1', outcome: 'Complete', kind: 'real-crr' },
       { namespace: NAMESPACE, name: 'ignore-1', outcome: 'Failed', kind: 'sim-ignore-exit' },
       { namespace: NAMESPACE, name: 'image-1', outcome: 'Complete', kind: 'vk-image' },
+      { namespace: NAMESPACE, name: 'handover-1', outcome: 'Complete', kind: 'real-crr' },
     ],
     jobs: [
       job('signal-1', [main(), killSidecar('proxy')], 'Complete'),
       job('crr-1', [main(), killSidecar('proxy')], 'Complete'),
       job('ignore-1', [main(), ignoreExitCodeSidecar('sql')], 'Failed'),
       job('image-1', [main(), imageSidecar('logs')], 'Complete'),
+      job('handover-1', [main(), killSidecar('proxy')], 'Complete'),
     ],
-    pods: [signalled, recreated, phaseSet, replaced],
+    pods: [signalled, recreated, phaseSet, replaced, handedOver],
     events: [
-      ...['signal-1-a', 'crr-1-a', 'ignore-1-a', 'image-1-a'].map(announced),
-      // OpenKruise's own controller, while it was installed, announces with the same reason: not the add-on's.
-      event({ kind: 'Pod', name: 'crr-1-a' }, EVENT_REASONS.stopping, 'kill sidecar', { source: { component: 'sidecarterminator-controller' } }),
+      ...['signal-1-a', 'crr-1-a', 'ignore-1-a', 'image-1-a', 'handover-1-a'].map(announced),
       refused('signal-1', after(-45), 2),
       // Reported 8 s after etcd came back: a call made while it was stopped, timing out.
       refused('crr-1', after(-4)),
       event({ kind: 'Job', name: 'image-1' }, 'FailedCreate', 'Error creating: pods "image-1-b" is forbidden: exceeded quota', { lastTimestamp: after(-25) }),
     ],
     audit: [
-      write(WATCHER_A, 'update', { resource: 'leases', namespace: ADDON_NAMESPACE, name: 'sidecar-terminator' }, '00:00:01.000000'),
-      write(WATCHER_A, 'patch', { resource: 'pods', name: 'signal-1-a' }, '00:00:10.000000'),
+      leaseWrite(WATCHER_A, 'create', '00:00:01.000000', 201),
+      write(WATCHER_A, 'patch', { resource: 'pods', name: 'signal-1-a' }, '00:00:10.000000', 200, { metadata: { resourceVersion: '40', labels: { [MANAGED_LABEL]: MANAGED } } }),
+      leaseWrite(WATCHER_A, 'update', '00:00:58.000000'),
+      // watcher-b's attempt that the API server refused left watcher-a holding the Lease.
+      leaseWrite(WATCHER_B, 'update', '00:00:58.500000', 409),
       write(WATCHER_A, 'create', { resource: 'events', name: 'signal-1-a.1' }, '00:01:00.300000', 201),
-      write(WATCHER_A, 'patch', { resource: 'pods', subresource: 'ephemeralcontainers', name: 'signal-1-a' }, '00:01:00.400000'),
-      // The other replica's write that the API server refused changed nothing.
-      write(WATCHER_B, 'patch', { resource: 'pods', subresource: 'ephemeralcontainers', name: 'signal-1-a' }, '00:01:00.500000', 409),
-      write(WATCHER_B, 'create', { resource: 'containerrecreaterequests', name: crrName('uid-crr-1') }, '00:01:01.000000', 201),
+      signalPatch(WATCHER_A, 'signal-1-a', 'proxy', '00:01:00.400000'),
+      imagePatch(WATCHER_A, 'image-1-a', 'logs', '00:01:00.420000'),
+      write(WATCHER_A, 'create', { resource: 'containerrecreaterequests', name: crrName('uid-handover-1') }, '00:01:00.450000', 201),
+      // watcher-a's term ends; watcher-b takes the Lease over.
+      leaseWrite(WATCHER_B, 'update', '00:01:00.600000'),
+      // A write of the leader's that the API server refused changed nothing.
+      signalPatch(WATCHER_B, 'signal-1-a', 'proxy', '00:01:00.650000', 409),
       write(WATCHER_B, 'patch', { resource: 'pods', subresource: 'status', name: 'ignore-1-a' }, '00:01:00.700000'),
-      write(WATCHER_B, 'patch', { resource: 'pods', name: 'image-1-a' }, '00:01:00.900000'),
+      write(WATCHER_B, 'create', { resource: 'containerrecreaterequests', name: crrName('uid-crr-1') }, '00:01:01.000000', 201),
+      // The request watcher-a made for handover-1-a was not acted on: the new leader signals the sidecar.
+      signalPatch(WATCHER_B, 'handover-1-a', 'proxy', '00:01:01.100000'),
+      leaseWrite(WATCHER_B, 'update', '00:01:05.000000'),
+      // watcher-b stops gracefully, releasing the Lease.
+      leaseWrite(WATCHER_B, 'update', '00:01:08.000000', 200, ''),
       write(WEBHOOK, 'create', { resource: 'secrets', namespace: ADDON_NAMESPACE, name: 'sidecar-terminator-tls' }, '00:00:00.100000', 201),
       write(WEBHOOK, 'patch', { resource: 'validatingwebhookconfigurations', namespace: undefined, name: 'sidecar-terminator' }, '00:00:00.200000'),
       write(WEBHOOK, 'create', { resource: 'validatingadmissionpolicies', namespace: undefined, name: 'sidecar-terminator-watcher' }, '00:00:00.210000', 201),
       write(WEBHOOK, 'update', { resource: 'validatingadmissionpolicybindings', namespace: undefined, name: 'sidecar-terminator-webhook' }, '00:00:00.220000'),
       write(WEBHOOK, 'get', { resource: 'configmaps', name: 'settings' }, '00:00:00.300000'),
       write(WEBHOOK, 'patch', { resource: 'configmaps', name: 'settings' }, '00:00:00.400000', 403),
-      // A pod admitted without the mutating webhook's answer (failurePolicy Ignore) while a webhook replica was killed.
-      failedOpen('signal-1-b', '00:00:12.000000'),
+      // A pod and a Job admitted without the webhooks' answers (failurePolicy Ignore) while a webhook replica was killed.
+      failedOpen('signal-1', '00:00:12.000000'),
+      jobFailedOpen('image-1', '00:00:14.000000'),
     ],
     addonUsers: [WATCHER_A, WATCHER_B, WEBHOOK],
     addonNamespace: ADDON_NAMESPACE,
@@ -192,23 +240,53 @@ const BREAKAGES: Record<string, Breakage> = {
     detail: /^2 ephemeral containers target proxy$/,
     breakIt: (run) => podNamed(run, 'signal-1-a').spec!.ephemeralContainers!.push({ name: 'stop-proxy-2', image: 'stop-sidecar', targetContainerName: 'proxy' }),
   },
-  'stop requests for one pod from two replicas': {
+  'a write refused, sent by the old leader after the handover': {
+    rule: 'stopped-twice',
+    object: 'robustness/handover-1-a',
+    detail: /^watcher-a patch pods\/ephemeralcontainers \(answered 409\) received at .*T00:01:01\.200000Z, while watcher-b held the Lease \(its write received at .*T00:01:00\.600000Z\)$/,
+    breakIt: (run) => run.audit.push(signalPatch(WATCHER_A, 'handover-1-a', 'proxy', '00:01:01.200000', 409)),
+  },
+  'a ContainerRecreateRequest created again by the old leader after the handover': {
     rule: 'stopped-twice',
     object: 'robustness/crr-1-a',
-    detail: /^stop requests from watcher-b and watcher-a$/,
+    detail: /^2 ContainerRecreateRequests created; watcher-a create containerrecreaterequests \(answered 201\) received at .*T00:01:01\.200000Z, while watcher-b held the Lease/,
     breakIt: (run) => run.audit.push(write(WATCHER_A, 'create', { resource: 'containerrecreaterequests', name: crrName('uid-crr-1') }, '00:01:01.200000', 201)),
   },
-  'a SidecarTerminator event counted twice': {
+  'a ContainerRecreateRequest created twice by the leader (the first deleted meanwhile)': {
     rule: 'stopped-twice',
-    object: 'robustness/image-1-a',
-    detail: /^2 SidecarTerminator events$/,
-    breakIt: (run) => (run.events.find((each) => each.involvedObject.name === 'image-1-a')!.count = 2),
+    object: 'robustness/crr-1-a',
+    detail: /^2 ContainerRecreateRequests created$/,
+    breakIt: (run) => run.audit.push(write(WATCHER_B, 'create', { resource: 'containerrecreaterequests', name: crrName('uid-crr-1') }, '00:01:04.000000', 201)),
+  },
+  'a second signal container sent for a sidecar, as the audit log records it': {
+    rule: 'stopped-twice',
+    object: 'robustness/signal-1-a',
+    detail: /^2 signal containers sent for proxy$/,
+    breakIt: (run) => run.audit.push(signalPatch(WATCHER_B, 'signal-1-a', 'proxy', '00:01:02.000000')),
+  },
+  'a write by the leader after it released the Lease': {
+    rule: 'stopped-twice',
+    object: 'events/robustness/crr-1-a.2',
+    detail: /^watcher-b create events \(answered 201\) received at .*T00:01:09\.000000Z, while no replica held the Lease \(released by watcher-b, received at .*T00:01:08\.000000Z\)$/,
+    breakIt: (run) => run.audit.push(write(WATCHER_B, 'create', { resource: 'events', name: 'crr-1-a.2' }, '00:01:09.000000', 201)),
+  },
+  'a write by a watcher replica before any held the Lease': {
+    rule: 'stopped-twice',
+    object: 'robustness/signal-1-a',
+    detail: /^watcher-b patch pods \(answered 200\) received at .*T00:00:00\.500000Z, before any replica held the Lease$/,
+    breakIt: (run) => run.audit.push(write(WATCHER_B, 'patch', { resource: 'pods', name: 'signal-1-a' }, '00:00:00.500000')),
   },
   'a stop request received before the second the main finished in': {
     rule: 'stopped-while-main-ran',
     object: 'robustness/signal-1-a',
     detail: /^stop request from watcher-a received at .*T00:00:59\.999999Z, before the main containers finished/,
     breakIt: (run) => (run.audit.find((each) => each.objectRef?.subresource === 'ephemeralcontainers')!.requestReceivedTimestamp = received('00:00:59.999999')),
+  },
+  'an image replaced before the main finished': {
+    rule: 'stopped-while-main-ran',
+    object: 'robustness/image-1-a',
+    detail: /^stop request from watcher-a received at .*T00:00:59\.500000Z, before the main containers finished/,
+    breakIt: (run) => (run.audit.find((each) => each.objectRef?.name === 'image-1-a' && each.verb === 'patch')!.requestReceivedTimestamp = received('00:00:59.500000')),
   },
   'a sidecar that ended a second before the main': {
     rule: 'stopped-while-main-ran',
@@ -241,10 +319,10 @@ const BREAKAGES: Record<string, Breakage> = {
   "a pod whose status the add-on wrote, ended Failed although its mains succeeded": {
     rule: 'phase-differs',
     object: 'robustness/signal-1-a',
-    detail: /^phase Failed, expected Succeeded \(main exited 0\); its status written by watcher-a$/,
+    detail: /^phase Failed, expected Succeeded \(main exited 0\); its status written by watcher-b$/,
     breakIt: (run) => {
       podNamed(run, 'signal-1-a').status!.phase = 'Failed';
-      run.audit.push(write(WATCHER_A, 'patch', { resource: 'pods', subresource: 'status', name: 'signal-1-a' }, '00:01:03.000000'));
+      run.audit.push(write(WATCHER_B, 'patch', { resource: 'pods', subresource: 'status', name: 'signal-1-a' }, '00:01:03.000000'));
     },
   },
   'a webhook call failed during a rolling restart': {
@@ -259,11 +337,17 @@ const BREAKAGES: Record<string, Breakage> = {
     detail: /^1 × failed calling webhook .* outside every fault$/,
     breakIt: (run) => Object.assign(run.events.find((each) => each.involvedObject.name === 'crr-1' && each.reason === 'FailedCreate')!, { firstTimestamp: after(-1), lastTimestamp: after(-1) }),
   },
-  'a pod admitted without the webhook during a rolling restart (failurePolicy Ignore)': {
+  'a pod admitted without the webhook during a rolling restart (failurePolicy Ignore), named by its generateName and Job': {
     rule: 'admission-lost',
-    object: 'pod-create/robustness/signal-1-b',
-    detail: /^failed calling webhook "mutate\.sidecar-terminator\.io", at .* during webhook-roll$/,
-    breakIt: (run) => Object.assign(run.audit.find((each) => each.objectRef?.name === 'signal-1-b')!, { requestReceivedTimestamp: received('00:00:35.000000') }),
+    object: 'pod-create/robustness/signal-1-',
+    detail: /^failed calling webhook "mutate\.sidecar-terminator\.io" for a pod of Job signal-1, at .* during webhook-roll$/,
+    breakIt: (run) => Object.assign(run.audit.find((each) => each.objectRef?.resource === 'pods' && each.verb === 'create')!, { requestReceivedTimestamp: received('00:00:35.000000') }),
+  },
+  'a Job admitted without the validating webhook during a rolling restart (failurePolicy Ignore)': {
+    rule: 'admission-lost',
+    object: 'job-create/robustness/image-1',
+    detail: /^failed calling webhook "validate\.sidecar-terminator\.io", at .* during webhook-roll$/,
+    breakIt: (run) => Object.assign(run.audit.find((each) => each.objectRef?.resource === 'jobs')!, { requestReceivedTimestamp: received('00:00:36.000000') }),
   },
   'a ConfigMap written': {
     rule: 'wrote-outside',
@@ -284,13 +368,13 @@ const BREAKAGES: Record<string, Breakage> = {
     rule: 'wrote-outside',
     object: 'pods/robustness/gone-a',
     detail: /^watcher-b patch pods\/ephemeralcontainers: for no pod listed at the end$/,
-    breakIt: (run) => run.audit.push(write(WATCHER_B, 'patch', { resource: 'pods', subresource: 'ephemeralcontainers', name: 'gone-a' }, '00:00:30.000000')),
+    breakIt: (run) => run.audit.push(write(WATCHER_B, 'patch', { resource: 'pods', subresource: 'ephemeralcontainers', name: 'gone-a' }, '00:01:03.000000')),
   },
   'a managed pod deleted': {
     rule: 'wrote-outside',
     object: 'pods/robustness/crr-1-a',
     detail: /^watcher-b delete pods: the add-on only patches pods$/,
-    breakIt: (run) => run.audit.push(write(WATCHER_B, 'delete', { resource: 'pods', name: 'crr-1-a' }, '00:01:30.000000')),
+    breakIt: (run) => run.audit.push(write(WATCHER_B, 'delete', { resource: 'pods', name: 'crr-1-a' }, '00:01:06.000000')),
   },
   'a Secret written in a namespace of the run': {
     rule: 'wrote-outside',
