@@ -8,6 +8,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { SERVE_FLAGS } from '../../src/config.ts';
 import type { ControlPlane } from '../../test/support/control-plane.ts';
 import { startServe, startWatcherProcess, type ServeProcess } from '../../test/support/serve-process.ts';
 import { startTcpBalancer, type TcpBalancer } from '../../test/support/tcp-balancer.ts';
@@ -17,7 +18,6 @@ import { addOnArgs } from '../lib/addon.ts';
 export const ADDON_GROUP = 'st:robustness-addon';
 export const LEASE_SECONDS = 6;
 export const WEBHOOK_CONFIG = 'sidecar-terminator';
-const WATCHER_LEASE = 'sidecar-terminator-watcher';
 
 export interface Replica {
   /** Its audit user, also its name in the report. */
@@ -144,7 +144,7 @@ export class AddOn {
 
   /** The watcher replica that holds the Lease now, by the identity it logged when it became leader. */
   async leader(kubeConfig: KubeConfig): Promise<WatcherReplica | undefined> {
-    const lease = await kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ namespace: this.namespace, name: WATCHER_LEASE });
+    const lease = await kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ namespace: this.namespace, name: SERVE_FLAGS.leaderElectionLease.default });
     const holder = lease.spec?.holderIdentity;
     if (!holder) return undefined;
     return this.watchers.find((replica) => replica.process.running() && replica.process.output().includes(`"identity":"${holder}"`));

@@ -29,7 +29,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchV1Api, CoreV1Api, type CoreV1Event, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { SERVE_FLAGS } from '../../src/config.ts';
 import { parseDuration } from '../../src/duration.ts';
-import { auditEvents } from '../../test/support/audit.ts';
+import { auditEvents, auditPolicyFlags } from '../../test/support/audit.ts';
 import { apiFeatures, kubernetesVersion, startControlPlane } from '../../test/support/control-plane.ts';
 import { KubeletSimulator } from '../../test/support/kubelet-simulator.ts';
 import { startRealNode } from '../../test/support/real-node.ts';
@@ -38,7 +38,7 @@ import { waitFor } from '../../test/support/wait.ts';
 import { median, parseArgs, table } from '../lib/stats.ts';
 import { ADDON_GROUP, AddOn, WEBHOOK_CONFIG } from './addon.ts';
 import { FAULTS, injectFault, pickFault, seeded, type FaultTarget, type InjectedFault } from './faults.ts';
-import { checkLedger, RULES, type Expectation, type Recorded, type Violation } from './ledger.ts';
+import { auditRules, checkLedger, RULES, type Expectation, type Recorded, type Violation } from './ledger.ts';
 import { jobKinds, jobManifest, type JobKind } from './traffic.ts';
 
 const args = parseArgs(process.argv.slice(2));
@@ -76,24 +76,11 @@ const faultDraw = seeded(seed ^ 0x9e3779b9);
 const dir = mkdtempSync(join(tmpdir(), 'st-robustness-'));
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 
-// The audit log: every request of the add-on's users, and every pod creation (its annotations say
-// when the API server failed to reach a webhook and admitted the pod without it).
-const auditLog = join(dir, 'audit.log');
-writeFileSync(join(dir, 'audit-policy.json'), JSON.stringify({
-  apiVersion: 'audit.k8s.io/v1',
-  kind: 'Policy',
-  omitStages: ['RequestReceived', 'ResponseStarted'],
-  // At the Request level: the bodies say what each patch changed, and the name of a pod created with generateName.
-  rules: [
-    { level: 'Request', userGroups: [ADDON_GROUP] },
-    { level: 'Request', verbs: ['create'], resources: [{ group: '', resources: ['pods'] }, { group: 'batch', resources: ['jobs', 'cronjobs'] }] },
-    { level: 'None' },
-  ],
-}));
-const cp = await startControlPlane({
-  scheduler: true,
-  apiServerArgs: ['--audit-policy-file', join(dir, 'audit-policy.json'), '--audit-log-path', auditLog, '--audit-log-format', 'json', '--audit-log-maxsize', '0'],
-});
+// The audit log: every request of the add-on's users (their bodies say what each patch changed),
+// and every creation of a pod, Job or CronJob (its annotations say when the API server admitted
+// it without a webhook's answer): the ledger's auditRules.
+const audited = auditPolicyFlags(dir, auditRules(ADDON_GROUP));
+const cp = await startControlPlane({ scheduler: true, apiServerArgs: audited.apiServerArgs });
 const teardown: Array<() => Promise<unknown>> = [() => cp.stop()];
 async function tearDown(): Promise<void> {
   for (const step of teardown.reverse()) await step().catch((error: unknown) => log(`teardown: ${String(error)}`));
@@ -251,7 +238,7 @@ const [jobs, pods, events] = await waitFor('the final lists', () => Promise.all(
   listAll<CoreV1Event>((namespace) => core.listNamespacedEvent({ namespace })),
 ]), { timeoutMs: 120_000, intervalMs: 2000 });
 harnessErrors.push(...addon.crashes.map((crash) => `add-on replica crashed: ${crash}`));
-const audit = auditEvents(readFileSync(auditLog, 'utf8'));
+const audit = auditEvents(readFileSync(audited.logPath, 'utf8'));
 const recorded: Recorded = {
   expectations, jobs, pods, events, audit,
   addonUsers: addon.users, addonNamespace, webhookConfigNames: [WEBHOOK_CONFIG], faults, finishBy,
