@@ -149,7 +149,7 @@ async function startClusterReads({ config, kubeConfig, logger }: Context) {
  * admits misses an entry for want of them; a selector added later applies once they are.
  */
 export function injectedSidecarReads(
-  { injectedSidecars, logger, readinessChecks }: Pick<Context, 'injectedSidecars' | 'logger' | 'readinessChecks'>,
+  { injectedSidecars, logger, readinessChecks }: Pick<Context, 'injectedSidecars' | 'readinessChecks'> & { logger: Logger },
   namespaces: () => NamespaceListWatch,
 ): { settings?: () => InjectedSidecarSettings; stop(): Promise<void> } {
   if (!injectedSidecars) return { stop: async () => {} };

@@ -4,7 +4,8 @@ import type { KubernetesListObject, V1Namespace } from '@kubernetes/client-node'
 import type { NamespaceListWatch } from '../../src/kube/namespace-labels.ts';
 import { FakePodListWatch } from '../support/fake-kube.ts';
 
-export const namespace = (name: string, labels: Record<string, string> = {}, resourceVersion = '1'): V1Namespace => ({ metadata: { name, labels, resourceVersion } });
+/** A namespace, for a list or a watch event (FakeWatch.send takes plain objects). */
+export const namespace = (name: string, labels: Record<string, string> = {}, resourceVersion = '1'): V1Namespace & Record<string, unknown> => ({ metadata: { name, labels, resourceVersion } });
 
 export const namespaceList = (items: V1Namespace[], resourceVersion: string): KubernetesListObject<V1Namespace> => ({ apiVersion: 'v1', kind: 'NamespaceList', items, metadata: { resourceVersion } });
 

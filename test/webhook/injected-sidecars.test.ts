@@ -114,7 +114,7 @@ t.test('a pod left with no main container, or a bare pod the entry does not list
 });
 
 t.test("a namespaceSelector applies in the namespaces whose labels match it, and nowhere while they are unknown", async (t) => {
-  const namespaceLabels = new Map([
+  const namespaceLabels = new Map<string, Record<string, string>>([
     ['mesh', { 'istio-injection': 'enabled' }],
     ['plain', {}],
   ]);
