@@ -11,8 +11,9 @@ import * as clientNode from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { parseFlags } from '../../src/cli.ts';
 import { SERVE_FLAGS, type ServeConfig } from '../../src/config.ts';
+import { parseInjectedSidecarPolicy, policyNeedsNamespaceLabels } from '../../src/policy/index.ts';
 import type { Component } from '../support/config-reference.ts';
-import { render, type Manifest } from './helm.ts';
+import { find, render, type Manifest } from './helm.ts';
 import { repoRoot } from '../support/repo.ts';
 
 /** Where a call's permission must hold: cluster-scoped objects, the add-on's own namespace, or the pods' namespaces (every one, or --namespaces). */
@@ -25,17 +26,25 @@ interface Need {
   scope: Scope;
   /** The object names the call touches, when Kubernetes can limit the verb to them (never for create). */
   names?: (config: ServeConfig) => string[];
-  /** When this one is needed, given the process's flags (always, without). */
-  when?: (config: ServeConfig) => boolean;
+  /** When this one is needed, given the process's flags and its policy (always, without). */
+  when?: When;
 }
+
+/** What a process's injected-sidecar policy asks of it, from the file the chart renders. */
+interface Policy {
+  /** An entry has a namespaceSelector: the namespaces' labels are read. */
+  selectsNamespaces: boolean;
+}
+
+type When = (config: ServeConfig, policy: Policy) => boolean;
 
 interface Call {
   /** Files (under src/) that make this call. */
   sites: string[];
   needs: Need[];
   why: string;
-  /** When the process makes the call, given its flags. */
-  when?: (config: ServeConfig) => boolean;
+  /** When the process makes the call, given its flags and its policy. */
+  when?: When;
   /** Why the chart grants nothing for it, when it does not. */
   notGranted?: string;
 }
@@ -56,6 +65,9 @@ const issuesCertificate = (config: ServeConfig) => config.tlsCertDir === '';
 /** It reads (and patches) the webhook configurations: its own certificate's CA, or it registers them itself. */
 const ownCertificate = (config: ServeConfig) => issuesCertificate(config) || config.registerWebhooks;
 const usesCrr = (config: ServeConfig) => config.killMechanism !== 'signal';
+/** The namespaces are read: by the sweeper, while it runs, for --namespace-labels or a policy that selects namespaces; by the webhook, for such a policy. */
+const readsNamespaces: When = (config, policy) =>
+  config.noWatcher ? policy.selectsNamespaces : config.sweepInterval > 0 && (config.namespaceLabels.length > 0 || policy.selectsNamespaces);
 const REGISTER_ONLY = 'only `serve --register-webhooks` (local runs) writes the configurations; the chart creates them itself';
 const FENCE_REGISTER_ONLY = 'only `serve --register-webhooks` (local runs) writes the fence; the chart installs it itself';
 const DISCOVERY = 'discovery documents: the built-in system:discovery ClusterRole grants them to every authenticated user';
@@ -68,19 +80,28 @@ const CALLS: Record<string, Call> = {
   getJson: { sites: ['src/watcher/reflector.ts'], needs: [pods('list')], why: 'list the managed pods (in every namespace, or per namespace with --namespaces), as plain JSON' },
   listPodForAllNamespaces: { sites: ['src/watcher/sweeper.ts', 'src/status/cluster.ts'], needs: [pods('list')], why: 'the sweeper lists unlabelled running pods' },
   listNamespacedPod: { sites: ['src/watcher/sweeper.ts', 'src/status/cluster.ts', 'src/kube/kruise-daemons.ts'], needs: [pods('list')], why: 'the same, per namespace with --namespaces; with --kill-mechanism auto, the ready kruise-daemon pods in --kruise-namespace (with --namespaces the watcher may not list them, and sends ContainerRecreateRequests to every node)' },
-  'Watch.watch': { sites: ['src/watcher/reflector.ts'], needs: [pods('watch')], why: 'watch the managed pods' },
+  'Watch.watch': {
+    sites: ['src/watcher/reflector.ts', 'src/kube/namespace-labels.ts'],
+    needs: [
+      { ...pods('watch'), when: (config) => !config.noWatcher },
+      { group: '', resource: 'namespaces', verb: 'watch', scope: 'cluster', when: (config, policy) => config.noWatcher && policy.selectsNamespaces },
+    ],
+    why: "watch the managed pods; the webhook's watch of the namespaces' labels, for a policy that selects namespaces",
+  },
   readNamespacedPod: { sites: ['src/watcher/reconciler.ts', 'src/watcher/sweeper.ts', 'src/watcher/executor.ts', 'src/status/cluster.ts'], needs: [pods('get')], why: 'the pod as it is now, before saying its sidecar ignores SIGTERM; a stopped pod once it has ended; the sweeper re-reads a pod that changed before its label; `status pod/NAME` reads it as the user' },
   patchNamespacedPod: { sites: ['src/watcher/pod-writes.ts', 'src/watcher/sweeper.ts'], needs: [pods('patch')], why: "the sweeper's managed label, and the in-place quick-exit image" },
   patchNamespacedPodStatus: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/status')], why: 'the terminal phase with the SidecarTerminated condition; that condition while a quick-exit image cannot be pulled, and with the stop record once the pod has ended' },
   patchNamespacedPodEphemeralcontainers: { sites: ['src/watcher/pod-writes.ts'], needs: [pods('patch', 'pods/ephemeralcontainers')], why: 'the signal container: the signal mechanism, and HTTP stop methods with either' },
   createNamespacedEvent: {
-    sites: ['src/watcher/event-recorder.ts', 'src/webhook/owner-events.ts'],
+    sites: ['src/watcher/event-recorder.ts', 'src/webhook/owner-events.ts', 'src/serve/injected-sidecar-source.ts'],
     needs: [
       pods('create', 'events'),
       // KillMechanismChanged on the watcher's Lease, when the kill mechanism follows the cluster.
       { group: '', resource: 'events', verb: 'create', scope: 'own', when: (config) => config.leaderElect && config.killMechanism === 'auto' && config.killMechanismCheckInterval > 0 },
+      // InjectedSidecarPolicyInvalid on the process's own pod, when a changed policy cannot be used.
+      { group: '', resource: 'events', verb: 'create', scope: 'own', when: (config) => config.injectedSidecars !== '' },
     ],
-    why: "the watcher's events on pods, and on its Lease when the kill mechanism changes; the webhook's InvalidSidecarConfiguration events on the owners of objects admitted despite errors",
+    why: "the watcher's events on pods, and on its Lease when the kill mechanism changes; the webhook's InvalidSidecarConfiguration events on the owners of objects admitted despite errors; either's event on its own pod about a policy it cannot use",
   },
   createNamespacedCustomObject: {
     sites: ['src/watcher/crr.ts'],
@@ -91,10 +112,10 @@ const CALLS: Record<string, Call> = {
     when: usesCrr,
   },
   listNamespace: {
-    sites: ['src/watcher/sweeper.ts'],
+    sites: ['src/watcher/sweeper.ts', 'src/kube/namespace-labels.ts'],
     needs: [{ group: '', resource: 'namespaces', verb: 'list', scope: 'cluster' }],
-    why: 'the namespaces --namespace-labels selects, where the sweeper labels pods',
-    when: (config) => config.namespaceLabels.length > 0 && config.sweepInterval > 0,
+    why: "the namespaces --namespace-labels selects, where the sweeper labels pods; the namespaces' labels, which a policy's namespaceSelectors are matched against",
+    when: readsNamespaces,
   },
   readNode: { sites: ['src/watcher/node-lookup.ts', 'src/status/cluster.ts'], needs: [{ group: '', resource: 'nodes', verb: 'get', scope: 'cluster' }], why: 'virtual-kubelet label or taint' },
   getAPIVersions: { sites: ['src/kube/discovery.ts'], needs: [], why: 'is apps.kruise.io served?', when: usesCrr, notGranted: DISCOVERY },
@@ -175,18 +196,22 @@ const CALLS: Record<string, Call> = {
   readNamespace: status("the namespace's labels, for the webhook's namespaceSelector"),
 };
 
-/** Which process runs the code in a file; `user` for the status command, which runs with the user's permissions. */
-function componentOf(file: string): Process | 'user' | undefined {
-  if (file.startsWith('src/status/')) return 'user';
-  if (file === 'src/kube/remove-webhooks.ts') return 'webhooks-cleanup';
+/** Which processes run the code in a file; `user` for the status command, which runs with the user's permissions. None: not known. */
+function processesOf(file: string): Array<Process | 'user'> {
+  if (file.startsWith('src/status/')) return ['user'];
+  if (file === 'src/kube/remove-webhooks.ts') return ['webhooks-cleanup'];
   // status reads the same discovery documents with the user's own permissions.
-  if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts' || file === 'src/kube/discovery.ts' || file === 'src/kube/kruise-daemons.ts') return 'watcher';
-  if (file.startsWith('src/tls/') || file.startsWith('src/webhook/') || ['src/kube/webhook-configurations.ts', 'src/kube/fence.ts', 'src/kube/server-version.ts', 'src/kube/pod-mutating-webhooks.ts'].includes(file)) return 'webhook';
-  return undefined;
+  if (file.startsWith('src/watcher/') || file === 'src/kube/leader-election.ts' || file === 'src/kube/discovery.ts' || file === 'src/kube/kruise-daemons.ts') return ['watcher'];
+  if (file.startsWith('src/tls/') || file.startsWith('src/webhook/') || ['src/kube/webhook-configurations.ts', 'src/kube/fence.ts', 'src/kube/server-version.ts', 'src/kube/pod-mutating-webhooks.ts', 'src/kube/namespace-labels.ts'].includes(file)) return ['webhook'];
+  // What serve composes for both: the injected-sidecar policy's source.
+  if (file.startsWith('src/serve/')) return ['webhook', 'watcher'];
+  return [];
 }
 
 /** Values imported from client-node that make no API call themselves. */
 const INERT_IMPORTS = new Set(['KubeConfig', 'Observable', 'PatchStrategy', 'setHeaderOptions', 'ApiException', 'HttpMethod']);
+/** client-node's ListWatch, allowed in this file only: its list is the file's own list call and its watch the file's `new Watch`, both followed by the scan. */
+const LIST_WATCH_FILE = 'src/kube/namespace-labels.ts';
 /** What getJson sends its requests with: allowed in its own file only, whose callers are followed as `getJson`. */
 const RAW_REQUEST_IMPORTS = new Set(['RequestContext', 'createConfiguration']);
 const RAW_REQUEST_FILE = 'src/kube/client.ts';
@@ -212,11 +237,11 @@ function callsInSource(t: Test): Map<string, Set<string>> {
     const text = readFileSync(join(repoRoot, file), 'utf8');
     for (const [, names = ''] of text.matchAll(/import\s*\{([^}]*)\}\s*from\s*'@kubernetes\/client-node'/g)) {
       for (const item of names.split(',').map((each) => each.trim()).filter((each) => each !== '' && !each.startsWith('type '))) {
-        const known = INERT_IMPORTS.has(item) || item === 'Watch' || (file === RAW_REQUEST_FILE && RAW_REQUEST_IMPORTS.has(item)) || apiClasses.some(([name]) => name === item);
+        const known = INERT_IMPORTS.has(item) || item === 'Watch' || (file === RAW_REQUEST_FILE && RAW_REQUEST_IMPORTS.has(item)) || (file === LIST_WATCH_FILE && item === 'ListWatch') || apiClasses.some(([name]) => name === item);
         t.ok(known, `${file} imports ${item} from client-node: say in this test whether it calls the API`);
       }
     }
-    t.notMatch(text, /import\s+\*\s+as\s+\w+\s+from\s+'@kubernetes\/client-node'|KubernetesObjectApi|makeInformer|\bListWatch\b/, `${file}: client-node used in a way this test cannot follow`);
+    t.notMatch(text, file === LIST_WATCH_FILE ? /import\s+\*\s+as\s+\w+\s+from\s+'@kubernetes\/client-node'|KubernetesObjectApi|makeInformer/ : /import\s+\*\s+as\s+\w+\s+from\s+'@kubernetes\/client-node'|KubernetesObjectApi|makeInformer|\bListWatch\b/, `${file}: client-node used in a way this test cannot follow`);
     for (const [, method = ''] of text.matchAll(/\.\s*([A-Za-z_$][\w$]*)\s*\(/g)) if (API_METHODS.has(method)) add(method, file);
     if (/new\s+Watch\s*\(/.test(text)) add('Watch.watch', file);
     if (file !== RAW_REQUEST_FILE && /\bgetJson\s*[<(]/.test(text)) add('getJson', file);
@@ -281,9 +306,18 @@ interface Requirement extends Grant {
 /** The chart's processes: its two Deployments, and the Job of its pre-delete hook. */
 type Process = Component | 'webhooks-cleanup';
 
-/** What each process needs, given the flags the chart passes it. */
+/** The injected-sidecar policy the chart renders, as serve reads it: none, without the ConfigMap. */
+function policyOf(manifests: Manifest[]): Policy {
+  const file = (find(manifests, 'ConfigMap') as (Manifest & { data: Record<string, string> }) | undefined)?.data['policy.yaml'];
+  const parsed = file === undefined ? undefined : parseInjectedSidecarPolicy(file);
+  if (parsed && 'errors' in parsed) throw new Error(`the chart's policy: ${parsed.errors.join('; ')}`);
+  return { selectsNamespaces: parsed !== undefined && policyNeedsNamespaceLabels(parsed.policy) };
+}
+
+/** What each process needs, given the flags the chart passes it and the policy it renders. */
 function requirements(manifests: Manifest[], releaseNamespace: string): Requirement[] {
   const result: Requirement[] = [];
+  const policy = policyOf(manifests);
   for (const component of ['webhook', 'watcher', 'webhooks-cleanup'] as const) {
     const workload = manifests.find((m) => (m.kind === 'Deployment' || m.kind === 'Job') && m.metadata.labels?.['app.kubernetes.io/component'] === component);
     if (!workload) continue;
@@ -292,9 +326,9 @@ function requirements(manifests: Manifest[], releaseNamespace: string): Requirem
     // remove-webhooks takes a few of serve's flags, read the same way.
     const config = parseFlags('serve', SERVE_FLAGS, args.slice(1), {}).values;
     for (const [method, call] of Object.entries(CALLS)) {
-      if (!call.sites.some((file) => componentOf(file) === component) || (call.when && !call.when(config))) continue;
+      if (!call.sites.some((file) => processesOf(file).includes(component)) || (call.when && !call.when(config, policy))) continue;
       for (const need of call.needs) {
-        if (need.when && !need.when(config)) continue;
+        if (need.when && !need.when(config, policy)) continue;
         const namespaces = need.scope === 'own' ? [config.namespace] : need.scope === 'watched' && config.namespaces.length > 0 ? config.namespaces : ['*'];
         for (const namespace of namespaces) {
           result.push({ call: method, serviceAccount, group: need.group, resource: need.resource, verb: need.verb, namespace, names: need.names ? need.names(config) : '*' });
@@ -322,7 +356,7 @@ t.test('every Kubernetes call in src/ is in the table, at the sites it lists, in
       continue;
     }
     t.same([...files].sort(), [...call.sites].sort(), `${method}: called from exactly the files listed (a new call site may touch another resource)`);
-    for (const file of files) t.ok(componentOf(file), `${file}: componentOf() says which process runs it`);
+    for (const file of files) t.ok(processesOf(file).length > 0, `${file}: processesOf() says which processes run it`);
   }
   for (const method of Object.keys(CALLS)) t.ok(found.has(method), `${method}: still called somewhere (otherwise remove its entry, and its rule from the chart)`);
 });
@@ -340,6 +374,11 @@ const variants: Array<{ label: string; values: object; release?: string; namespa
   { label: 'namespaces opted in by label, no sweeper', values: { webhook: { namespaceLabels: { team: 'batch' } }, watcher: { sweepInterval: '0s' } } },
   { label: 'native sidecars in labelled namespaces', values: { admission: { nativeSidecars: 'labelled' } } },
   { label: '--namespaces with signal, no leader election', values: { watcher: { namespaces: ['team-b'], killMechanism: 'signal', leaderElection: { enabled: false } } } },
+  { label: 'an injected-sidecar policy', values: { injectedSidecars: { presets: { linkerd: { enabled: true } } } } },
+  { label: 'a policy that selects namespaces', values: { injectedSidecars: { presets: { istio: { enabled: true, namespaceSelector: { matchLabels: { 'istio-injection': 'enabled' } } } } } } },
+  { label: 'a policy that selects namespaces, no sweeper', values: { injectedSidecars: { entries: [{ name: 'otel', container: 'otc-container', namespaceSelector: { matchExpressions: [{ key: 'team', operator: 'Exists' }] } }] }, watcher: { sweepInterval: '0s' } } },
+  { label: 'a policy with --namespaces, signal, no leader election', values: { injectedSidecars: { presets: { dapr: { enabled: true } } }, watcher: { namespaces: ['team-a'], killMechanism: 'signal', leaderElection: { enabled: false } } } },
+  { label: 'a policy with --namespaces, including the release namespace', values: { injectedSidecars: { presets: { dapr: { enabled: true } } }, watcher: { namespaces: ['team-a', 'sidecar-terminator'] } } },
   {
     label: 'another release, namespace and names',
     values: { webhook: { tls: { secretName: 'custom-tls' }, configurationName: 'custom-webhooks' }, watcher: { leaderElection: { leaseName: 'custom-lease' } } },

@@ -19,6 +19,7 @@ const everything = {
   watcher: { namespaces: ['team-a', 'team-b'], replicas: 2 },
   admission: { quickExitImageAllowlist: ['registry.example.com/quick-exit:*'] },
   webhook: { tls: { extraHosts: ['webhook.example.com'] }, namespaceLabels: { 'sidecar-terminator.io/enabled': 'true' } },
+  injectedSidecars: { presets: { istio: { enabled: true, namespaceSelector: { matchLabels: { 'istio-injection': 'enabled' } } } }, entries: [{ name: 'otel', container: 'otc-container' }] },
 };
 
 t.test('helm lint --strict passes, with the default values and with every option on', async (t) => {
@@ -333,19 +334,26 @@ t.test('long release names stay within the 63-character limit and distinct', asy
   t.not(flagValue(argsOf(manifests, 'webhook'), 'tls-secret'), flagValue(argsOf(manifests, 'webhook'), 'service-name'));
 });
 
-t.test('each container gets its env map: by default the watcher Node.js and glibc memory settings, the webhook none', async (t) => {
+t.test('each container knows its pod, and gets its env map: by default the watcher Node.js and glibc memory settings, the webhook none', async (t) => {
+  // The downward API: where a process reports on itself (an event on its own pod).
+  const ownPod = [
+    { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+  ];
   const envOf = (manifests: Manifest[], component: Component) => podSpec(manifests, component).containers[0]!.env;
   t.same(envOf(defaults, 'watcher'), [
+    ...ownPod,
     { name: 'MALLOC_ARENA_MAX', value: '2' },
     { name: 'NODE_OPTIONS', value: '--max-semi-space-size=1' },
   ]);
-  t.equal(envOf(defaults, 'webhook'), undefined, 'the webhook keeps the defaults of Node.js');
+  t.same(envOf(defaults, 'webhook'), ownPod, 'the webhook keeps the defaults of Node.js');
   const chosen = await render({ webhook: { env: { NODE_OPTIONS: '--max-semi-space-size=4', UV_THREADPOOL_SIZE: 2 } }, watcher: { env: null } });
   t.same(envOf(chosen, 'webhook'), [
+    ...ownPod,
     { name: 'NODE_OPTIONS', value: '--max-semi-space-size=4' },
     { name: 'UV_THREADPOOL_SIZE', value: '2' },
   ], 'values are quoted: a number becomes the string the API server requires');
-  t.equal(envOf(chosen, 'watcher'), undefined, 'null (Helm merges a map into the defaults, so {} would keep them): no env at all');
+  t.same(envOf(chosen, 'watcher'), ownPod, 'null (Helm merges a map into the defaults, so {} would keep them): none of the map');
   const refused = await template({ watcher: { env: { 'NODE-OPTIONS': 'x' } } });
   t.not(refused.code, 0, 'a name that is no environment variable name is refused by the schema');
   t.match(refused.stderr, /NODE-OPTIONS/);

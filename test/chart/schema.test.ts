@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { parse } from 'yaml';
+import { KNOWN_PROXIES, MAX_GRACE_PERIOD_SECONDS, parseInjectedSidecarPolicy } from '../../src/policy/index.ts';
 import { chartDir, template } from './helm.ts';
 
 const bad: Array<[string, object, RegExp]> = [
@@ -41,6 +42,18 @@ const bad: Array<[string, object, RegExp]> = [
   ['a cert-manager duration in days (cert-manager reads Go durations)', { webhook: { tls: { certManager: { enabled: true, issuerRef: { name: 'ca' }, duration: '90d' } } } }, /\/webhook\/tls\/certManager\/duration/],
   ['a budget that blocks every drain', { webhook: { podDisruptionBudget: { enabled: true, maxUnavailable: 0 } } }, /\/webhook\/podDisruptionBudget\/maxUnavailable/],
   ['the minAvailable of earlier versions', { webhook: { podDisruptionBudget: { enabled: true, maxUnavailable: 1, minAvailable: 1 } } }, /minAvailable/],
+  ['a preset the chart does not have', { injectedSidecars: { presets: { kuma: { enabled: true } } } }, /\/injectedSidecars\/presets': additional properties 'kuma'/],
+  ['a preset switched on with a typo', { injectedSidecars: { presets: { istio: { enable: true } } } }, /\/injectedSidecars\/presets\/istio/],
+  ['an entry without its container', { injectedSidecars: { entries: [{ name: 'otel' }] } }, /\/injectedSidecars\/entries\/0': missing property 'container'/],
+  ['an entry name that is no DNS label', { injectedSidecars: { entries: [{ name: 'Vault_Agent', container: 'vault-agent' }] } }, /\/injectedSidecars\/entries\/0\/name/],
+  ['a stop request off the pod\'s loopback', { injectedSidecars: { entries: [{ name: 'mesh', container: 'proxy', stop: 'POST http://10.0.0.7:15020/quitquitquit' }] } }, /\/injectedSidecars\/entries\/0\/stop/],
+  ['a grace period over a day', { injectedSidecars: { entries: [{ name: 'mesh', container: 'proxy', gracePeriodSeconds: 86_401 }] } }, /\/injectedSidecars\/entries\/0\/gracePeriodSeconds/],
+  ['an owner without its kind', { injectedSidecars: { entries: [{ name: 'mesh', container: 'proxy', owners: [{ apiVersion: 'batch/v1' }] }] } }, /\/injectedSidecars\/entries\/0\/owners\/0': missing property 'kind'/],
+  ['In without values', { injectedSidecars: { presets: { istio: { enabled: true, namespaceSelector: { matchExpressions: [{ key: 'istio-injection', operator: 'In' }] } } } } }, /\/injectedSidecars\/presets\/istio\/namespaceSelector\/matchExpressions\/0': missing property 'values'/],
+  ['Exists with values', { injectedSidecars: { presets: { istio: { enabled: true, namespaceSelector: { matchExpressions: [{ key: 'istio-injection', operator: 'Exists', values: ['enabled'] }] } } } } }, /\/injectedSidecars\/presets\/istio\/namespaceSelector\/matchExpressions\/0\/values/],
+  ['a label key with a space', { injectedSidecars: { presets: { dapr: { enabled: true, namespaceSelector: { matchLabels: { 'dapr enabled': 'true' } } } } } }, /\/injectedSidecars\/presets\/dapr\/namespaceSelector\/matchLabels': additional properties 'dapr enabled'/],
+  ['a label value that is a boolean', { injectedSidecars: { presets: { dapr: { enabled: true, namespaceSelector: { matchLabels: { 'dapr-enabled': true } } } } } }, /\/injectedSidecars\/presets\/dapr\/namespaceSelector\/matchLabels\/dapr-enabled/],
+  ['a check interval without a unit', { injectedSidecars: { checkInterval: '10' } }, /\/injectedSidecars\/checkInterval/],
 ];
 
 for (const [what, values, path] of bad) {
@@ -66,6 +79,27 @@ const good: Array<[string, object]> = [
   ['one webhook replica with Ignore, budget on (it never blocks a drain)', { webhook: { replicas: 1 } }],
   ['alerts and the dashboard, with their settings', { serviceMonitor: { enabled: true }, prometheusRule: { enabled: true, waitingOnSidecarsSeconds: 300, for: '1m', failedStopsWindow: '6h', retryingFor: '1h', unavailableFor: '10m', failOpenWindow: '30m', certificateExpirySeconds: 604800 }, grafanaDashboard: { enabled: true, namespace: 'monitoring', labels: { grafana_dashboard: '1' } } }],
   ['scheduling settings', { webhook: { nodeSelector: { 'kubernetes.io/os': 'linux' }, tolerations: [{ key: 'dedicated', operator: 'Exists' }], priorityClassName: 'system-cluster-critical' } }],
+  [
+    'every preset, namespace selectors, and entries with every field',
+    {
+      injectedSidecars: {
+        presets: {
+          istio: { enabled: true, namespaceSelector: { matchLabels: { 'istio-injection': 'enabled' } } },
+          linkerd: { enabled: true, namespaceSelector: { matchExpressions: [{ key: 'linkerd.io/inject', operator: 'In', values: ['enabled'] }, { key: 'legacy', operator: 'DoesNotExist' }] } },
+          vaultAgent: { enabled: true },
+          dapr: { enabled: true },
+          consul: { enabled: true },
+          cloudSqlProxy: { enabled: true },
+        },
+        entries: [
+          { name: 'otel', container: 'otc-container', stop: 'signal', gracePeriodSeconds: 20, ignoreExitCode: false },
+          { name: 'envoy', container: 'envoy', stop: 'envoy:15000', namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'batch' } }, owners: [{ apiVersion: 'v1', kind: 'Pod' }, { apiVersion: 'argoproj.io/v1alpha1', kind: 'Workflow' }] },
+          { name: 'agent', container: 'agent', stop: 'PUT http://[::1]:8500/v1/agent/leave', ignoreExitCode: true },
+        ],
+        checkInterval: '1m',
+      },
+    },
+  ],
 ];
 
 for (const [what, values] of good) {
@@ -89,6 +123,43 @@ t.test('every value in values.yaml is described by the schema, and the schema re
   };
   walk(values, schema, '');
 });
+
+t.test("the injected-sidecar policy's fields: the schema lets through only what serve takes, and the forms the docs give", async (t) => {
+  const { definitions } = JSON.parse(readFileSync(join(chartDir, 'values.schema.json'), 'utf8')) as { definitions: Record<string, PolicySchema> };
+  const entry = definitions.injectedSidecarEntry!.properties!;
+  const selector = definitions.labelSelector!.properties!;
+  // The schema's patterns are RE2 (Go), written in the syntax RE2 and JavaScript share.
+  const accepts = (node: PolicySchema, value: string) => new RegExp(node.pattern!, 'u').test(value) && value.length <= (node.maxLength ?? Infinity);
+  const serveTakes = (fields: object) => 'policy' in parseInjectedSidecarPolicy(JSON.stringify({ entries: [{ name: 'sidecar', container: 'proxy', ...fields }] }));
+  const cases: Array<{ field: string; node: PolicySchema; fields: (value: string) => object; accepted: string[]; refused: string[] }> = [
+    {
+      field: 'stop',
+      node: entry.stop!,
+      fields: (stop) => ({ stop }),
+      accepted: ['signal', ...Object.keys(KNOWN_PROXIES).flatMap((proxy) => [proxy, `${proxy}:15021`]), 'POST http://localhost:3500/v1.0/shutdown', 'POST http://localhost:20600/graceful_shutdown', 'GET 127.0.0.1:8080', 'DELETE http://[::1]:65535/a?b=c'],
+      refused: ['', 'SIGTERM', 'kuma-dp', 'istio-proxy:0', 'istio-proxy:65536', 'POST http://10.0.0.7:15020/quitquitquit', 'POST http://localhost/quitquitquit', 'POST http://localhost:0/x', 'PATCH http://localhost:8080/', 'POST https://localhost:8080/', 'POST http://localhost:8080/a b', 'post http://localhost:8080/'],
+    },
+    { field: 'name', node: definitions.dnsLabel!, fields: (name) => ({ name }), accepted: ['istio', 'vault-agent', 'a1'], refused: ['', 'Istio', 'vault_agent', '-mesh', 'mesh-', 'a'.repeat(64)] },
+    { field: 'label key', node: definitions.labelKey!, fields: (key) => ({ namespaceSelector: { matchLabels: { [key]: 'x' } } }), accepted: ['istio-injection', 'kubernetes.io/metadata.name', 'linkerd.io/inject', 'A_b.c'], refused: ['', 'a b', '-a', 'a/', '/a', 'Example.com/a', 'a/b/c', 'a'.repeat(64)] },
+    { field: 'label value', node: definitions.labelValue!, fields: (value) => ({ namespaceSelector: { matchExpressions: [{ key: 'k', operator: 'In', values: [value] }] } }), accepted: ['', 'enabled', 'v1.2_3'], refused: ['a b', '-a', 'a.', 'a'.repeat(64)] },
+  ];
+  for (const { field, node, fields, accepted, refused } of cases) {
+    for (const value of accepted) t.ok(accepts(node, value) && serveTakes(fields(value)), `${field} ${JSON.stringify(value)}: the schema and serve take it`);
+    for (const value of refused) t.notOk(accepts(node, value), `${field} ${JSON.stringify(value)}: refused by the schema`);
+    for (const value of [...accepted, ...refused]) if (accepts(node, value)) t.ok(serveTakes(fields(value)), `${field} ${JSON.stringify(value)}: what the schema lets through, serve takes`);
+  }
+  t.same(Object.keys(selector.matchLabels!.patternProperties!), [definitions.labelKey!.pattern], 'matchLabels takes the keys labelKey does');
+  t.equal(entry.gracePeriodSeconds!.maximum, MAX_GRACE_PERIOD_SECONDS, 'the longest grace period serve takes');
+  t.ok(serveTakes({ gracePeriodSeconds: MAX_GRACE_PERIOD_SECONDS }) && !serveTakes({ gracePeriodSeconds: MAX_GRACE_PERIOD_SECONDS + 1 }));
+});
+
+interface PolicySchema {
+  pattern?: string;
+  maxLength?: number;
+  maximum?: number;
+  properties?: Record<string, PolicySchema>;
+  patternProperties?: Record<string, PolicySchema>;
+}
 
 interface Schema {
   $ref?: string;
