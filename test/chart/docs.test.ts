@@ -49,7 +49,7 @@ t.test('every chart value named in the docs and in the flag mapping exists in va
   const named = new Set<string>();
   // The pages for users; ARCHITECTURE.md names source files, not values.
   const docs = markdownFiles().filter((file) => file === 'README.md' || (file.startsWith('docs/') && file !== 'docs/ARCHITECTURE.md')).map(readDoc).join('\n');
-  for (const [, path = ''] of docs.matchAll(/`((?:admission|webhook|watcher|serviceMonitor|prometheusRule|grafanaDashboard|image|rbac)\.[A-Za-z.]+)[`=: ]/g)) named.add(path.replace(/\.$/, ''));
+  for (const [, path = ''] of docs.matchAll(/`((?:admission|injectedSidecars|webhook|watcher|serviceMonitor|prometheusRule|grafanaDashboard|image|rbac)\.[A-Za-z.]+)[`=: ]/g)) named.add(path.replace(/\.$/, ''));
   for (const setting of Object.values(CHART_SETTINGS)) if (setting.kind === 'value') named.add(setting.path);
   t.ok(named.size > 15, `${named.size} values named`);
   for (const path of named) t.ok(hasValue(path), `${path} is in values.yaml`);
@@ -65,7 +65,8 @@ t.test('the Metrics section lists exactly the metrics src/ registers', async (t)
 t.test('the RBAC section has a row for every resource and verb the chart can grant', async (t) => {
   const rbac = section(readDoc('docs/security.md'), 'RBAC');
   const rows = rbac.split('\n').filter((line) => line.startsWith('| `'));
-  const variants = [{}, { watcher: { namespaces: ['team-a'] } }, { watcher: { killMechanism: 'crr' } }, { watcher: { killMechanism: 'signal' } }];
+  const selecting = { injectedSidecars: { presets: { istio: { enabled: true, namespaceSelector: { matchLabels: { 'istio-injection': 'enabled' } } } } } };
+  const variants = [{}, { watcher: { namespaces: ['team-a'] } }, { watcher: { killMechanism: 'crr' } }, { watcher: { killMechanism: 'signal' } }, selecting, { ...selecting, watcher: { namespaces: ['team-a'] } }];
   for (const variant of variants) {
     for (const role of (await render(variant)).filter((m) => m.kind === 'Role' || m.kind === 'ClusterRole')) {
       for (const rule of (role as unknown as { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> }).rules) {
