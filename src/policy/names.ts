@@ -62,9 +62,9 @@ export const POD_ANNOTATIONS = {
 export const PHASE_SET_ANNOTATION = 'sidecar-terminator.io/phase-set';
 
 /**
- * Written by the mutating webhook (and the sweeper) beside the POD_ANNOTATIONS it adds from the
- * operator's injected-sidecar policy: the entries applied, comma-separated, so a pod says where
- * its sidecars came from and a second admission recognises its own writing.
+ * Written by the mutating webhook beside the POD_ANNOTATIONS it adds from the operator's
+ * injected-sidecar policy: the entries applied, comma-separated, so a pod says where its sidecars
+ * came from and a second admission recognises its own writing.
  */
 export const INJECTED_POLICY_ANNOTATION = 'sidecar-terminator.io/injected-sidecar-policy';
 

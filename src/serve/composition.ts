@@ -64,7 +64,7 @@ function startInjectedSidecars({ injectedSidecars }: Context): Promise<Stop> {
 }
 
 /** The watcher: acts on the pods the webhook labelled; with --leader-elect only while holding the Lease. */
-async function startWatcher({ config, kubeConfig, namespace, logger, metrics, readinessChecks, injectedSidecars }: Context): Promise<Stop> {
+async function startWatcher({ config, kubeConfig, namespace, logger, metrics, readinessChecks }: Context): Promise<Stop> {
   const [{ Watcher }, { WatcherMetrics }, { exponentialBackoff }, { LeaderElector }, { fencedKubeConfig }, { excludedNamespaces }] = await Promise.all([
     import('../watcher/watcher.ts'),
     import('../watcher/watcher-metrics.ts'),
@@ -91,7 +91,6 @@ async function startWatcher({ config, kubeConfig, namespace, logger, metrics, re
       namespaceLabels: config.namespaceLabels,
       quickExitImageAllowlist: config.quickExitImageAllowlist,
       quickExitImage: config.quickExitImage,
-      ...(injectedSidecars ? { injectedSidecars: () => injectedSidecars.current() } : {}),
       logger: logger.child({ component: 'watcher' }),
       metrics: watcherMetrics,
     });

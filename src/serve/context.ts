@@ -21,7 +21,7 @@ export interface Context {
   readiness: Readiness;
   /** Components add what their readiness depends on. */
   readinessChecks: Readiness[];
-  /** The injected-sidecar policy (--injected-sidecars), which the webhook and the watcher both apply; none without the flag. */
+  /** The injected-sidecar policy (--injected-sidecars), which the webhook applies at admission; none without the flag. */
   injectedSidecars?: InjectedSidecarPolicySource;
 }
 

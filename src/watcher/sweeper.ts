@@ -6,11 +6,12 @@
 // namespace that never opted in is left alone. A pod that changed between the list and the
 // label (the kubelet writes its status often) is read again, judged again and labelled at once;
 // a sweep that fails is tried again after a short backoff rather than a whole interval later.
-// With an injected-sidecar policy, a pod is judged as the webhook would have mutated it: with the
-// annotations the policy adds, which go into the same patch as the label.
+// It judges a pod by its own markers only, and writes only the label: the fence lets the watcher
+// change nothing else of a pod, so that it cannot name a container a sidecar and then stop it. A
+// pod the injected-sidecar policy would have given annotations to is therefore not labelled here.
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
-import { MANAGED, MANAGED_LABEL, injectedSidecarAnnotations, policyNeedsNamespaceLabels, shouldManageObject, type InjectedSidecarPolicy } from '../policy/index.ts';
+import { MANAGED, MANAGED_LABEL, shouldManageObject } from '../policy/index.ts';
 import { isApiError } from '../kube/api-errors.ts';
 import { retryDelay } from './retries.ts';
 
@@ -23,8 +24,6 @@ export interface SweepOptions {
   /** Labels (key=value) a namespace must carry for the webhook to serve it; none: every namespace. */
   namespaceLabels?: readonly string[];
   quickExitImageAllowlist: readonly string[];
-  /** The injected-sidecar policy in force, read at each sweep; none: pods are judged as they are. */
-  injectedSidecars?: () => InjectedSidecarPolicy;
   pageSize?: number;
 }
 
@@ -37,25 +36,6 @@ export interface SweepResult {
 
 /** What became of a pod to label; left: gone, replaced, or no longer one the webhook would label. */
 type LabelOutcome = 'labelled' | 'conflicted' | 'left';
-
-/** What the sweep writes on a pod besides the label: the annotations the injected-sidecar policy adds to it, if any. */
-interface Labelling {
-  annotations?: Record<string, string>;
-}
-
-/** The pod's Labelling when the webhook would have labelled it, else undefined. */
-type Judge = (pod: V1Pod) => Labelling | undefined;
-
-/** What one sweep judges every pod with. */
-interface SweepContext {
-  options: SweepOptions;
-  /** The injected-sidecar policy, when it has entries. */
-  policy: InjectedSidecarPolicy | undefined;
-  /** The namespaces listed for this sweep, with their labels; undefined when none was needed. */
-  namespaces: ReadonlyMap<string, Record<string, string>> | undefined;
-  /** Only the listed namespaces are served (--namespace-labels). */
-  servedOnly: boolean;
-}
 
 const FIELD_SELECTOR = 'status.phase=Running,spec.restartPolicy!=Always';
 const LABEL_SELECTOR = `!${MANAGED_LABEL}`;
@@ -71,12 +51,8 @@ export const LABEL_ATTEMPTS = 5;
 export async function sweep(options: SweepOptions): Promise<SweepResult> {
   const result: SweepResult = { labelled: [], conflicted: [] };
   const namespaces = options.namespaces.length > 0 ? options.namespaces : [undefined];
-  const policy = options.injectedSidecars?.();
-  const applied = policy && policy.entries.length > 0 ? policy : undefined;
-  const servedOnly = (options.namespaceLabels?.length ?? 0) > 0;
-  // The namespaces are listed when only those carrying --namespace-labels are served, or when the policy matches their labels.
-  const listed = servedOnly || (applied && policyNeedsNamespaceLabels(applied)) ? await namespaceLabels(options.core, options.namespaceLabels ?? []) : undefined;
-  const judge: Judge = (pod) => labelling(pod, { options, policy: applied, namespaces: listed, servedOnly });
+  const served = options.namespaceLabels?.length ? await namespacesLabelled(options.core, options.namespaceLabels) : undefined;
+  const qualifies = (pod: V1Pod) => wouldLabel(pod, options, served);
   for (const namespace of namespaces) {
     let continueToken: string | undefined;
     do {
@@ -85,9 +61,8 @@ export async function sweep(options: SweepOptions): Promise<SweepResult> {
         ? await options.core.listNamespacedPod({ namespace, ...query })
         : await options.core.listPodForAllNamespaces(query);
       for (const pod of page.items) {
-        const judged = judge(pod);
-        if (!judged) continue;
-        const outcome = await label(options.core, pod, judged, judge);
+        if (!qualifies(pod)) continue;
+        const outcome = await label(options.core, pod, qualifies);
         if (outcome !== 'left') result[outcome].push(`${pod.metadata?.namespace}/${pod.metadata?.name}`);
       }
       continueToken = page.metadata?._continue || undefined;
@@ -98,53 +73,45 @@ export async function sweep(options: SweepOptions): Promise<SweepResult> {
 
 /**
  * Whether the webhook would have labelled the pod and it still needs the label: running, not
- * labelled, in a namespace the webhook serves, and managed by the webhook's own rule once the
- * injected-sidecar policy's annotations are on it. Undefined when not; else what to write.
+ * labelled, in a namespace the webhook serves, and managed by the webhook's own rule.
  */
-function labelling(pod: V1Pod, { options, policy, namespaces, servedOnly }: SweepContext): Labelling | undefined {
+function wouldLabel(pod: V1Pod, options: SweepOptions, served: Set<string> | undefined): boolean {
   const namespace = pod.metadata?.namespace ?? '';
-  if (options.excludedNamespaces.includes(namespace) || (servedOnly && !namespaces?.has(namespace))) return undefined;
-  if (pod.status?.phase !== 'Running' || pod.metadata?.labels?.[MANAGED_LABEL] !== undefined) return undefined;
-  const added = policy ? injectedSidecarAnnotations(pod, namespaces?.get(namespace), policy) : undefined;
-  const metadata = added ? { ...pod.metadata, annotations: { ...pod.metadata?.annotations, ...added.annotations } } : pod.metadata;
-  if (!shouldManageObject({ ...pod, metadata, apiVersion: 'v1', kind: 'Pod' }, options.quickExitImageAllowlist)) return undefined;
-  return added ? { annotations: added.annotations } : {};
+  if (options.excludedNamespaces.includes(namespace) || (served !== undefined && !served.has(namespace))) return false;
+  if (pod.status?.phase !== 'Running' || pod.metadata?.labels?.[MANAGED_LABEL] !== undefined) return false;
+  return shouldManageObject({ ...pod, apiVersion: 'v1', kind: 'Pod' }, options.quickExitImageAllowlist);
 }
 
-/**
- * The labels of the namespaces carrying every one of `selected` (all namespaces when it is
- * empty), by name: those the webhooks' namespaceSelector picks, with what the policy matches.
- */
-async function namespaceLabels(core: CoreV1Api, selected: readonly string[]): Promise<Map<string, Record<string, string>>> {
-  const labels = new Map<string, Record<string, string>>();
+/** The names of the namespaces carrying every one of `labels`, as the webhooks' namespaceSelector picks them. */
+async function namespacesLabelled(core: CoreV1Api, labels: readonly string[]): Promise<Set<string>> {
+  const names = new Set<string>();
   let continueToken: string | undefined;
   do {
-    const page = await core.listNamespace({ ...(selected.length > 0 ? { labelSelector: selected.join(',') } : {}), limit: 500, _continue: continueToken });
-    for (const namespace of page.items) if (namespace.metadata?.name) labels.set(namespace.metadata.name, namespace.metadata.labels ?? {});
+    const page = await core.listNamespace({ labelSelector: labels.join(','), limit: 500, _continue: continueToken });
+    for (const namespace of page.items) if (namespace.metadata?.name) names.add(namespace.metadata.name);
     continueToken = page.metadata?._continue || undefined;
   } while (continueToken);
-  return labels;
+  return names;
 }
 
 /**
  * Labels the pod as judged: its resourceVersion is the patch's precondition. On a conflict the pod
- * is read again and, if it still qualifies, judged and patched again with its new resourceVersion;
- * a pod gone, replaced or no longer qualifying is left alone.
+ * is read again and, if it still qualifies, patched again with its new resourceVersion; a pod
+ * gone, replaced or no longer qualifying is left alone.
  */
-async function label(core: CoreV1Api, listed: V1Pod, judged: Labelling, judge: Judge): Promise<LabelOutcome> {
-  let [pod, writes] = [listed, judged];
+async function label(core: CoreV1Api, listed: V1Pod, qualifies: (pod: V1Pod) => boolean): Promise<LabelOutcome> {
+  let pod = listed;
   for (let attempt = 1; ; attempt++) {
-    const outcome = await patchLabel(core, pod, writes);
+    const outcome = await patchLabel(core, pod);
     if (outcome !== 'conflicted' || attempt === LABEL_ATTEMPTS) return outcome;
     const current = await readAgain(core, pod);
-    const again = current && current.metadata?.uid === listed.metadata?.uid ? judge(current) : undefined;
-    if (!current || !again) return 'left';
-    [pod, writes] = [current, again];
+    if (!current || current.metadata?.uid !== listed.metadata?.uid || !qualifies(current)) return 'left';
+    pod = current;
   }
 }
 
-async function patchLabel(core: CoreV1Api, pod: V1Pod, { annotations }: Labelling): Promise<LabelOutcome> {
-  const body = { metadata: { resourceVersion: pod.metadata?.resourceVersion, labels: { [MANAGED_LABEL]: MANAGED }, ...(annotations ? { annotations } : {}) } };
+async function patchLabel(core: CoreV1Api, pod: V1Pod): Promise<LabelOutcome> {
+  const body = { metadata: { resourceVersion: pod.metadata?.resourceVersion, labels: { [MANAGED_LABEL]: MANAGED } } };
   try {
     await core.patchNamespacedPod({ name: pod.metadata!.name!, namespace: pod.metadata!.namespace!, body }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
     return 'labelled';

@@ -8,7 +8,7 @@ import type { Logger } from '../logger.ts';
 import { sidecarsPendingSince, signalUserNote, type KillMechanism, type SignalSettings } from '../policy/index.ts';
 import { readServerVersion } from '../kube/server-version.ts';
 import { KILL_MECHANISM_CHANGED } from '../policy/index.ts';
-import type { ClusterKillMechanism, InjectedSidecarPolicy } from '../policy/index.ts';
+import type { ClusterKillMechanism } from '../policy/index.ts';
 import { KillMechanismFollower, type resolveKillMechanism } from './kill-mechanism-follower.ts';
 import { EventRecorder } from './event-recorder.ts';
 import { Executor, type EndedPod } from './executor.ts';
@@ -48,8 +48,6 @@ export interface WatcherOptions {
   quickExitImageAllowlist: readonly string[];
   /** --quick-exit-image: what ends a sidecar still running after its grace period. */
   quickExitImage: string;
-  /** The injected-sidecar policy in force (--injected-sidecars), which the sweeper applies to the pods it labels; none when unset. */
-  injectedSidecars?: () => InjectedSidecarPolicy;
   /** The API clients the watcher's requests go through; made from kubeConfig when unset. */
   clients?: WatcherClients;
   /** How the pod cache lists and watches; through kubeConfig when unset. */
@@ -283,7 +281,6 @@ class Controller {
       excludedNamespaces: options.excludedNamespaces,
       namespaceLabels: options.namespaceLabels,
       quickExitImageAllowlist: options.quickExitImageAllowlist,
-      ...(options.injectedSidecars ? { injectedSidecars: options.injectedSidecars } : {}),
       intervalMs: options.sweepIntervalMs,
       logger: options.logger,
     });

@@ -5,7 +5,7 @@ import { mock } from 'node:test';
 import t, { type Test } from 'tap';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { capturingLogger } from '../support/logger.ts';
-import { INJECTED_POLICY_ANNOTATION, MANAGED, MANAGED_LABEL, POD_ANNOTATIONS, parseInjectedSidecarPolicy, type InjectedSidecarPolicy } from '../../src/policy/index.ts';
+import { MANAGED, MANAGED_LABEL, POD_ANNOTATIONS, injectedSidecarAnnotations, parseInjectedSidecarPolicy } from '../../src/policy/index.ts';
 import { DEFAULT_BACKOFF } from '../../src/watcher/retries.ts';
 import { LABEL_ATTEMPTS, Sweeper, sweep } from '../../src/watcher/sweeper.ts';
 import { apiError, fakeCoreV1Api } from '../support/fake-kube.ts';
@@ -25,13 +25,12 @@ function fakeCore(pods: V1Pod[], patches: Array<'ok' | number>, reads: Array<V1P
   /** Each patch as name@resourceVersion (the precondition it carried). */
   const patched = () => core.requests('patchNamespacedPod').map(({ name, body }) => `${name}@${(body as PatchBody).metadata.resourceVersion}`);
   const read = () => core.requests('readNamespacedPod').map(({ name }) => name);
-  const bodies = () => core.requests('patchNamespacedPod').map(({ body }) => body as PatchBody);
-  return { core: core.api, patched, read, bodies };
+  return { core: core.api, patched, read };
 }
 
 /** The body of the sweeper's label patch. */
 interface PatchBody {
-  metadata: { resourceVersion: string; labels: Record<string, string>; annotations?: Record<string, string> };
+  metadata: { resourceVersion: string; labels: Record<string, string> };
 }
 
 const sweepWith = (core: CoreV1Api) => sweep({ core, namespaces: [], excludedNamespaces: [], quickExitImageAllowlist: [] });
@@ -206,45 +205,20 @@ t.test('--namespace-labels: only the pods of the namespaces carrying every label
   t.same(unlabelledNamespaces.requests('listNamespace'), [], 'no label asked: the namespaces are not read');
 });
 
-/** A running Job pod into which another webhook injected istio-proxy, not labelled yet. */
-function injected(name: string, resourceVersion: string, namespace = 'default'): V1Pod {
-  const owner = { apiVersion: 'batch/v1', kind: 'Job', name: 'job', uid: 'job-uid', controller: true };
-  return jobPod([main(), main('istio-proxy', 'docker.io/istio/proxyv2:1.24.0')], { main: 'running', 'istio-proxy': 'running' }, { metadata: { name, namespace, resourceVersion, labels: {}, ownerReferences: [owner] } });
-}
-
-function policyOf(yaml: string): InjectedSidecarPolicy {
-  const parsed = parseInjectedSidecarPolicy(yaml);
+t.test("a pod an injected-sidecar policy would apply to, with no marker of its own, is not labelled: the sweeper writes no annotation", async (t) => {
+  const parsed = parseInjectedSidecarPolicy('entries: [{name: istio, container: istio-proxy, stop: istio-proxy}]');
   if ('errors' in parsed) throw new Error(parsed.errors.join('; '));
-  return parsed.policy;
-}
-
-const ISTIO_ANNOTATIONS = { [POD_ANNOTATIONS.sidecars]: 'istio-proxy', [`${POD_ANNOTATIONS.stopPrefix}istio-proxy`]: 'istio-proxy', [INJECTED_POLICY_ANNOTATION]: 'istio' };
-
-t.test('an injected-sidecar policy: a pod it applies to is labelled with its annotations in the same patch, read at each sweep', async (t) => {
-  let policy = policyOf('entries: [{name: istio, container: istio-proxy, stop: istio-proxy}]');
-  const { core, patched, bodies } = fakeCore([injected('a', '1')], ['ok', 409, 'ok'], [injected('a', '2')]);
-  const options = { core, namespaces: [], excludedNamespaces: [], quickExitImageAllowlist: [], injectedSidecars: () => policy };
-  t.same(await sweep(options), { labelled: ['default/a'], conflicted: [] });
-  t.same(bodies()[0], { metadata: { resourceVersion: '1', labels: { [MANAGED_LABEL]: MANAGED }, annotations: ISTIO_ANNOTATIONS } }, 'the label and the annotations the webhook would have written');
-
-  t.same(await sweep(options), { labelled: ['default/a'], conflicted: [] }, 'a conflict at the next sweep');
-  t.same(bodies()[2], { metadata: { resourceVersion: '2', labels: { [MANAGED_LABEL]: MANAGED }, annotations: ISTIO_ANNOTATIONS } }, 'judged again after the conflict: the annotations again, with the version read');
-  t.same(patched(), ['a@1', 'a@1', 'a@2']);
-
-  policy = { entries: [] };
-  t.same(await sweep(options), { labelled: [], conflicted: [] }, 'a policy changed to no entries: the pod has no sidecar');
-  t.same(await sweepWith(core), { labelled: [], conflicted: [] }, 'nor without a policy');
-});
-
-t.test("an injected-sidecar policy's namespaceSelector: the namespaces' labels listed once a sweep, matched per pod", async (t) => {
-  const policy = policyOf('entries: [{name: istio, container: istio-proxy, namespaceSelector: {matchLabels: {istio-injection: enabled}}}]');
-  const core = fakeCoreV1Api()
-    .answer('listNamespace', { items: [{ metadata: { name: 'mesh', labels: { 'istio-injection': 'enabled' } } }, { metadata: { name: 'plain' } }], metadata: {} })
-    .answer('listPodForAllNamespaces', { items: [injected('a', '1', 'mesh'), injected('b', '1', 'plain'), injected('c', '1', 'unseen')], metadata: {} })
-    .handle('patchNamespacedPod', () => ({}));
-  const result = await sweep({ core: core.api, namespaces: [], excludedNamespaces: [], quickExitImageAllowlist: [], injectedSidecars: () => policy });
-  t.same(result.labelled, ['mesh/a'], 'only in the namespace whose labels match');
-  t.same(core.requests('listNamespace'), [{ limit: 500, _continue: undefined }], 'every namespace, without a selector: --namespace-labels is not set');
+  const injected = (name: string, annotations: Record<string, string> = {}) =>
+    jobPod([main(), main('istio-proxy', 'docker.io/istio/proxyv2:1.24.0')], { main: 'running', 'istio-proxy': 'running' }, {
+      metadata: { name, resourceVersion: '1', labels: {}, annotations, ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'job', uid: 'job-uid', controller: true }] },
+    });
+  const unmarked = injected('unmarked');
+  t.ok(injectedSidecarAnnotations(unmarked, {}, parsed.policy), 'the policy applies to it: the webhook would have named istio-proxy a sidecar');
+  const { core, patched } = fakeCore([unmarked, injected('marked', { [POD_ANNOTATIONS.sidecars]: 'istio-proxy' })], ['ok']);
+  // Handed the policy as the watcher once handed it, the sweeper still judges by the pod's own markers.
+  const withPolicy = { core, namespaces: [], excludedNamespaces: [], quickExitImageAllowlist: [], injectedSidecars: () => parsed.policy };
+  t.same(await sweep(withPolicy), { labelled: ['default/marked'], conflicted: [] }, 'only the pod whose own annotation names the sidecar');
+  t.same(patched(), ['marked@1']);
 });
 
 t.test('a patch that fails otherwise fails the sweep', async (t) => {
