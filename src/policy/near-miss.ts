@@ -4,7 +4,7 @@
 // not installed. The webhooks and lint warn with what this finds; it never changes what a pod is.
 import type { Finding } from './findings.ts';
 import { MARKER_NAMES } from './markers.ts';
-import { MANAGED_LABEL, MIGRATED_ANNOTATION, NATIVE_SIDECARS_OPT_OUT, PHASE_SET_ANNOTATION, POD_ANNOTATIONS, SKIPPED_ANNOTATION, STRICT_VALIDATION_ANNOTATION } from './names.ts';
+import { INJECTED_POLICY_ANNOTATION, MANAGED_LABEL, MIGRATED_ANNOTATION, NATIVE_SIDECARS_OPT_OUT, PHASE_SET_ANNOTATION, POD_ANNOTATIONS, SKIPPED_ANNOTATION, STRICT_VALIDATION_ANNOTATION } from './names.ts';
 import { fixClause, severityOf } from './rules.ts';
 import { podMetadataPrefix } from './templates.ts';
 import { arrayOf, isRecord, restartPolicyOf, type PodSpec } from './types.ts';
@@ -23,7 +23,7 @@ export interface NearMiss {
 /** The pod annotations a Job's author writes, whole keys. */
 const AUTHORED_KEYS = [POD_ANNOTATIONS.sidecars, POD_ANNOTATIONS.ignoreExitCode, STRICT_VALIDATION_ANNOTATION, NATIVE_SIDECARS_OPT_OUT.key] as const;
 /** The keys the add-on writes itself: never a near miss, and meant only by a name close to one of them. */
-const WRITTEN_KEYS = [MIGRATED_ANNOTATION, SKIPPED_ANNOTATION, PHASE_SET_ANNOTATION, MANAGED_LABEL] as const;
+const WRITTEN_KEYS = [MIGRATED_ANNOTATION, SKIPPED_ANNOTATION, PHASE_SET_ANNOTATION, INJECTED_POLICY_ANNOTATION, MANAGED_LABEL] as const;
 const ANNOTATION_KEYS: readonly string[] = [...AUTHORED_KEYS, ...WRITTEN_KEYS];
 /** The annotations whose key ends in a container's name. */
 const PER_CONTAINER_PREFIXES = [POD_ANNOTATIONS.stopPrefix, POD_ANNOTATIONS.gracePeriodPrefix] as const;
