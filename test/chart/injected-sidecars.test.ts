@@ -1,14 +1,13 @@
 // The chart's injected-sidecar policy (injectedSidecars): the ConfigMap of the enabled presets
-// then the operator's entries, read by both Deployments through --injected-sidecars and mounted
-// as a directory (so that a change reaches them without a restart); nothing of it while no preset
-// is enabled and no entry given; and two entries that serve would refuse together, refused at
-// render time, naming the value.
+// then the operator's entries, read by the webhook through --injected-sidecars and mounted as a
+// directory (so that a change reaches it without a restart); the watcher, which applies no policy,
+// gets none of it; nothing of it while no preset is enabled and no entry given; and two entries
+// that serve would refuse together, refused at render time, naming the value.
 import t from 'tap';
 import { parse } from 'yaml';
 import { parseInjectedSidecarPolicy } from '../../src/policy/index.ts';
 import { argsOf, find, flagValue, get, podSpec, render, template, type Manifest } from './helm.ts';
 
-const COMPONENTS = ['webhook', 'watcher'] as const;
 const CONFIG_MAP = 'sidecar-terminator-injected-sidecars';
 
 interface Mount {
@@ -24,17 +23,17 @@ function policyFile(manifests: Manifest[]): { entries: Array<Record<string, unkn
   return parse(data['policy.yaml'] ?? '') as { entries: Array<Record<string, unknown>> };
 }
 
+/** Whether the component's pod has the policy's volume. */
+const mountsPolicy = (manifests: Manifest[], component: 'webhook' | 'watcher') => (podSpec(manifests, component).volumes as Array<{ name: string }>).some((volume) => volume.name === 'injected-sidecars');
+
 t.test('nothing enabled, no entry: no ConfigMap, no --injected-sidecars, no volume; the check interval is passed all the same', async (t) => {
   const variants = [{}, { injectedSidecars: { entries: [] } }, { injectedSidecars: { presets: { istio: { enabled: false, namespaceSelector: { matchLabels: { 'istio-injection': 'enabled' } } } } } }];
   for (const values of variants) {
     const manifests = await render(values);
     t.notOk(find(manifests, 'ConfigMap'), `${JSON.stringify(values)}: no ConfigMap`);
-    for (const component of COMPONENTS) {
-      const pod = podSpec(manifests, component);
-      t.equal(flagValue(argsOf(manifests, component), 'injected-sidecars'), undefined, `${component}: no policy file`);
-      t.equal(flagValue(argsOf(manifests, component), 'injected-sidecars-check-interval'), '10s', `${component}: the default interval`);
-      t.notOk((pod.volumes as Array<{ name: string }>).some((volume) => volume.name === 'injected-sidecars'), `${component}: no volume`);
-    }
+    t.equal(flagValue(argsOf(manifests, 'webhook'), 'injected-sidecars'), undefined, 'no policy file');
+    t.equal(flagValue(argsOf(manifests, 'webhook'), 'injected-sidecars-check-interval'), '10s', 'the default interval');
+    t.notOk(mountsPolicy(manifests, 'webhook'), 'no volume');
   }
 });
 
@@ -69,20 +68,20 @@ t.test('presets first, in the order of their keys, then the entries as given; a 
   t.ok('policy' in parseInjectedSidecarPolicy(JSON.stringify(file)), 'serve takes the whole of it');
 });
 
-t.test('both Deployments read the ConfigMap: the flag names the file in the mounted directory, re-read every checkInterval', async (t) => {
+t.test('the webhook reads the ConfigMap: the flag names the file in the mounted directory, re-read every checkInterval; the watcher gets none of it', async (t) => {
   const manifests = await render({ injectedSidecars: { presets: { linkerd: { enabled: true } }, checkInterval: '30s' } }, { release: 'st', namespace: 'platform' });
   const configMap = get(manifests, 'ConfigMap', 'st-sidecar-terminator-injected-sidecars') as Manifest & { data: Record<string, string> };
   t.equal(configMap.metadata.namespace, 'platform');
   t.same(Object.keys(configMap.data), ['policy.yaml'], 'one file, policy.yaml');
-  for (const component of COMPONENTS) {
-    const pod = podSpec(manifests, component);
-    const file = flagValue(argsOf(manifests, component), 'injected-sidecars');
-    t.equal(flagValue(argsOf(manifests, component), 'injected-sidecars-check-interval'), '30s', `${component}: checkInterval`);
-    const mount = (pod.containers[0]!.volumeMounts as Mount[]).find((each) => each.name === 'injected-sidecars');
-    t.same(mount, { name: 'injected-sidecars', mountPath: '/etc/sidecar-terminator/injected-sidecars', readOnly: true }, `${component}: the directory, read-only, no subPath (the kubelet updates no subPath mount)`);
-    t.equal(file, `${mount?.mountPath}/${Object.keys(configMap.data)[0]}`, `${component}: --injected-sidecars names the file in it`);
-    t.match(pod.volumes, [{ name: 'tmp' }, { name: 'injected-sidecars', configMap: { name: configMap.metadata.name } }], `${component}: the ConfigMap`);
-  }
+  const pod = podSpec(manifests, 'webhook');
+  const file = flagValue(argsOf(manifests, 'webhook'), 'injected-sidecars');
+  t.equal(flagValue(argsOf(manifests, 'webhook'), 'injected-sidecars-check-interval'), '30s', 'checkInterval');
+  const mount = (pod.containers[0]!.volumeMounts as Mount[]).find((each) => each.name === 'injected-sidecars');
+  t.same(mount, { name: 'injected-sidecars', mountPath: '/etc/sidecar-terminator/injected-sidecars', readOnly: true }, 'the directory, read-only, no subPath (the kubelet updates no subPath mount)');
+  t.equal(file, `${mount?.mountPath}/${Object.keys(configMap.data)[0]}`, '--injected-sidecars names the file in it');
+  t.match(pod.volumes, [{ name: 'tmp' }, { name: 'injected-sidecars', configMap: { name: configMap.metadata.name } }], 'the ConfigMap');
+  const watcherArgs = argsOf(manifests, 'watcher');
+  t.notOk(watcherArgs.some((arg) => arg.startsWith('--injected-sidecars')) || mountsPolicy(manifests, 'watcher'), 'the watcher: no flag, no volume');
 });
 
 t.test('two entries with one name, or for one container, fail the render, naming the value', async (t) => {

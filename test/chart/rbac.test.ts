@@ -65,9 +65,8 @@ const issuesCertificate = (config: ServeConfig) => config.tlsCertDir === '';
 /** It reads (and patches) the webhook configurations: its own certificate's CA, or it registers them itself. */
 const ownCertificate = (config: ServeConfig) => issuesCertificate(config) || config.registerWebhooks;
 const usesCrr = (config: ServeConfig) => config.killMechanism !== 'signal';
-/** The namespaces are read: by the sweeper, while it runs, for --namespace-labels or a policy that selects namespaces; by the webhook, for such a policy. */
-const readsNamespaces: When = (config, policy) =>
-  config.noWatcher ? policy.selectsNamespaces : config.sweepInterval > 0 && (config.namespaceLabels.length > 0 || policy.selectsNamespaces);
+/** The namespaces are read: by the sweeper, while it runs, for --namespace-labels; by the webhook, for a policy that selects namespaces. */
+const readsNamespaces: When = (config, policy) => (config.noWatcher ? policy.selectsNamespaces : config.sweepInterval > 0 && config.namespaceLabels.length > 0);
 const REGISTER_ONLY = 'only `serve --register-webhooks` (local runs) writes the configurations; the chart creates them itself';
 const FENCE_REGISTER_ONLY = 'only `serve --register-webhooks` (local runs) writes the fence; the chart installs it itself';
 const DISCOVERY = 'discovery documents: the built-in system:discovery ClusterRole grants them to every authenticated user';
@@ -101,7 +100,7 @@ const CALLS: Record<string, Call> = {
       // InjectedSidecarPolicyInvalid on the process's own pod, when a changed policy cannot be used.
       { group: '', resource: 'events', verb: 'create', scope: 'own', when: (config) => config.injectedSidecars !== '' },
     ],
-    why: "the watcher's events on pods, and on its Lease when the kill mechanism changes; the webhook's InvalidSidecarConfiguration events on the owners of objects admitted despite errors; either's event on its own pod about a policy it cannot use",
+    why: "the watcher's events on pods, and on its Lease when the kill mechanism changes; the webhook's InvalidSidecarConfiguration events on the owners of objects admitted despite errors, and on its own pod about a policy it cannot use",
   },
   createNamespacedCustomObject: {
     sites: ['src/watcher/crr.ts'],
@@ -114,7 +113,7 @@ const CALLS: Record<string, Call> = {
   listNamespace: {
     sites: ['src/watcher/sweeper.ts', 'src/kube/namespace-labels.ts'],
     needs: [{ group: '', resource: 'namespaces', verb: 'list', scope: 'cluster' }],
-    why: "the namespaces --namespace-labels selects, where the sweeper labels pods; the namespaces' labels, which a policy's namespaceSelectors are matched against",
+    why: "the namespaces --namespace-labels selects, where the sweeper labels pods; the webhook's list of the namespaces' labels, which a policy's namespaceSelectors are matched against",
     when: readsNamespaces,
   },
   readNode: { sites: ['src/watcher/node-lookup.ts', 'src/status/cluster.ts'], needs: [{ group: '', resource: 'nodes', verb: 'get', scope: 'cluster' }], why: 'virtual-kubelet label or taint' },

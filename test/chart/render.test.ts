@@ -334,15 +334,14 @@ t.test('long release names stay within the 63-character limit and distinct', asy
   t.not(flagValue(argsOf(manifests, 'webhook'), 'tls-secret'), flagValue(argsOf(manifests, 'webhook'), 'service-name'));
 });
 
-t.test('each container knows its pod, and gets its env map: by default the watcher Node.js and glibc memory settings, the webhook none', async (t) => {
-  // The downward API: where a process reports on itself (an event on its own pod).
+t.test('each container gets its env map: by default the watcher Node.js and glibc memory settings, the webhook its own pod', async (t) => {
+  // The downward API: where the webhook reports on itself (an event on its own pod).
   const ownPod = [
     { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
   ];
   const envOf = (manifests: Manifest[], component: Component) => podSpec(manifests, component).containers[0]!.env;
   t.same(envOf(defaults, 'watcher'), [
-    ...ownPod,
     { name: 'MALLOC_ARENA_MAX', value: '2' },
     { name: 'NODE_OPTIONS', value: '--max-semi-space-size=1' },
   ]);
@@ -353,7 +352,7 @@ t.test('each container knows its pod, and gets its env map: by default the watch
     { name: 'NODE_OPTIONS', value: '--max-semi-space-size=4' },
     { name: 'UV_THREADPOOL_SIZE', value: '2' },
   ], 'values are quoted: a number becomes the string the API server requires');
-  t.same(envOf(chosen, 'watcher'), ownPod, 'null (Helm merges a map into the defaults, so {} would keep them): none of the map');
+  t.equal(envOf(chosen, 'watcher'), undefined, 'null (Helm merges a map into the defaults, so {} would keep them): no env at all');
   const refused = await template({ watcher: { env: { 'NODE-OPTIONS': 'x' } } });
   t.not(refused.code, 0, 'a name that is no environment variable name is refused by the schema');
   t.match(refused.stderr, /NODE-OPTIONS/);

@@ -61,7 +61,7 @@
 {{- printf "%s-%s" (include "sidecar-terminator.configurationName" (index . 0)) (index . 1) }}
 {{- end }}
 
-{{/* The ConfigMap of the injected-sidecar policy (templates/injected-sidecars.yaml), its key, and where both Deployments mount it. */}}
+{{/* The ConfigMap of the injected-sidecar policy (templates/injected-sidecars.yaml), its key, and where the webhook mounts it. */}}
 {{- define "sidecar-terminator.injectedSidecarsName" -}}
 {{- include "sidecar-terminator.componentName" (list . "injected-sidecars") }}
 {{- end }}
@@ -79,46 +79,9 @@ policy.yaml
 {{- if (include "sidecar-terminator.injectedSidecarPolicy" . | fromYaml).entries }}true{{ end }}
 {{- end }}
 
-{{/* Whether an entry of the policy has a namespaceSelector, so that its pods' namespaces' labels are read: "true" or "". */}}
+{{/* Whether an entry of the policy has a namespaceSelector, so that the webhook reads the namespaces' labels: "true" or "". */}}
 {{- define "sidecar-terminator.injectedSidecarsReadNamespaces" -}}
 {{- range (include "sidecar-terminator.injectedSidecarPolicy" . | fromYaml).entries }}{{ if .namespaceSelector }}true{{ end }}{{ end }}
-{{- end }}
-
-{{/* The volume of the policy's ConfigMap, and its mount, when the policy has an entry. Call with (list $ "volume") or (list $ "mount"). */}}
-{{- define "sidecar-terminator.injectedSidecarsVolume" -}}
-{{- $root := index . 0 }}
-{{- if include "sidecar-terminator.injectedSidecarsOn" $root }}
-{{- if eq (index . 1) "volume" }}
-# The whole directory, not a subPath: the kubelet updates its files when the ConfigMap changes.
-- name: injected-sidecars
-  configMap:
-    name: {{ include "sidecar-terminator.injectedSidecarsName" $root }}
-{{- else }}
-- name: injected-sidecars
-  mountPath: {{ include "sidecar-terminator.injectedSidecarsDir" $root }}
-  readOnly: true
-{{- end }}
-{{- end }}
-{{- end }}
-
-{{/* The policy's flags, with its ConfigMap mounted (--injected-sidecars); the check interval in any case. */}}
-{{- define "sidecar-terminator.injectedSidecarsArgs" -}}
-{{- if include "sidecar-terminator.injectedSidecarsOn" . }}
-- --injected-sidecars={{ include "sidecar-terminator.injectedSidecarsDir" . }}/{{ include "sidecar-terminator.injectedSidecarsKey" . }}
-{{- end }}
-- --injected-sidecars-check-interval={{ .Values.injectedSidecars.checkInterval }}
-{{- end }}
-
-{{/* The pod's own name and namespace (the downward API): where a process reports on itself, such as an injected-sidecar policy it cannot use. */}}
-{{- define "sidecar-terminator.ownPodEnv" -}}
-- name: POD_NAME
-  valueFrom:
-    fieldRef:
-      fieldPath: metadata.name
-- name: POD_NAMESPACE
-  valueFrom:
-    fieldRef:
-      fieldPath: metadata.namespace
 {{- end }}
 
 {{/* The image of the signal mechanism's ephemeral container (--signal-image). */}}
@@ -189,9 +152,9 @@ app.kubernetes.io/component: {{ index . 1 }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 
-{{/* Whether the sweeper lists namespaces (it runs, and webhook.namespaceLabels is set or the injected-sidecar policy selects namespaces): "true" or "". */}}
-{{- define "sidecar-terminator.sweepsNamespaces" -}}
-{{- if and (or .Values.webhook.namespaceLabels (include "sidecar-terminator.injectedSidecarsReadNamespaces" .)) (not (regexMatch "^(0+(ms|s|m|h|d))+$" .Values.watcher.sweepInterval)) }}true{{ end }}
+{{/* Whether the sweeper lists namespaces by label (webhook.namespaceLabels set, sweeper on): "true" or "". */}}
+{{- define "sidecar-terminator.sweepsLabelledNamespaces" -}}
+{{- if and .Values.webhook.namespaceLabels (not (regexMatch "^(0+(ms|s|m|h|d))+$" .Values.watcher.sweepInterval)) }}true{{ end }}
 {{- end }}
 
 {{/* Whether the watcher needs a permission for a kill mechanism: "true" or "". */}}
