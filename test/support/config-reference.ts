@@ -82,6 +82,11 @@ export const CHART_SETTINGS: Record<string, ChartSetting> = {
   quickExitImage: { kind: 'value', path: 'watcher.quickExitImage', sample: 'registry.example.com/quick-exit:1.0', arg: 'registry.example.com/quick-exit:1.0', components: ['watcher'], note: 'default (null): quick-exit beside the add-on image, with its tag; `""` sets the phase instead' },
   resyncInterval: { kind: 'value', path: 'watcher.resyncInterval', sample: '10m', arg: '10m', components: ['watcher'] },
   sweepInterval: { kind: 'value', path: 'watcher.sweepInterval', sample: '10m', arg: '10m', components: ['watcher'] },
+  injectedSidecars: {
+    kind: 'value', path: 'injectedSidecars.entries', sample: [{ name: 'otel', container: 'otc-container' }], arg: '/etc/sidecar-terminator/injected-sidecars/policy.yaml', components: ['webhook'],
+    note: 'the ConfigMap `<full name>-injected-sidecars` (the presets, then the entries), mounted there; unset while no preset is enabled and no entry given',
+  },
+  injectedSidecarsCheckInterval: { kind: 'value', path: 'injectedSidecars.checkInterval', sample: '30s', arg: '30s', components: ['webhook'] },
   leaderElect: { kind: 'value', path: 'watcher.leaderElection.enabled', sample: false, arg: null, components: ['watcher'], note: 'default true' },
   leaderElectionLease: { kind: 'value', path: 'watcher.leaderElection.leaseName', sample: 'my-lease', arg: 'my-lease', components: ['watcher'], note: 'default `<full name>-watcher`' },
   leaderElectionDuration: { kind: 'value', path: 'watcher.leaderElection.leaseDuration', sample: '30s', arg: '30s', components: ['watcher'] },
