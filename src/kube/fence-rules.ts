@@ -22,6 +22,7 @@ import {
   ENV_WHEN_JOB_EXIT,
   ENV_WITH_IMAGE,
   EVENT_REASONS,
+  INJECTED_POLICY_INVALID_REASON,
   KILL_MECHANISM_CHANGED,
   MANAGED,
   MANAGED_BY_LABELS,
@@ -358,7 +359,7 @@ const watcher: FenceRules = {
   ],
 };
 
-/** The webhook's ServiceAccount: the writes of src/tls/secret-store.ts, syncCaBundles and OwnerEventRecorder. */
+/** The webhook's ServiceAccount: the writes of src/tls/secret-store.ts, syncCaBundles, OwnerEventRecorder and InjectedSidecarPolicySource. */
 const webhook: FenceRules = {
   variables: [
     { name: 'secretWrite', expression: request('', 'secrets', '', ['CREATE', 'UPDATE']) },
@@ -411,10 +412,35 @@ const webhook: FenceRules = {
       ),
       messageExpression: '"sidecar-terminator fence: the webhook may change only the caBundle of the webhook configurations " + variables.configurationName',
     },
-    // OwnerEventRecorder: InvalidSidecarConfiguration on the owner of an object admitted despite errors.
+    // OwnerEventRecorder: InvalidSidecarConfiguration on the owner of an object admitted despite
+    // errors. InjectedSidecarPolicySource: InjectedSidecarPolicyInvalid on the webhook's own pod,
+    // in the add-on's namespace, when a changed policy file cannot be used.
     {
-      expression: onlyIf(variable('eventCreate'), group(ownEvent(and(`object.reason == ${literal(OWNER_EVENT_REASON)}`, holds('object.?type', '"Warning"'))))),
-      message: `sidecar-terminator fence: the webhook may create only its ${OWNER_EVENT_REASON} Warning events (component ${COMPONENT}) on an object of the event's namespace`,
+      expression: onlyIf(
+        variable('eventCreate'),
+        group(
+          ownEvent(
+            and(
+              holds('object.?type', '"Warning"'),
+              group(
+                or(
+                  `object.reason == ${literal(OWNER_EVENT_REASON)}`,
+                  group(
+                    and(
+                      `object.reason == ${literal(INJECTED_POLICY_INVALID_REASON)}`,
+                      `request.namespace == ${variable('ownNamespace')}`,
+                      holds('object.involvedObject.?kind', '"Pod"'),
+                      holds('object.involvedObject.?apiVersion', '"v1"'),
+                      'object.metadata.name.startsWith(object.involvedObject.?name.orValue("") + ".")',
+                    ),
+                  ),
+                ),
+              ),
+            ),
+          ),
+        ),
+      ),
+      messageExpression: `"sidecar-terminator fence: the webhook may create only its ${OWNER_EVENT_REASON} Warning events (component ${COMPONENT}) on an object of the event's namespace, and ${INJECTED_POLICY_INVALID_REASON} Warning events on a pod of " + variables.ownNamespace`,
     },
     {
       expression: or(...['secretWrite', 'configurationUpdate', 'eventCreate'].map(variable)),

@@ -102,6 +102,9 @@ export const KILL_MECHANISM_CHANGED = 'KillMechanismChanged';
 /** Reason of the Warning event the webhook records on the owner of an object it admitted despite errors. */
 export const OWNER_EVENT_REASON = 'InvalidSidecarConfiguration';
 
+/** Reason of the Warning event the webhook records on its own pod when a changed injected-sidecar policy file cannot be used. */
+export const INJECTED_POLICY_INVALID_REASON = 'InjectedSidecarPolicyInvalid';
+
 /**
  * The pod condition the watcher sets (OpenKruise's type), when the pod's status has something to
  * say that the event does not: True with the terminal phase the watcher sets (as Kruise sets it),

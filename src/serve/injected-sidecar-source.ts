@@ -12,11 +12,11 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import { eventBody } from '../kube/events.ts';
 import { apiErrorMessage } from '../kube/api-errors.ts';
 import type { Logger } from '../logger.ts';
-import { clip, parseInjectedSidecarPolicy, type InjectedSidecarPolicy } from '../policy/index.ts';
+import { INJECTED_POLICY_INVALID_REASON, clip, parseInjectedSidecarPolicy, type InjectedSidecarPolicy } from '../policy/index.ts';
 import { UsageError } from '../usage-error.ts';
 
-/** Reason of the Warning event on the add-on's own pod when a changed policy file cannot be used. */
-export const POLICY_INVALID_REASON = 'InjectedSidecarPolicyInvalid';
+/** Under its former name here, for the code that imports it from this module. */
+export { INJECTED_POLICY_INVALID_REASON as POLICY_INVALID_REASON };
 
 /** An Event's message is cut to this length, its clipping mark included (the API server's limit for a note). */
 const MAX_EVENT_MESSAGE = 1024;
@@ -155,9 +155,9 @@ export class InjectedSidecarPolicySource {
     const involvedObject = { apiVersion: 'v1', kind: 'Pod', name: ownPod.name, namespace: ownPod.namespace };
     const name = `${ownPod.name}.${Date.now().toString(16)}${randomBytes(4).toString('hex')}`;
     try {
-      await ownPod.core.createNamespacedEvent({ namespace: ownPod.namespace, body: eventBody(name, involvedObject, 'Warning', POLICY_INVALID_REASON, clip(message, MAX_EVENT_MESSAGE - 3)) });
+      await ownPod.core.createNamespacedEvent({ namespace: ownPod.namespace, body: eventBody(name, involvedObject, 'Warning', INJECTED_POLICY_INVALID_REASON, clip(message, MAX_EVENT_MESSAGE - 3)) });
     } catch (error) {
-      logger.warn({ error: apiErrorMessage(error), reason: POLICY_INVALID_REASON }, 'cannot record the event on this pod; the log line above says the same');
+      logger.warn({ error: apiErrorMessage(error), reason: INJECTED_POLICY_INVALID_REASON }, 'cannot record the event on this pod; the log line above says the same');
     }
   }
 }
