@@ -358,7 +358,7 @@ export function refusals(policy: PolicyText, request: { request: Value; object: 
   const declared = new Map(policy.variables.map((variable) => [variable.name, variable.expression]));
   const scope: Scope = { request: request.request, object: request.object, oldObject: request.oldObject ?? null };
   scope.variables = new Proxy(variables, {
-    has: (cache, name) => typeof name === 'string' && declared.has(name),
+    has: (_cache, name) => typeof name === 'string' && declared.has(name),
     get: (cache, name) => {
       if (typeof name !== 'string' || !declared.has(name)) return undefined;
       if (!(name in cache)) cache[name] = evaluateCel(declared.get(name)!, scope);
