@@ -25,6 +25,8 @@ export function compose(config: ServeConfig): { logger: PinoLogger; components: 
   if (!config.noWebhook) enabled.push(startWebhook);
   if (config.probeAddress) enabled.push(startProbes);
   if (enabled.length === 0) throw new UsageError('nothing to run: both --no-webhook and --no-watcher are set; drop one of them');
+  // The policy is applied at admission: a watcher alone would read it for nothing.
+  if (config.noWebhook && config.injectedSidecars) throw new UsageError('--injected-sidecars is read by the webhook, which --no-webhook turns off: give the policy to the webhook replicas, or drop --no-webhook');
   // Before anything else: a bad policy file is refused before a client or a certificate exists.
   const loadedPolicy = config.injectedSidecars ? loadInjectedSidecarPolicy(config.injectedSidecars) : undefined;
 

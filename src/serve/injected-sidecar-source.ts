@@ -3,7 +3,7 @@
 // again every --injected-sidecars-check-interval, where a bad change is kept out: the last good
 // policy stays in force, and a warning, the metrics and a Warning event on the add-on's own pod
 // say so. The file is compared by its content: the kubelet swaps a ConfigMap volume's files by
-// a symlink, which leaves the file's own mtime as it was. The webhook and the watcher read current().
+// a symlink, which leaves the file's own mtime as it was. The webhook reads current() at each admission.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -16,7 +16,6 @@ import { INJECTED_POLICY_INVALID_REASON, clip, parseInjectedSidecarPolicy, type 
 import { UsageError } from '../usage-error.ts';
 
 /** Under its former name here, for the code that imports it from this module. */
-export { INJECTED_POLICY_INVALID_REASON as POLICY_INVALID_REASON };
 
 /** An Event's message is cut to this length, its clipping mark included (the API server's limit for a note). */
 const MAX_EVENT_MESSAGE = 1024;

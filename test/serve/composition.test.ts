@@ -42,7 +42,8 @@ t.test('the components the flags enable, in start order', async (t) => {
   const { dir } = kubeconfigFile(t);
   const policy = join(dir, 'policy.yaml');
   writeFileSync(policy, 'entries: []\n');
-  t.equal(compose(serveConfig(['--kubeconfig', kubeconfig, '--no-webhook', '--injected-sidecars', policy])).components.length, 2, 'the injected-sidecar policy first, then the watcher');
+  t.equal(compose(serveConfig(['--kubeconfig', kubeconfig, '--no-watcher', '--injected-sidecars', policy])).components.length, 2, 'the injected-sidecar policy first, then the webhook');
+  t.throws(() => compose(serveConfig(['--kubeconfig', kubeconfig, '--no-webhook', '--injected-sidecars', policy])), new UsageError('--injected-sidecars is read by the webhook, which --no-webhook turns off: give the policy to the webhook replicas, or drop --no-webhook'), 'a watcher alone refuses the policy, which it would read for nothing');
 });
 
 t.test('the webhook refuses a --shutdown-drain that does not fit --shutdown-grace before any certificate work', async (t) => {

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import t from 'tap';
 import { Registry } from 'prom-client';
 import type { Readiness } from '../../src/health.ts';
-import { InjectedSidecarPolicySource, POLICY_INVALID_REASON, loadInjectedSidecarPolicy, ownPodOf } from '../../src/serve/injected-sidecar-source.ts';
+import { INJECTED_POLICY_INVALID_REASON } from '../../src/policy/index.ts';
+import { InjectedSidecarPolicySource, loadInjectedSidecarPolicy, ownPodOf } from '../../src/serve/injected-sidecar-source.ts';
 import { injectedSidecarReads } from '../../src/serve/webhook.ts';
 import { UsageError } from '../../src/usage-error.ts';
 import { runCli } from '../cli/run.ts';
@@ -114,7 +115,7 @@ t.test('a bad change keeps the last good policy, and says so once: a warning, th
       metadata: { namespace: 'sidecar-terminator', name: /^webhook-7d9f\./ },
       involvedObject: { apiVersion: 'v1', kind: 'Pod', name: 'webhook-7d9f', namespace: 'sidecar-terminator' },
       type: 'Warning',
-      reason: POLICY_INVALID_REASON,
+      reason: INJECTED_POLICY_INVALID_REASON,
       message: warning?.message,
     },
   ]);
@@ -143,7 +144,7 @@ t.test('a file that cannot be read is a bad change; without POD_NAME the event i
   refused.core.answer('createNamespacedEvent', apiError(403, 'events is forbidden'));
   writeFileSync(refused.path, BAD_STOP);
   await refused.source.check();
-  t.match(refused.lines.at(-1), { level: 'warn', fields: { error: 'events is forbidden', reason: POLICY_INVALID_REASON }, message: /cannot record the event/ });
+  t.match(refused.lines.at(-1), { level: 'warn', fields: { error: 'events is forbidden', reason: INJECTED_POLICY_INVALID_REASON }, message: /cannot record the event/ });
 
   t.same(ownPodOf({ POD_NAME: 'webhook-7d9f', POD_NAMESPACE: 'sidecar-terminator' }), { name: 'webhook-7d9f', namespace: 'sidecar-terminator' });
   t.equal(ownPodOf({ POD_NAME: 'webhook-7d9f' }), undefined);
