@@ -12,10 +12,9 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import { eventBody } from '../kube/events.ts';
 import { apiErrorMessage } from '../kube/api-errors.ts';
 import type { Logger } from '../logger.ts';
-import { INJECTED_POLICY_INVALID_REASON, clip, parseInjectedSidecarPolicy, type InjectedSidecarPolicy } from '../policy/index.ts';
+import { INJECTED_POLICY_INVALID_REASON, clip, type InjectedSidecarPolicy } from '../policy/index.ts';
+import { parseInjectedSidecarPolicy } from '../policy/injected-sidecar-file.ts';
 import { UsageError } from '../usage-error.ts';
-
-/** Under its former name here, for the code that imports it from this module. */
 
 /** An Event's message is cut to this length, its clipping mark included (the API server's limit for a note). */
 const MAX_EVENT_MESSAGE = 1024;

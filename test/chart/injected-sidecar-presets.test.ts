@@ -14,12 +14,12 @@ import {
   POD_ANNOTATIONS,
   classifyContainers,
   injectedSidecarAnnotations,
-  parseInjectedSidecarPolicy,
   parseStopMethod,
   shouldManageObject,
   type InjectedSidecarPolicy,
   type StopMethod,
 } from '../../src/policy/index.ts';
+import { parseInjectedSidecarPolicy } from '../../src/policy/injected-sidecar-file.ts';
 import { chartDir, get, render, type Manifest } from './helm.ts';
 
 interface Container {

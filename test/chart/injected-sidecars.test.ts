@@ -5,7 +5,7 @@
 // that serve would refuse together, refused at render time, naming the value.
 import t from 'tap';
 import { parse } from 'yaml';
-import { parseInjectedSidecarPolicy } from '../../src/policy/index.ts';
+import { parseInjectedSidecarPolicy } from '../../src/policy/injected-sidecar-file.ts';
 import { argsOf, find, flagValue, get, podSpec, render, template, type Manifest } from './helm.ts';
 
 const CONFIG_MAP = 'sidecar-terminator-injected-sidecars';

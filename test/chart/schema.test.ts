@@ -4,7 +4,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { parse } from 'yaml';
-import { KNOWN_PROXIES, MAX_GRACE_PERIOD_SECONDS, parseInjectedSidecarPolicy } from '../../src/policy/index.ts';
+import { KNOWN_PROXIES, MAX_GRACE_PERIOD_SECONDS } from '../../src/policy/index.ts';
+import { parseInjectedSidecarPolicy } from '../../src/policy/injected-sidecar-file.ts';
 import { chartDir, template } from './helm.ts';
 
 const bad: Array<[string, object, RegExp]> = [

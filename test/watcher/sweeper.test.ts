@@ -5,7 +5,8 @@ import { mock } from 'node:test';
 import t, { type Test } from 'tap';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { capturingLogger } from '../support/logger.ts';
-import { MANAGED, MANAGED_LABEL, POD_ANNOTATIONS, injectedSidecarAnnotations, parseInjectedSidecarPolicy } from '../../src/policy/index.ts';
+import { MANAGED, MANAGED_LABEL, POD_ANNOTATIONS, injectedSidecarAnnotations } from '../../src/policy/index.ts';
+import { injectedSidecarPolicy } from '../support/injected-sidecar-policy.ts';
 import { DEFAULT_BACKOFF } from '../../src/watcher/retries.ts';
 import { LABEL_ATTEMPTS, Sweeper, sweep } from '../../src/watcher/sweeper.ts';
 import { apiError, fakeCoreV1Api } from '../support/fake-kube.ts';
@@ -206,17 +207,16 @@ t.test('--namespace-labels: only the pods of the namespaces carrying every label
 });
 
 t.test("a pod an injected-sidecar policy would apply to, with no marker of its own, is not labelled: the sweeper writes no annotation", async (t) => {
-  const parsed = parseInjectedSidecarPolicy('entries: [{name: istio, container: istio-proxy, stop: istio-proxy}]');
-  if ('errors' in parsed) throw new Error(parsed.errors.join('; '));
+  const policy = injectedSidecarPolicy('entries: [{name: istio, container: istio-proxy, stop: istio-proxy}]');
   const injected = (name: string, annotations: Record<string, string> = {}) =>
     jobPod([main(), main('istio-proxy', 'docker.io/istio/proxyv2:1.24.0')], { main: 'running', 'istio-proxy': 'running' }, {
       metadata: { name, resourceVersion: '1', labels: {}, annotations, ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'job', uid: 'job-uid', controller: true }] },
     });
   const unmarked = injected('unmarked');
-  t.ok(injectedSidecarAnnotations(unmarked, {}, parsed.policy), 'the policy applies to it: the webhook would have named istio-proxy a sidecar');
+  t.ok(injectedSidecarAnnotations(unmarked, {}, policy), 'the policy applies to it: the webhook would have named istio-proxy a sidecar');
   const { core, patched } = fakeCore([unmarked, injected('marked', { [POD_ANNOTATIONS.sidecars]: 'istio-proxy' })], ['ok']);
   // Handed the policy as the watcher once handed it, the sweeper still judges by the pod's own markers.
-  const withPolicy = { core, namespaces: [], excludedNamespaces: [], quickExitImageAllowlist: [], injectedSidecars: () => parsed.policy };
+  const withPolicy = { core, namespaces: [], excludedNamespaces: [], quickExitImageAllowlist: [], injectedSidecars: () => policy };
   t.same(await sweep(withPolicy), { labelled: ['default/marked'], conflicted: [] }, 'only the pod whose own annotation names the sidecar');
   t.same(patched(), ['marked@1']);
 });

@@ -2,20 +2,15 @@
 // entries add before judging the pod, so a pod whose proxy another webhook injected is labelled as
 // if its author had named the proxy; through the handler, through fastify, and in the worker.
 import t from 'tap';
-import { INJECTED_POLICY_ANNOTATION, MANAGED, MANAGED_LABEL, POD_ANNOTATIONS, parseInjectedSidecarPolicy, type InjectedSidecarPolicy } from '../../src/policy/index.ts';
+import { INJECTED_POLICY_ANNOTATION, MANAGED, MANAGED_LABEL, POD_ANNOTATIONS, type InjectedSidecarPolicy } from '../../src/policy/index.ts';
 import { ADMISSION_API_VERSION, type AdmissionRequest, type AdmissionSettings, type InjectedSidecarSettings } from '../../src/webhook/admission.ts';
 import { mutate } from '../../src/webhook/mutating-handlers.ts';
 import { OFFLOAD_BODY_BYTES } from '../../src/webhook/offload.ts';
+import { injectedSidecarPolicy } from '../support/injected-sidecar-policy.ts';
 import { podReview } from '../support/reviews.ts';
 import { OWNERS, applyPatch, patchOf, post, testApp } from './support.ts';
 
-function policyOf(yaml: string): InjectedSidecarPolicy {
-  const parsed = parseInjectedSidecarPolicy(yaml);
-  if ('errors' in parsed) throw new Error(parsed.errors.join('; '));
-  return parsed.policy;
-}
-
-const ISTIO = policyOf(`
+const ISTIO = injectedSidecarPolicy(`
 entries:
   - name: istio
     container: istio-proxy
@@ -23,7 +18,7 @@ entries:
     gracePeriodSeconds: 30
 `);
 
-const MESH_ONLY = policyOf(`
+const MESH_ONLY = injectedSidecarPolicy(`
 entries:
   - name: istio
     container: istio-proxy
