@@ -82,16 +82,17 @@ const probePod = (initContainers: V1Container[] = []): V1Pod => ({
 
 /**
  * A mutating admission webhook as service meshes and log agents run: it adds `sidecar` to every
- * pod created in `target` that does not have it, after our mutating webhook.
+ * pod created in `target` that does not have it, after our mutating webhook. `id` tells apart
+ * several injectors of the same sidecar (one per namespace).
  */
-export async function startInjector(t: { teardown(fn: () => unknown): void }, cp: ControlPlane, target: string, sidecar: V1Container) {
+export async function startInjector(t: { teardown(fn: () => unknown): void }, cp: ControlPlane, target: string, sidecar: V1Container, id = sidecar.name) {
   const has = (pod: V1Pod) => pod.spec?.containers.some((c) => c.name === sidecar.name) ?? false;
   return startTestWebhook(
     t,
     cp,
     {
-      configurationName: `zz-${sidecar.name}-injector`,
-      webhookName: `inject.${sidecar.name}.example.com`,
+      configurationName: `zz-${id}-injector`,
+      webhookName: `inject.${id}.example.com`,
       target,
       reinvocationPolicy: 'Never',
       mutate: (pod) => (has(pod) ? [] : [{ op: 'add', path: '/spec/containers/-', value: sidecar }]),
