@@ -7,7 +7,9 @@
 // by the webhook's own sidecar_terminator_admission_requests_total and by the API server's
 // apiserver_admission_webhook_request_total. And the chart's namespaceSelector: kube-system and
 // the release namespace are never sent to the webhooks, whatever webhook.excludedNamespaces says.
-import { mkdtemp, rm } from 'node:fs/promises';
+// The webhook runs with an operator's injected-sidecar policy (--injected-sidecars, an entry with a
+// namespaceSelector): it changes no registration, so every count below is the count without one.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
@@ -25,7 +27,9 @@ t.teardown(() => cp.stop());
 const core = cp.kubeConfig.makeApiClient(CoreV1Api);
 const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
 t.teardown(() => rm(certDir, { recursive: true, force: true }));
-const serve = await startServe((port) => ['--kubeconfig', cp.kubeconfigPath, '--cert-dir', certDir, '--no-watcher', '--native-sidecars', 'all', '--validate-workloads', ...registeringWebhooks(port, 'Fail')]);
+const policy = join(certDir, 'injected-sidecars.yaml');
+await writeFile(policy, JSON.stringify({ entries: [{ name: 'istio', container: 'istio-proxy', stop: 'istio-proxy', namespaceSelector: { matchLabels: { 'istio-injection': 'enabled' } } }] }));
+const serve = await startServe((port) => ['--kubeconfig', cp.kubeconfigPath, '--cert-dir', certDir, '--no-watcher', '--native-sidecars', 'all', '--validate-workloads', '--injected-sidecars', policy, ...registeringWebhooks(port, 'Fail')]);
 t.teardown(() => serve.stop());
 
 const WEBHOOKS = { mutate: 'mutate.sidecar-terminator.io', 'native-sidecars': 'native-sidecars.sidecar-terminator.io', validate: 'validate.sidecar-terminator.io' } as const;
