@@ -1,18 +1,23 @@
 // The labels of every namespace, kept current by a list and a watch (client-node's ListWatch):
 // what the namespaceSelectors of the injected-sidecar policy are matched against at admission, at
-// hand without an API call in the admission's path. The webhook runs it only while its policy has
-// a namespaceSelector.
+// hand without an API call in the admission's path. A namespace not seen yet (created or labelled
+// a moment before its first pod, ahead of the watch) is read on its own, as kube-apiserver's
+// namespaceSelector matcher reads one its cache lacks. The webhook runs it only while its policy
+// has a namespaceSelector.
 import { CoreV1Api, ListWatch, Watch, type KubeConfig, type KubernetesListObject, type V1Namespace } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
 import { apiErrorMessage } from './api-errors.ts';
+import { withRequestSignal } from './client.ts';
 
 /** The labels of each namespace, by name. */
 export type NamespaceLabelMap = ReadonlyMap<string, Readonly<Record<string, string>>>;
 
-/** How the namespaces are listed and watched: namespaceListWatch's, or a test's. */
+/** How the namespaces are listed, watched and read one by one: namespaceListWatch's, or a test's. */
 export interface NamespaceListWatch {
   list(): Promise<KubernetesListObject<V1Namespace>>;
   watch: Pick<Watch, 'watch'>;
+  /** One namespace, the request aborted after timeoutMs. */
+  get(name: string, timeoutMs: number): Promise<V1Namespace>;
 }
 
 export interface NamespaceLabelsOptions {
@@ -27,6 +32,7 @@ const PATH = '/api/v1/namespaces';
 export class NamespaceLabels {
   private readonly labels = new Map<string, Readonly<Record<string, string>>>();
   private readonly informer: ListWatch<V1Namespace>;
+  private readonly listWatch: NamespaceListWatch;
   private readonly logger: Logger;
   private readonly retryDelayMs: (failures: number) => number;
   private listed = false;
@@ -38,6 +44,7 @@ export class NamespaceLabels {
     this.logger = options.logger;
     this.retryDelayMs = options.retryDelayMs ?? ((failures) => Math.min(30_000, 1000 * 2 ** (failures - 1)));
     const { listWatch } = options;
+    this.listWatch = listWatch;
     this.informer = new ListWatch<V1Namespace>(PATH, listWatch.watch as Watch, () => listWatch.list(), false);
     const keep = (namespace: V1Namespace) => {
       if (namespace.metadata?.name) this.labels.set(namespace.metadata.name, namespace.metadata.labels ?? {});
@@ -70,6 +77,23 @@ export class NamespaceLabels {
     return this.listed ? this.labels : undefined;
   }
 
+  /**
+   * The labels of the namespace `name`, read from the API server (for one the list and the watch
+   * have not brought yet) and kept with the others; rejects with the API's reason when it cannot
+   * be read within timeoutMs. A version the watch brought meanwhile is kept rather than this one.
+   */
+  async read(name: string, timeoutMs: number): Promise<Readonly<Record<string, string>>> {
+    let namespace: V1Namespace;
+    try {
+      namespace = await this.listWatch.get(name, timeoutMs);
+    } catch (error) {
+      throw new Error(apiErrorMessage(error), { cause: error });
+    }
+    const labels = namespace.metadata?.labels ?? {};
+    if (!this.labels.has(name)) this.labels.set(name, labels);
+    return labels;
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.retry);
@@ -97,5 +121,9 @@ export class NamespaceLabels {
 /** The namespaces of the API server of `kubeConfig`. */
 export function namespaceListWatch(kubeConfig: KubeConfig): NamespaceListWatch {
   const core = kubeConfig.makeApiClient(CoreV1Api);
-  return { list: () => core.listNamespace(), watch: new Watch(kubeConfig) };
+  return {
+    list: () => core.listNamespace(),
+    watch: new Watch(kubeConfig),
+    get: (name, timeoutMs) => withRequestSignal(kubeConfig, () => AbortSignal.timeout(timeoutMs)).makeApiClient(CoreV1Api).readNamespace({ name }),
+  };
 }

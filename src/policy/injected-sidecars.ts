@@ -65,14 +65,53 @@ export interface InjectedSidecarPod {
 /**
  * What the policy adds to a pod at admission: the annotations a user would write, or undefined
  * when no entry applies. `namespaceLabels` undefined = unknown (then entries with a
- * namespaceSelector do not apply). Applied to a pod that already carries its output, it returns
- * the same output, so a second admission of the pod changes nothing.
+ * namespaceSelector do not apply; entriesAwaitingNamespaceLabels names them). Applied to a pod
+ * that already carries its output, it returns the same output, so a second admission of the pod
+ * changes nothing.
  */
 export function injectedSidecarAnnotations(
   pod: InjectedSidecarPod,
   namespaceLabels: Record<string, string> | undefined,
   policy: InjectedSidecarPolicy,
 ): { annotations: Record<string, string>; entries: string[] } | undefined {
+  const judged = judgeEntries(pod, namespaceLabels, policy);
+  if (!judged || judged.applied.length === 0) return undefined;
+  const { annotations, applied } = judged;
+
+  const listed = (key: string, added: readonly string[]) => [...new Set([...annotationNames(annotations[key]), ...added])].join(',');
+  const output: Record<string, string> = { [POD_ANNOTATIONS.sidecars]: listed(POD_ANNOTATIONS.sidecars, applied.map((entry) => entry.container)) };
+  const ignoring = applied.filter((entry) => entry.ignoreExitCode === true).map((entry) => entry.container);
+  if (ignoring.length > 0) output[POD_ANNOTATIONS.ignoreExitCode] = listed(POD_ANNOTATIONS.ignoreExitCode, ignoring);
+  // A value the pod already has is kept; the output repeats only one equal to the policy's, so it is the same on every admission.
+  const unlessSet = (key: string, value: string | undefined) => {
+    if (value !== undefined && (annotations[key] === undefined || annotations[key] === value)) output[key] = value;
+  };
+  for (const entry of applied) {
+    unlessSet(`${POD_ANNOTATIONS.stopPrefix}${entry.container}`, entry.stop);
+    unlessSet(`${POD_ANNOTATIONS.gracePeriodPrefix}${entry.container}`, entry.gracePeriodSeconds?.toString());
+  }
+  output[INJECTED_POLICY_ANNOTATION] = applied.map((entry) => entry.name).join(',');
+  return { annotations: output, entries: applied.map((entry) => entry.name) };
+}
+
+/**
+ * The entries whose namespaceSelector alone decides whether they apply to the pod: what the labels
+ * of its namespace would decide, when they are not known (the webhook then reads them).
+ */
+export function entriesAwaitingNamespaceLabels(pod: InjectedSidecarPod, policy: InjectedSidecarPolicy): string[] {
+  return judgeEntries(pod, undefined, policy)?.awaiting.map((entry) => entry.name) ?? [];
+}
+
+/**
+ * The entries that apply to the pod, in the policy's order, and those that would but for the
+ * labels of its namespace, unknown (`namespaceLabels` undefined); undefined when the pod is not
+ * one any entry can apply to.
+ */
+function judgeEntries(
+  pod: InjectedSidecarPod,
+  namespaceLabels: Record<string, string> | undefined,
+  policy: InjectedSidecarPolicy,
+): { annotations: Record<string, unknown>; applied: InjectedSidecarEntry[]; awaiting: InjectedSidecarEntry[] } | undefined {
   const spec = pod.spec ?? {};
   // Such pods never finish, so there is nothing to stop.
   const restartPolicy = restartPolicyOf(spec);
@@ -91,33 +130,26 @@ export function injectedSidecarAnnotations(
   const marked = new Set(arrayOf(spec.containers).filter(isRecord).filter((container) => markerEntries(container).some((marker) => marker.name === ENV_WHEN_JOB_EXIT || marker.name === ENV_WITH_IMAGE)).map((container) => container.name));
   const controller = controllerKind(pod.metadata?.ownerReferences);
 
+  const awaiting: InjectedSidecarEntry[] = [];
   const applied = policy.entries.filter((entry) => {
-    const applies =
+    const possible =
       mains.has(entry.container) &&
       !marked.has(entry.container) &&
       // Never every container: with no main container left, nothing would say when the work is done.
       mains.size > 1 &&
-      entry.owners.some((owner) => owner.apiVersion === controller.apiVersion && owner.kind === controller.kind) &&
-      (entry.namespaceSelector === undefined || (namespaceLabels !== undefined && labelSelectorMatches(entry.namespaceSelector, namespaceLabels)));
-    if (applies) mains.delete(entry.container);
-    return applies;
+      entry.owners.some((owner) => owner.apiVersion === controller.apiVersion && owner.kind === controller.kind);
+    if (!possible) return false;
+    if (entry.namespaceSelector !== undefined) {
+      if (namespaceLabels === undefined) {
+        awaiting.push(entry);
+        return false;
+      }
+      if (!labelSelectorMatches(entry.namespaceSelector, namespaceLabels)) return false;
+    }
+    mains.delete(entry.container);
+    return true;
   });
-  if (applied.length === 0) return undefined;
-
-  const listed = (key: string, added: readonly string[]) => [...new Set([...annotationNames(annotations[key]), ...added])].join(',');
-  const output: Record<string, string> = { [POD_ANNOTATIONS.sidecars]: listed(POD_ANNOTATIONS.sidecars, applied.map((entry) => entry.container)) };
-  const ignoring = applied.filter((entry) => entry.ignoreExitCode === true).map((entry) => entry.container);
-  if (ignoring.length > 0) output[POD_ANNOTATIONS.ignoreExitCode] = listed(POD_ANNOTATIONS.ignoreExitCode, ignoring);
-  // A value the pod already has is kept; the output repeats only one equal to the policy's, so it is the same on every admission.
-  const unlessSet = (key: string, value: string | undefined) => {
-    if (value !== undefined && (annotations[key] === undefined || annotations[key] === value)) output[key] = value;
-  };
-  for (const entry of applied) {
-    unlessSet(`${POD_ANNOTATIONS.stopPrefix}${entry.container}`, entry.stop);
-    unlessSet(`${POD_ANNOTATIONS.gracePeriodPrefix}${entry.container}`, entry.gracePeriodSeconds?.toString());
-  }
-  output[INJECTED_POLICY_ANNOTATION] = applied.map((entry) => entry.name).join(',');
-  return { annotations: output, entries: applied.map((entry) => entry.name) };
+  return { annotations, applied, awaiting };
 }
 
 /** The apiVersion and kind of the pod's controller (ownerReference with controller: true), BARE_POD's when it has none. */

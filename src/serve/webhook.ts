@@ -42,7 +42,7 @@ export async function startWebhook(context: Context): Promise<Stop> {
   const app = buildApp({
     nativeSidecars: reads.nativeSidecars,
     ...(reads.cluster ? { cluster: reads.cluster } : {}),
-    ...(injected.settings ? { injectedSidecarsNow: injected.settings } : {}),
+    ...(injected.settings ? { injectedSidecarsNow: injected.settings, readNamespaceLabels: injected.readNamespaceLabels } : {}),
     ownerEvents,
     draining: drain.draining,
     enforcement: config.enforcement,
@@ -144,14 +144,15 @@ async function startClusterReads({ config, kubeConfig, logger }: Context) {
 /**
  * What the mutating webhook applies the injected-sidecar policy with: the policy in force, and,
  * while one of its entries has a namespaceSelector, the namespaces' labels, listed and watched in
- * the background (started or stopped as a change of the policy needs them). A replica whose policy
- * has a namespaceSelector at start is ready once the namespaces are listed, so that no pod it
- * admits misses an entry for want of them; a selector added later applies once they are.
+ * the background (started or stopped as a change of the policy needs them), and read one at a time
+ * for a pod whose namespace they lack. A replica whose policy has a namespaceSelector at start is
+ * ready once the namespaces are listed, so that its admissions do not each wait on a read; a
+ * selector added later is matched by such reads until they are listed.
  */
 export function injectedSidecarReads(
   { injectedSidecars, logger, readinessChecks }: Pick<Context, 'injectedSidecars' | 'readinessChecks'> & { logger: Logger },
   namespaces: () => NamespaceListWatch,
-): { settings?: () => InjectedSidecarSettings; stop(): Promise<void> } {
+): { settings?: () => InjectedSidecarSettings; readNamespaceLabels?: (namespace: string, timeoutMs: number) => Promise<Readonly<Record<string, string>>>; stop(): Promise<void> } {
   if (!injectedSidecars) return { stop: async () => {} };
   let labels: NamespaceLabels | undefined;
   const follow = (policy: InjectedSidecarPolicy) => {
@@ -172,6 +173,11 @@ export function injectedSidecarReads(
   injectedSidecars.onChange(follow);
   return {
     settings: () => ({ policy: injectedSidecars.current(), namespaceLabels: labels?.current() }),
+    // Asked only while an entry has a namespaceSelector; a change of the policy in between leaves nothing to read.
+    readNamespaceLabels: async (namespace, timeoutMs) => {
+      if (!labels) throw new Error('the injected-sidecar policy no longer selects namespaces');
+      return labels.read(namespace, timeoutMs);
+    },
     stop: async () => labels?.stop(),
   };
 }

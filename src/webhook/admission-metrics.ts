@@ -7,6 +7,8 @@ import { ADMISSION_ENDPOINTS, type AdmissionEndpoint } from './routes.ts';
 export interface AdmissionMetrics {
   observe(endpoint: AdmissionEndpoint, result: AdmissionResult, seconds: number): void;
   migration(result: MigrationResult): void;
+  /** A pod admitted without the policy entries its namespace's labels decide: they could not be read. */
+  namespaceLabelsUnread(): void;
 }
 
 /** Registers the admission metrics in `registry`, and the default process metrics unless it has them already. */
@@ -31,6 +33,11 @@ export function createAdmissionMetrics(registry: Registry): AdmissionMetrics {
     labelNames: ['result'] as const,
     registers: [registry],
   });
+  const namespaceMisses = new Counter({
+    name: 'sidecar_terminator_injected_sidecars_namespace_misses_total',
+    help: 'Pods admitted without the entries of the injected-sidecar policy that select namespaces and would have applied to them, because the labels of their namespace were neither seen yet nor readable from the API server in time.',
+    registers: [registry],
+  });
   // Every series exists from the start, so rate() and alerts see a zero rather than nothing.
   for (const endpoint of ADMISSION_ENDPOINTS) {
     for (const result of ADMISSION_RESULTS) requests.inc({ endpoint, result }, 0);
@@ -43,6 +50,9 @@ export function createAdmissionMetrics(registry: Registry): AdmissionMetrics {
     },
     migration(result) {
       migrations.inc({ result });
+    },
+    namespaceLabelsUnread() {
+      namespaceMisses.inc();
     },
   };
 }

@@ -50,7 +50,7 @@ export interface InjectedSidecarSettings {
   /**
    * The labels of each namespace, by name, as last seen; undefined while they are unknown (not
    * listed yet, or not needed: no entry has a namespaceSelector). An entry with a namespaceSelector
-   * applies only in a namespace known here.
+   * applies only in a namespace known here; for one that is not, the answer says it wants its labels.
    */
   namespaceLabels?: ReadonlyMap<string, Readonly<Record<string, string>>>;
 }
@@ -124,6 +124,11 @@ export interface Answer {
   ownerNotice?: OwnerNotice;
   /** For the metrics. */
   migration?: MigrationResult;
+  /**
+   * The pod's namespace, when the injected-sidecar policy needed its labels and the settings lacked
+   * them, and the entries they decide: the HTTP layer reads them and asks the handler again (app.ts).
+   */
+  namespaceLabelsWanted?: { namespace: string; entries: string[] };
 }
 
 /** Decides about one request; pure, so that it runs alike on the event loop and in the worker thread. */

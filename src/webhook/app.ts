@@ -10,7 +10,7 @@ import { Registry } from 'prom-client';
 import { healthRoutes, type Readiness } from '../health.ts';
 import { WEBHOOK_TIMEOUT_SECONDS } from '../config.ts';
 import { secureContextOptions } from '../tls/secure-context.ts';
-import { clip } from '../policy/index.ts';
+import { clip, policyNeedsNamespaceLabels } from '../policy/index.ts';
 import { errored, type AdmissionHandler, type AdmissionSettings, type InjectedSidecarSettings } from './admission.ts';
 import type { Judgement } from './judgement.ts';
 import { createAdmissionMetrics, type AdmissionMetrics } from './admission-metrics.ts';
@@ -50,6 +50,12 @@ export interface AppOptions extends AdmissionSettings {
   cluster?: () => Pick<AdmissionSettings, 'podMutatingWebhooks' | 'oldKubelets'>;
   /** The injected-sidecar policy in force and the namespaces' labels, read at each request; none without --injected-sidecars. */
   injectedSidecarsNow?: () => InjectedSidecarSettings;
+  /**
+   * Reads one namespace's labels from the API server, giving up after timeoutMs (rejects): for a
+   * pod whose namespace injectedSidecarsNow's labels lack. Without it, such a pod gets nothing from
+   * the entries that select namespaces.
+   */
+  readNamespaceLabels?: (namespace: string, timeoutMs: number) => Promise<Readonly<Record<string, string>>>;
 }
 
 /** The app; its server is an https.Server when AppOptions.https is given. */
@@ -64,6 +70,9 @@ export const MAX_CONNECTIONS = 1000;
 
 /** A denial's message in a log line: the answer lists at most a few findings, the log a few KiB of them. */
 const MAX_LOGGED_MESSAGE = 2048;
+
+/** The longest wait for a namespace read at admission (never more than half the time left before the API server gives up). */
+export const NAMESPACE_READ_TIMEOUT_MS = 2000;
 
 export function buildApp(options: AppOptions & { https: { key: string; cert: string } }): FastifyInstance<https.Server>;
 export function buildApp(options: AppOptions): WebhookApp;
@@ -112,6 +121,28 @@ export function buildApp(options: AppOptions): WebhookApp {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
+  /**
+   * The labels of a namespace the injected-sidecar policy needed and had not seen (created or
+   * labelled a moment before its first pod), read from the API server as kube-apiserver's own
+   * namespaceSelector matcher reads one its cache lacks. Undefined when they cannot be read in
+   * time: the pod then gets nothing from the entries they decide, which a warning bound to the
+   * request and a counter say.
+   */
+  const namespaceLabelsAtAdmission = async (wanted: { namespace: string; entries: string[] }, request: FastifyRequest, uid: string, deadline: number) => {
+    const timeoutMs = Math.min(NAMESPACE_READ_TIMEOUT_MS, Math.max(0, deadline - Date.now()) / 2);
+    try {
+      if (!options.readNamespaceLabels) throw new Error('no namespace reader');
+      return await options.readNamespaceLabels(wanted.namespace, timeoutMs);
+    } catch (error) {
+      metrics.namespaceLabelsUnread();
+      request.log.warn(
+        { uid: clip(uid), namespace: clip(wanted.namespace), entries: wanted.entries, timeoutMs, error: clip(error instanceof Error ? error.message : String(error)) },
+        "cannot read the labels of the pod's namespace: the entries of the injected-sidecar policy that select namespaces were not applied to it",
+      );
+      return undefined;
+    }
+  };
+
   for (const endpoint of ADMISSION_ENDPOINTS) {
     const send = sender(endpoint, metrics);
     const custom = options.handlers?.[endpoint];
@@ -133,8 +164,17 @@ export function buildApp(options: AppOptions): WebhookApp {
         // A test's own handler runs here; the default ones in the worker when the body is large.
         // In the worker, a body still queued when the API server stops waiting is dropped unjudged.
         const deadline = Date.now() + timeouts.requestTimeout - reply.elapsedTime;
+        const offloaded = !custom && body.length > OFFLOAD_BODY_BYTES;
+        const judgeWith = async (settings: AdmissionSettings, bytes: Buffer) => (offloaded ? offload.judge(endpoint, bytes, settings, deadline) : judge(bytes, custom ?? HANDLERS[endpoint], settings));
         const current = settingsNow();
-        const judgement = !custom && body.length > OFFLOAD_BODY_BYTES ? await offload.judge(endpoint, body, current, deadline) : judge(body, custom ?? HANDLERS[endpoint], current);
+        // The worker takes the body's memory: a copy goes to it when the body may be judged again.
+        const again = offloaded && current.injectedSidecars !== undefined && policyNeedsNamespaceLabels(current.injectedSidecars.policy);
+        let judgement = await judgeWith(current, again ? Buffer.from(body) : body);
+        const wanted = judgement.answer.namespaceLabelsWanted;
+        if (wanted && current.injectedSidecars) {
+          const labels = await namespaceLabelsAtAdmission(wanted, request, judgement.uid, deadline);
+          if (labels) judgement = await judgeWith({ ...current, injectedSidecars: { ...current.injectedSidecars, namespaceLabels: new Map([[wanted.namespace, labels]]) } }, body);
+        }
         if (judgement.failure) request.log.error({ err: judgement.failure }, 'admission handler failed');
         // Started here, finished in the background: the answer never waits for it.
         if (judgement.answer.ownerNotice) options.ownerEvents?.record(judgement.answer.ownerNotice);

@@ -6,7 +6,9 @@
 //
 // With an injected-sidecar policy (--injected-sidecars), both first write on the pod the
 // annotations its entries add (src/policy/injected-sidecars.ts), as if the pod's author had
-// written them: the pod is judged, labelled and migrated with them.
+// written them: the pod is judged, labelled and migrated with them. An entry with a
+// namespaceSelector in a namespace whose labels the settings lack does not apply, and the answer
+// says it wants them (namespaceLabelsWanted): the HTTP layer reads them and asks again.
 //
 // The patch is the difference between the pod and a mutated copy of it, so a pod mutated already
 // gets no patch: the webhooks register with reinvocationPolicy IfNeeded, and are called again
@@ -30,6 +32,7 @@ import {
   strippedNativeSidecars,
   clipValue,
   injectedSidecarAnnotations,
+  entriesAwaitingNamespaceLabels,
   type Inspection,
 } from '../policy/index.ts';
 import { allowed, isPod, objectOf, patched, type AdmissionRequest, type AdmissionSettings, type Answer, type InjectedSidecarSettings } from './admission.ts';
@@ -53,22 +56,30 @@ export function mutateNativeSidecars(request: AdmissionRequest, settings: Admiss
 function mutatePod(request: AdmissionRequest, settings: AdmissionSettings, migrate: boolean): Answer {
   if (!isPod(request) || request.operation !== 'CREATE' || request.subResource || !isRecord(request.object)) return allowed();
   const original = request.object;
-  const pod = settings.injectedSidecars ? withInjectedSidecars(original, request, settings.injectedSidecars) : original;
+  const { pod, namespaceLabelsWanted } = settings.injectedSidecars ? withInjectedSidecars(original, request, settings.injectedSidecars) : { pod: original };
   const inspection = inspectObject(objectOf(pod === original ? request : { ...request, object: pod }), settings.quickExitImageAllowlist);
-  if (!inspection) return allowed();
   // The validating webhook sees marked pods only (its matchConditions), so a pod whose markers are
   // all misspelt hears of them here. Worded as the validating webhook words them: the API server
   // shows a warning both webhooks give once.
-  return withWarnings(mutateInspected(original, pod, inspection, settings, migrate), listedFindings(nearMissFindings(inspection), 'sidecar configuration warning'));
+  const answer = inspection ? withWarnings(mutateInspected(original, pod, inspection, settings, migrate), listedFindings(nearMissFindings(inspection), 'sidecar configuration warning')) : allowed();
+  return namespaceLabelsWanted ? { ...answer, namespaceLabelsWanted } : answer;
 }
 
-/** The pod with the annotations the injected-sidecar policy adds to it, or the pod itself when no entry applies. */
-function withInjectedSidecars(pod: Pod, request: AdmissionRequest, { policy, namespaceLabels }: InjectedSidecarSettings): Pod {
-  if (policy.entries.length === 0) return pod;
+/**
+ * The pod with the annotations the injected-sidecar policy adds to it (the pod itself when no
+ * entry applies), and, when the labels of its namespace are not in the settings, the entries they
+ * would decide.
+ */
+function withInjectedSidecars(pod: Pod, request: AdmissionRequest, { policy, namespaceLabels }: InjectedSidecarSettings): { pod: Pod; namespaceLabelsWanted?: Answer['namespaceLabelsWanted'] } {
+  if (policy.entries.length === 0) return { pod };
   const metadata = isRecord(pod.metadata) ? pod.metadata : {};
   const namespace = request.namespace ?? (typeof metadata.namespace === 'string' ? metadata.namespace : undefined);
-  const added = injectedSidecarAnnotations(pod, namespace === undefined ? undefined : namespaceLabels?.get(namespace), policy);
-  return added ? withAnnotations(pod, added.annotations) : pod;
+  const labels = namespace === undefined ? undefined : namespaceLabels?.get(namespace);
+  const added = injectedSidecarAnnotations(pod, labels, policy);
+  const annotated = added ? withAnnotations(pod, added.annotations) : pod;
+  if (namespace === undefined || labels !== undefined) return { pod: annotated };
+  const entries = entriesAwaitingNamespaceLabels(pod, policy);
+  return entries.length > 0 ? { pod: annotated, namespaceLabelsWanted: { namespace, entries } } : { pod: annotated };
 }
 
 /** The answer for the pod as `pod` (the request's object, or a copy with the policy's annotations), as a patch from `original`. */

@@ -193,7 +193,12 @@ const CALLS: Record<string, Call> = {
     why: 'the mutating webhooks for pods, named when a pod that lost its native sidecars is refused; `status` reads whether the webhook is registered and serves the namespace, as the user',
     when: (config) => config.nativeSidecars !== 'none',
   },
-  readNamespace: status("the namespace's labels, for the webhook's namespaceSelector"),
+  readNamespace: {
+    sites: ['src/status/cluster.ts', 'src/kube/namespace-labels.ts'],
+    needs: [{ group: '', resource: 'namespaces', verb: 'get', scope: 'cluster' }],
+    why: "the webhook reads a namespace its watch has not brought yet (created or labelled a moment before its first pod), for a policy that selects namespaces; `status` reads the namespace's labels, for the webhook's namespaceSelector, as the user",
+    when: (config, policy) => config.noWatcher && policy.selectsNamespaces,
+  },
 };
 
 /** Which processes run the code in a file; `user` for the status command, which runs with the user's permissions. None: not known. */

@@ -2,17 +2,24 @@
 // of the webhook's wiring of it: scripted lists, and watches the test writes events to.
 import type { KubernetesListObject, V1Namespace } from '@kubernetes/client-node';
 import type { NamespaceListWatch } from '../../src/kube/namespace-labels.ts';
-import { FakePodListWatch } from '../support/fake-kube.ts';
+import { FakePodListWatch, apiError } from '../support/fake-kube.ts';
 
 /** A namespace, for a list or a watch event (FakeWatch.send takes plain objects). */
 export const namespace = (name: string, labels: Record<string, string> = {}, resourceVersion = '1'): V1Namespace & Record<string, unknown> => ({ metadata: { name, labels, resourceVersion } });
 
 export const namespaceList = (items: V1Namespace[], resourceVersion: string): KubernetesListObject<V1Namespace> => ({ apiVersion: 'v1', kind: 'NamespaceList', items, metadata: { resourceVersion } });
 
-/** Namespace lists answering with these lists, errors or promises in turn, and watches opened on a FakePodListWatch. */
+/**
+ * Namespace lists answering with these lists, errors or promises in turn, watches opened on a
+ * FakePodListWatch, and reads of one namespace answered by `answerGet` (404 until it is set).
+ */
 export function fakeNamespaces(...lists: Array<KubernetesListObject<V1Namespace> | Error | Promise<KubernetesListObject<V1Namespace>>>) {
   const watches = new FakePodListWatch();
   let listed = 0;
+  const gets: Array<{ name: string; timeoutMs: number }> = [];
+  let answer: (name: string) => Promise<V1Namespace> = async (name) => {
+    throw apiError(404, `namespaces "${name}" not found`);
+  };
   const listWatch: NamespaceListWatch = {
     list: async () => {
       listed++;
@@ -22,6 +29,10 @@ export function fakeNamespaces(...lists: Array<KubernetesListObject<V1Namespace>
       return next;
     },
     watch: watches,
+    get: (name, timeoutMs) => {
+      gets.push({ name, timeoutMs });
+      return answer(name);
+    },
   };
-  return { listWatch, watches, lists: () => listed };
+  return { listWatch, watches, lists: () => listed, gets, answerGet: (get: (name: string) => Promise<V1Namespace>) => (answer = get) };
 }

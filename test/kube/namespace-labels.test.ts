@@ -70,3 +70,27 @@ t.test('stop() ends the watch quietly, and nothing is retried after it', async (
   t.equal(watches.watches.length, 1, 'no watch opened again');
   t.same(lines.filter((line) => line.level === 'warn'), [], 'no warning');
 });
+
+t.test('a namespace the watch has not brought yet is read on its own and kept; one that cannot be read rejects with the API\'s reason', async (t) => {
+  const { listWatch, watches, gets, answerGet } = fakeNamespaces(list([namespace('old')], '10'));
+  const { logger } = capturingLogger();
+  const labels = new NamespaceLabels({ listWatch, logger });
+  t.teardown(() => labels.stop());
+  await labels.start();
+
+  answerGet(async (name) => namespace(name, { 'istio-injection': 'enabled' }, '11'));
+  t.same(await labels.read('new', 1500), { 'istio-injection': 'enabled' });
+  t.same(gets, [{ name: 'new', timeoutMs: 1500 }], 'read with the timeout given');
+  t.same(labels.current()?.get('new'), { 'istio-injection': 'enabled' }, 'kept with the others');
+
+  watches.latest!.send('ADDED', namespace('raced', { team: 'from-the-watch' }, '12'));
+  answerGet(async (name) => namespace(name, { team: 'read' }, '12'));
+  t.same(await labels.read('raced', 1500), { team: 'read' }, 'what was read is answered');
+  t.same(labels.current()?.get('raced'), { team: 'from-the-watch' }, "the watch's version is kept");
+
+  answerGet(async () => {
+    throw apiError(403, 'namespaces "x" is forbidden: User "system:serviceaccount:st:webhook" cannot get resource "namespaces"');
+  });
+  await t.rejects(labels.read('x', 1500), { message: /^namespaces "x" is forbidden: User/ });
+  t.equal(labels.current()?.has('x'), false, 'nothing kept');
+});

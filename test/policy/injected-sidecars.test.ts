@@ -8,6 +8,7 @@ import {
   INJECTED_POLICY_ANNOTATION,
   POD_ANNOTATIONS,
   classifyContainers,
+  entriesAwaitingNamespaceLabels,
   injectedSidecarAnnotations,
   labelSelectorMatches,
   policyNeedsNamespaceLabels,
@@ -203,6 +204,22 @@ t.test('namespaceSelector: by the labels of the pod namespace', async (t) => {
     const selected = injectedSidecarPolicy(`${ISTIO}    namespaceSelector: {matchExpressions: [{key: tier, operator: ${operator}${valuesText}}]}\n`);
     t.equal(injectedSidecarAnnotations(jobPod(), labels, selected) !== undefined, expected, `${operator} ${JSON.stringify(values)} on ${JSON.stringify(labels)}`);
   }
+});
+
+t.test('entriesAwaitingNamespaceLabels: the entries only the unknown labels of the namespace decide', async (t) => {
+  const policy = injectedSidecarPolicy(`entries:
+  - {name: istio, container: istio-proxy, namespaceSelector: {matchLabels: {istio-injection: enabled}}}
+  - {name: vault, container: vault-agent}
+  - {name: dapr, container: daprd, namespaceSelector: {matchLabels: {dapr: "on"}}}
+  - {name: linkerd, container: linkerd-proxy, namespaceSelector: {matchLabels: {mesh: linkerd}}, owners: [{apiVersion: argoproj.io/v1alpha1, kind: Workflow}]}
+`);
+  t.same(entriesAwaitingNamespaceLabels(jobPod(['istio-proxy', 'vault-agent', 'linkerd-proxy']), policy), ['istio'], 'a selector with everything else in place; not one whose container is missing or whose owner differs, nor one without a selector');
+  t.same(entriesAwaitingNamespaceLabels(jobPod(['istio-proxy', 'daprd']), policy), ['istio', 'dapr'], 'in the policy order');
+  t.same(entriesAwaitingNamespaceLabels(jobPod(['vault-agent']), policy), [], 'no entry with a selector could apply');
+  t.same(entriesAwaitingNamespaceLabels({ spec: { containers: [{ name: 'app' }, { name: 'istio-proxy' }] } }, policy), [], 'restartPolicy Always: no entry can apply');
+  t.same(entriesAwaitingNamespaceLabels(jobPod(['istio-proxy'], { [SIDECARS]: 'istio-proxy' }), policy), [], 'the pod named the sidecar itself');
+  const withLabels = injectedSidecarAnnotations(jobPod(['istio-proxy', 'daprd']), { 'istio-injection': 'enabled' }, policy);
+  t.same(withLabels?.entries, ['istio'], 'the labels read, the entries they select apply');
 });
 
 t.test("the pod's own markers win", async (t) => {

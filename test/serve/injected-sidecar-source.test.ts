@@ -207,5 +207,12 @@ t.test("the webhook's reads: the namespaces' labels only while an entry has a na
   await waitFor('the second list', () => reads.settings?.().namespaceLabels, { timeoutMs: 5000, intervalMs: 5 });
   t.same(lines.filter((line) => line.level === 'warn'), []);
 
+  caches[1]!.answerGet(async (name) => namespace(name, { 'istio-injection': 'enabled' }));
+  t.same(await reads.readNamespaceLabels?.('new', 1000), { 'istio-injection': 'enabled' }, 'a namespace not seen yet: read');
+  t.same(reads.settings?.().namespaceLabels?.get('new'), { 'istio-injection': 'enabled' }, 'and kept');
+  writeFileSync(path, ISTIO);
+  await source.check();
+  await t.rejects(reads.readNamespaceLabels!('other', 1000), { message: /no longer selects namespaces/ }, 'no selector left: nothing to read');
+
   t.same(injectedSidecarReads({ logger: capturingLogger().logger, readinessChecks: [] }, () => caches[0]!.listWatch).settings, undefined, 'no policy: nothing to apply');
 });

@@ -1,12 +1,15 @@
 // The injected-sidecar policy at admission: /mutate and /native-sidecars write the annotations its
 // entries add before judging the pod, so a pod whose proxy another webhook injected is labelled as
 // if its author had named the proxy; through the handler, through fastify, and in the worker.
-import t from 'tap';
+import t, { type Test } from 'tap';
+import { Registry } from 'prom-client';
 import { INJECTED_POLICY_ANNOTATION, MANAGED, MANAGED_LABEL, POD_ANNOTATIONS, type InjectedSidecarPolicy } from '../../src/policy/index.ts';
 import { ADMISSION_API_VERSION, type AdmissionRequest, type AdmissionSettings, type InjectedSidecarSettings } from '../../src/webhook/admission.ts';
 import { mutate } from '../../src/webhook/mutating-handlers.ts';
+import { NAMESPACE_READ_TIMEOUT_MS, type AppOptions } from '../../src/webhook/app.ts';
 import { OFFLOAD_BODY_BYTES } from '../../src/webhook/offload.ts';
 import { injectedSidecarPolicy } from '../support/injected-sidecar-policy.ts';
+import { sumSamples } from '../support/metrics.ts';
 import { podReview } from '../support/reviews.ts';
 import { OWNERS, applyPatch, patchOf, post, testApp } from './support.ts';
 
@@ -120,6 +123,70 @@ t.test("a namespaceSelector applies in the namespaces whose labels match it, and
   t.equal(annotationsIn('plain', namespaceLabels), undefined, 'a namespace without the label');
   t.equal(annotationsIn('new', namespaceLabels), undefined, 'a namespace not seen yet');
   t.equal(annotationsIn('mesh'), undefined, 'labels unknown (not listed yet)');
+
+  const wanted = (namespace: string, labels?: InjectedSidecarSettings['namespaceLabels'], policy = MESH_ONLY) => mutate(injectedPod(namespace).request, withPolicy(policy, labels)).namespaceLabelsWanted;
+  t.same(wanted('new', namespaceLabels), { namespace: 'new', entries: ['istio'] }, 'a namespace not seen yet: the answer wants its labels');
+  t.same(wanted('mesh'), { namespace: 'mesh', entries: ['istio'] }, 'labels unknown: the same');
+  t.equal(wanted('plain', namespaceLabels), undefined, 'a namespace seen: its labels decided');
+  t.equal(wanted('new', namespaceLabels, ISTIO), undefined, 'no entry selects namespaces');
+});
+
+/** An app applying MESH_ONLY, none of whose namespaces' labels it has seen, reading them with `read`; its log lines and metrics. */
+function missingNamespaces(t: Test, read?: AppOptions['readNamespaceLabels']) {
+  const lines: Array<Record<string, unknown>> = [];
+  const metrics = new Registry();
+  const app = testApp({
+    injectedSidecarsNow: () => ({ policy: MESH_ONLY, namespaceLabels: new Map() }),
+    ...(read ? { readNamespaceLabels: read } : {}),
+    metrics,
+    logger: { level: 'info', stream: { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) } },
+  });
+  t.teardown(() => app.close());
+  const misses = async () => sumSamples(await metrics.metrics(), 'sidecar_terminator_injected_sidecars_namespace_misses_total');
+  return { app, lines, misses };
+}
+
+t.test('a namespace not seen yet is read from the API server, and the entries its labels select apply', async (t) => {
+  const reads: Array<{ namespace: string; timeoutMs: number }> = [];
+  const { app, lines, misses } = missingNamespaces(t, async (namespace, timeoutMs) => {
+    reads.push({ namespace, timeoutMs });
+    return { 'istio-injection': 'enabled' };
+  });
+  for (const [what, metadata] of [
+    ['on the event loop', {}],
+    ['in the worker thread', { annotations: { padding: 'x'.repeat(OFFLOAD_BODY_BYTES) } }],
+  ] as const) {
+    const review = injectedPod('new', metadata);
+    const patched = applyPatch(review.request.object, patchOf((await post(app, 'mutate', review)).review));
+    t.equal(patched.metadata.annotations[INJECTED_POLICY_ANNOTATION], 'istio', `${what}: the entry applied`);
+    t.same(patched.metadata.labels, { [MANAGED_LABEL]: MANAGED }, `${what}: managed`);
+  }
+  t.same(reads.map(({ namespace }) => namespace), ['new', 'new'], 'read once per admission');
+  t.ok(reads.every(({ timeoutMs }) => timeoutMs > 0 && timeoutMs <= NAMESPACE_READ_TIMEOUT_MS), `within ${NAMESPACE_READ_TIMEOUT_MS} ms`);
+  t.equal(await misses(), 0, 'no miss');
+  t.same(lines.filter((line) => line.level === 40), [], 'no warning');
+});
+
+t.test('a namespace that cannot be read: the pod gets nothing from the entries that select namespaces, a warning bound to the request says so, and it is counted', async (t) => {
+  const { app, lines, misses } = missingNamespaces(t, async () => {
+    throw new Error('namespaces "new" is forbidden');
+  });
+  const review = injectedPod('new');
+  const answer = (await post(app, 'mutate', review)).review.response;
+  t.same(answer, { uid: review.request.uid, allowed: true }, 'no entry applied: nothing to patch');
+  t.equal(await misses(), 1, 'counted');
+  t.match(lines.find((line) => line.level === 40), {
+    reqId: String,
+    uid: review.request.uid,
+    namespace: 'new',
+    entries: ['istio'],
+    error: 'namespaces "new" is forbidden',
+    msg: /cannot read the labels of the pod's namespace: the entries of the injected-sidecar policy that select namespaces were not applied/,
+  });
+
+  const unread = missingNamespaces(t);
+  t.same((await post(unread.app, 'mutate', injectedPod('new'))).review.response?.patch, undefined, 'no reader: the same');
+  t.equal(await unread.misses(), 1);
 });
 
 t.test('a large pod judged in the worker thread gets the same annotations, the namespaces\' labels going with the settings', async (t) => {
