@@ -79,9 +79,13 @@ policy.yaml
 {{- if (include "sidecar-terminator.injectedSidecarPolicy" . | fromYaml).entries }}true{{ end }}
 {{- end }}
 
-{{/* Whether an entry of the policy has a namespaceSelector, so that the webhook reads the namespaces' labels: "true" or "". */}}
+{{/*
+Whether an entry of the policy has a namespaceSelector, so that the webhook reads the namespaces'
+labels: "true" or "". A selector with no label and no expression matches every namespace, as none
+does: serve reads no namespace for it.
+*/}}
 {{- define "sidecar-terminator.injectedSidecarsReadNamespaces" -}}
-{{- range (include "sidecar-terminator.injectedSidecarPolicy" . | fromYaml).entries }}{{ if .namespaceSelector }}true{{ end }}{{ end }}
+{{- range (include "sidecar-terminator.injectedSidecarPolicy" . | fromYaml).entries }}{{ with .namespaceSelector }}{{ if or .matchLabels .matchExpressions }}true{{ end }}{{ end }}{{ end }}
 {{- end }}
 
 {{/* The image of the signal mechanism's ephemeral container (--signal-image). */}}
