@@ -353,6 +353,12 @@ t.test('each container gets its env map: by default the watcher Node.js and glib
     { name: 'UV_THREADPOOL_SIZE', value: '2' },
   ], 'values are quoted: a number becomes the string the API server requires');
   t.equal(envOf(chosen, 'watcher'), undefined, 'null (Helm merges a map into the defaults, so {} would keep them): no env at all');
+  const own = await render({ webhook: { env: { POD_NAME: 'webhook-0' } } });
+  t.same(envOf(own, 'webhook'), [ownPod[1], { name: 'POD_NAME', value: 'webhook-0' }], 'a variable webhook.env sets is its alone, never named twice');
+  t.same(envOf(await render({ webhook: { env: { POD_NAME: 'a', POD_NAMESPACE: 'b' } } }), 'webhook'), [
+    { name: 'POD_NAME', value: 'a' },
+    { name: 'POD_NAMESPACE', value: 'b' },
+  ]);
   const refused = await template({ watcher: { env: { 'NODE-OPTIONS': 'x' } } });
   t.not(refused.code, 0, 'a name that is no environment variable name is refused by the schema');
   t.match(refused.stderr, /NODE-OPTIONS/);
