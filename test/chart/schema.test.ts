@@ -53,6 +53,8 @@ const bad: Array<[string, object, RegExp]> = [
   ['In without values', { injectedSidecars: { presets: { istio: { enabled: true, namespaceSelector: { matchExpressions: [{ key: 'istio-injection', operator: 'In' }] } } } } }, /\/injectedSidecars\/presets\/istio\/namespaceSelector\/matchExpressions\/0': missing property 'values'/],
   ['Exists with values', { injectedSidecars: { presets: { istio: { enabled: true, namespaceSelector: { matchExpressions: [{ key: 'istio-injection', operator: 'Exists', values: ['enabled'] }] } } } } }, /\/injectedSidecars\/presets\/istio\/namespaceSelector\/matchExpressions\/0\/values/],
   ['a label key with a space', { injectedSidecars: { presets: { dapr: { enabled: true, namespaceSelector: { matchLabels: { 'dapr enabled': 'true' } } } } } }, /\/injectedSidecars\/presets\/dapr\/namespaceSelector\/matchLabels': additional properties 'dapr enabled'/],
+  ['a label key whose prefix is over 253 characters', { injectedSidecars: { presets: { dapr: { enabled: true, namespaceSelector: { matchLabels: { [`${'p'.repeat(254)}/a`]: 'true' } } } } } }, /\/injectedSidecars\/presets\/dapr\/namespaceSelector\/matchLabels\/p{254}~1a': false schema/],
+  ['an expression key whose prefix is over 253 characters', { injectedSidecars: { presets: { dapr: { enabled: true, namespaceSelector: { matchExpressions: [{ key: `${'p'.repeat(254)}/a`, operator: 'Exists' }] } } } } }, /\/injectedSidecars\/presets\/dapr\/namespaceSelector\/matchExpressions\/0\/key': 'allOf' failed/],
   ['a label value that is a boolean', { injectedSidecars: { presets: { dapr: { enabled: true, namespaceSelector: { matchLabels: { 'dapr-enabled': true } } } } } }, /\/injectedSidecars\/presets\/dapr\/namespaceSelector\/matchLabels\/dapr-enabled/],
   ['a check interval without a unit', { injectedSidecars: { checkInterval: '10' } }, /\/injectedSidecars\/checkInterval/],
 ];
@@ -129,8 +131,9 @@ t.test("the injected-sidecar policy's fields: the schema lets through only what 
   const { definitions } = JSON.parse(readFileSync(join(chartDir, 'values.schema.json'), 'utf8')) as { definitions: Record<string, PolicySchema> };
   const entry = definitions.injectedSidecarEntry!.properties!;
   const selector = definitions.labelSelector!.properties!;
-  // The schema's patterns are RE2 (Go), written in the syntax RE2 and JavaScript share.
-  const accepts = (node: PolicySchema, value: string) => new RegExp(node.pattern!, 'u').test(value) && value.length <= (node.maxLength ?? Infinity);
+  // The schema's patterns are RE2 (Go), written in the syntax RE2 and JavaScript share; a node's own and those of its allOf.
+  const patterns = (node: PolicySchema) => [node.pattern!, ...(node.allOf ?? []).map((each) => each.pattern!)];
+  const accepts = (node: PolicySchema, value: string) => patterns(node).every((pattern) => new RegExp(pattern, 'u').test(value)) && value.length <= (node.maxLength ?? Infinity);
   const serveTakes = (fields: object) => 'policy' in parseInjectedSidecarPolicy(JSON.stringify({ entries: [{ name: 'sidecar', container: 'proxy', ...fields }] }));
   const cases: Array<{ field: string; node: PolicySchema; fields: (value: string) => object; accepted: string[]; refused: string[] }> = [
     {
@@ -141,7 +144,7 @@ t.test("the injected-sidecar policy's fields: the schema lets through only what 
       refused: ['', 'SIGTERM', 'kuma-dp', 'istio-proxy:0', 'istio-proxy:65536', 'POST http://10.0.0.7:15020/quitquitquit', 'POST http://localhost/quitquitquit', 'POST http://localhost:0/x', 'PATCH http://localhost:8080/', 'POST https://localhost:8080/', 'POST http://localhost:8080/a b', 'post http://localhost:8080/'],
     },
     { field: 'name', node: definitions.dnsLabel!, fields: (name) => ({ name }), accepted: ['istio', 'vault-agent', 'a1'], refused: ['', 'Istio', 'vault_agent', '-mesh', 'mesh-', 'a'.repeat(64)] },
-    { field: 'label key', node: definitions.labelKey!, fields: (key) => ({ namespaceSelector: { matchLabels: { [key]: 'x' } } }), accepted: ['istio-injection', 'kubernetes.io/metadata.name', 'linkerd.io/inject', 'A_b.c'], refused: ['', 'a b', '-a', 'a/', '/a', 'Example.com/a', 'a/b/c', 'a'.repeat(64)] },
+    { field: 'label key', node: definitions.labelKey!, fields: (key) => ({ namespaceSelector: { matchLabels: { [key]: 'x' } } }), accepted: ['istio-injection', 'kubernetes.io/metadata.name', 'linkerd.io/inject', 'A_b.c', `${'p'.repeat(253)}/a`], refused: ['', 'a b', '-a', 'a/', '/a', 'Example.com/a', 'a/b/c', 'a'.repeat(64), `${'p'.repeat(254)}/a`] },
     { field: 'label value', node: definitions.labelValue!, fields: (value) => ({ namespaceSelector: { matchExpressions: [{ key: 'k', operator: 'In', values: [value] }] } }), accepted: ['', 'enabled', 'v1.2_3'], refused: ['a b', '-a', 'a.', 'a'.repeat(64)] },
   ];
   for (const { field, node, fields, accepted, refused } of cases) {
@@ -149,17 +152,24 @@ t.test("the injected-sidecar policy's fields: the schema lets through only what 
     for (const value of refused) t.notOk(accepts(node, value), `${field} ${JSON.stringify(value)}: refused by the schema`);
     for (const value of [...accepted, ...refused]) if (accepts(node, value)) t.ok(serveTakes(fields(value)), `${field} ${JSON.stringify(value)}: what the schema lets through, serve takes`);
   }
-  t.same(Object.keys(selector.matchLabels!.patternProperties!), [definitions.labelKey!.pattern], 'matchLabels takes the keys labelKey does');
+  // matchLabels' keys: labelKey's pattern, less those its allOf refuses, which the second pattern (a false schema) says.
+  const [keys, tooLong, ...more] = Object.entries(selector.matchLabels!.patternProperties!);
+  t.same([keys?.[0], more], [definitions.labelKey!.pattern, []], 'matchLabels takes the keys labelKey takes...');
+  t.equal(tooLong?.[1], false, '...and refuses those its second pattern matches');
+  for (const key of ['istio-injection', `${'p'.repeat(253)}/a`, `${'p'.repeat(254)}/a`, `${'p'.repeat(300)}/a`, 'a/b']) {
+    t.equal(!new RegExp(tooLong![0], 'u').test(key), patterns(definitions.labelKey!).slice(1).every((pattern) => new RegExp(pattern, 'u').test(key)), `${key.slice(0, 20)}: the same prefix limit`);
+  }
   t.equal(entry.gracePeriodSeconds!.maximum, MAX_GRACE_PERIOD_SECONDS, 'the longest grace period serve takes');
   t.ok(serveTakes({ gracePeriodSeconds: MAX_GRACE_PERIOD_SECONDS }) && !serveTakes({ gracePeriodSeconds: MAX_GRACE_PERIOD_SECONDS + 1 }));
 });
 
 interface PolicySchema {
   pattern?: string;
+  allOf?: PolicySchema[];
   maxLength?: number;
   maximum?: number;
   properties?: Record<string, PolicySchema>;
-  patternProperties?: Record<string, PolicySchema>;
+  patternProperties?: Record<string, PolicySchema | false>;
 }
 
 interface Schema {
