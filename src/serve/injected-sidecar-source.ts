@@ -107,9 +107,14 @@ export class InjectedSidecarPolicySource {
     await this.checking;
   }
 
-  /** One read of the file, acted on when it changed; one at a time. */
+  /**
+   * One read of the file, acted on when it changed; one at a time. Never rejects: a failure (a
+   * listener that throws) is logged, and the next read goes on, as the interval's does.
+   */
   check(): Promise<void> {
-    this.checking = this.checking.then(() => this.readOnce());
+    this.checking = this.checking
+      .then(() => this.readOnce())
+      .catch((error: unknown) => this.options.logger.error({ err: error, path: this.options.path }, 'acting on the injected-sidecar policy file failed; it is read again at the next check'));
     return this.checking;
   }
 

@@ -216,3 +216,22 @@ t.test("the webhook's reads: the namespaces' labels only while an entry has a na
 
   t.same(injectedSidecarReads({ logger: capturingLogger().logger, readinessChecks: [] }, () => caches[0]!.listWatch).settings, undefined, 'no policy: nothing to apply');
 });
+
+t.test('a listener that throws is logged, and the reads go on: the next change is put in force', async (t) => {
+  const { path, source, lines } = sourceOver(t, ISTIO);
+  let failing = true;
+  const told: string[][] = [];
+  source.onChange((policy) => {
+    if (failing) throw new Error('the listener failed');
+    told.push(policy.entries.map((entry) => entry.name));
+  });
+  writeFileSync(path, LINKERD);
+  await t.resolves(source.check(), 'check() does not reject');
+  t.match(lines.find((line) => line.level === 'error'), { fields: { err: { message: 'the listener failed' }, path }, message: /acting on the injected-sidecar policy file failed/ });
+
+  failing = false;
+  writeFileSync(path, ISTIO);
+  await source.check();
+  t.same(names(source), ['istio'], 'the next change is read and put in force');
+  t.same(told, [['istio']], 'and told');
+});
