@@ -33,10 +33,10 @@ export function inspectObject(object: unknown, quickExitImageAllowlist: readonly
   return { spec, fieldPrefix, annotations, findings: advisory ? applyEnforcement(findings, 'warn') : findings, controller: controllerOf(object) };
 }
 
-/** Whether the object's pods move to native sidecars under --native-sidecars, and why (not). */
-export function nativeSidecarPlan(inspection: Inspection, oldKubelets?: readonly OldKubelet[] | 'unread'): MigrationPlan {
+/** Whether the object's pods move to native sidecars under --native-sidecars, and why (not); `injectedSidecars` as planNativeSidecars takes them. */
+export function nativeSidecarPlan(inspection: Inspection, oldKubelets?: readonly OldKubelet[] | 'unread', injectedSidecars?: ReadonlyMap<string, string>): MigrationPlan {
   const { spec, annotations, fieldPrefix } = inspection;
-  return planNativeSidecars({ spec, annotations, fieldPrefix, hasErrors: errorsOf(findingsOnceRepaired(inspection)).length > 0, oldKubelets });
+  return planNativeSidecars({ spec, annotations, fieldPrefix, hasErrors: errorsOf(findingsOnceRepaired(inspection)).length > 0, oldKubelets, injectedSidecars });
 }
 
 /**

@@ -7,10 +7,13 @@
 //
 // A pod moves only when the move cannot change what it does; otherwise it stays as it is (the
 // watcher stops its sidecars) and the plan says why. All of a pod's sidecars move, or none: a
-// migrated pod is never also managed by the watcher.
+// migrated pod is never also managed by the watcher. So a sidecar another webhook injected, which
+// stays where its injector puts it, keeps the pod's own marked sidecars where they are too: moved
+// alone, they would start before it, and a mesh proxy that captures the pod's traffic (Istio's,
+// Linkerd's) is not up yet to carry theirs.
 import { clipValue, listedFindings, type Finding } from './findings.ts';
 import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE, annotationNames, classifyContainers, isTrueValue, markerEntries } from './markers.ts';
-import { MIGRATED_ANNOTATION, NATIVE_SIDECARS_OPT_OUT, POD_ANNOTATIONS } from './names.ts';
+import { INJECTED_POLICY_ANNOTATION, MIGRATED_ANNOTATION, NATIVE_SIDECARS_OPT_OUT, POD_ANNOTATIONS } from './names.ts';
 import { nodeKindOf, virtualNodeField } from './nodes.ts';
 import { podMetadataPrefix } from './templates.ts';
 import { arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from './types.ts';
@@ -63,9 +66,11 @@ export interface MigrationInput {
   hasErrors: boolean;
   /** The cluster's nodes whose kubelets run no native sidecars, or 'unread' until they are known; none without it (lint, a pod judged alone). */
   oldKubelets?: readonly OldKubelet[] | 'unread' | undefined;
+  /** The sidecars the injected-sidecar policy named on this pod, each with its entry's name (the webhook's; none in lint). */
+  injectedSidecars?: ReadonlyMap<string, string>;
 }
 
-export function planNativeSidecars({ spec: rawSpec, annotations, fieldPrefix, hasErrors, oldKubelets = [] }: MigrationInput): MigrationPlan {
+export function planNativeSidecars({ spec: rawSpec, annotations, fieldPrefix, hasErrors, oldKubelets = [], injectedSidecars = new Map() }: MigrationInput): MigrationPlan {
   const spec: PodSpec = isRecord(rawSpec) ? rawSpec : {};
   const restartPolicy = restartPolicyOf(spec);
   if (restartPolicy !== 'Never' && restartPolicy !== 'OnFailure') return { outcome: 'none', reason: 'restartPolicy is neither Never nor OnFailure' };
@@ -104,7 +109,15 @@ export function planNativeSidecars({ spec: rawSpec, annotations, fieldPrefix, ha
     const container = containers[sidecar.index] as Container;
     const marked = markerEntries(container).some((entry) => entry.name === ENV_WHEN_JOB_EXIT && isTrueValue(entry.value));
     if (sidecar.markers.whenJobExit && !marked) {
-      obstacle(`${podMetadataPrefix(fieldPrefix)}.annotations[${POD_ANNOTATIONS.sidecars}]`, `sidecar ${sidecar.name} is named by the pod's annotation, not marked: another webhook may inject it, and it stays where that webhook puts it`);
+      const entry = injectedSidecars.get(sidecar.name);
+      if (entry === undefined) {
+        obstacle(`${podMetadataPrefix(fieldPrefix)}.annotations[${POD_ANNOTATIONS.sidecars}]`, `sidecar ${sidecar.name} is named by the pod's annotation, not marked: another webhook may inject it, and it stays where that webhook puts it`);
+      } else {
+        obstacle(
+          `${podMetadataPrefix(fieldPrefix)}.annotations[${INJECTED_POLICY_ANNOTATION}]`,
+          `sidecar ${sidecar.name} is named by entry ${clipValue(entry)} of the injected-sidecar policy: another webhook injects it, and it stays where that webhook puts it, and so do the pod's other sidecars (they move all or none)`,
+        );
+      }
     }
     if (sidecar.markers.stop.kind === 'http') {
       obstacle(`${path}`, `sidecar ${sidecar.name} is stopped by its HTTP shutdown request; a native sidecar gets SIGTERM instead`);

@@ -56,34 +56,40 @@ export function mutateNativeSidecars(request: AdmissionRequest, settings: Admiss
 function mutatePod(request: AdmissionRequest, settings: AdmissionSettings, migrate: boolean): Answer {
   if (!isPod(request) || request.operation !== 'CREATE' || request.subResource || !isRecord(request.object)) return allowed();
   const original = request.object;
-  const { pod, namespaceLabelsWanted } = settings.injectedSidecars ? withInjectedSidecars(original, request, settings.injectedSidecars) : { pod: original };
+  const { pod, injectedSidecars, namespaceLabelsWanted } = settings.injectedSidecars ? withInjectedSidecars(original, request, settings.injectedSidecars) : { pod: original };
   const inspection = inspectObject(objectOf(pod === original ? request : { ...request, object: pod }), settings.quickExitImageAllowlist);
   // The validating webhook sees marked pods only (its matchConditions), so a pod whose markers are
   // all misspelt hears of them here. Worded as the validating webhook words them: the API server
   // shows a warning both webhooks give once.
-  const answer = inspection ? withWarnings(mutateInspected(original, pod, inspection, settings, migrate), listedFindings(nearMissFindings(inspection), 'sidecar configuration warning')) : allowed();
+  const answer = inspection ? withWarnings(mutateInspected(original, pod, inspection, settings, migrate, injectedSidecars), listedFindings(nearMissFindings(inspection), 'sidecar configuration warning')) : allowed();
   return namespaceLabelsWanted ? { ...answer, namespaceLabelsWanted } : answer;
 }
 
-/**
- * The pod with the annotations the injected-sidecar policy adds to it (the pod itself when no
- * entry applies), and, when the labels of its namespace are not in the settings, the entries they
- * would decide.
- */
-function withInjectedSidecars(pod: Pod, request: AdmissionRequest, { policy, namespaceLabels }: InjectedSidecarSettings): { pod: Pod; namespaceLabelsWanted?: Answer['namespaceLabelsWanted'] } {
+interface InjectedSidecarsApplied {
+  /** The request's pod with the annotations the policy adds to it; the pod itself when no entry applies. */
+  pod: Pod;
+  /** The sidecars the entries applied name, each with its entry's name (for the words of /native-sidecars). */
+  injectedSidecars?: ReadonlyMap<string, string>;
+  /** When the labels of the pod's namespace are not in the settings: the entries they would decide. */
+  namespaceLabelsWanted?: Answer['namespaceLabelsWanted'];
+}
+
+function withInjectedSidecars(pod: Pod, request: AdmissionRequest, { policy, namespaceLabels }: InjectedSidecarSettings): InjectedSidecarsApplied {
   if (policy.entries.length === 0) return { pod };
   const metadata = isRecord(pod.metadata) ? pod.metadata : {};
   const namespace = request.namespace ?? (typeof metadata.namespace === 'string' ? metadata.namespace : undefined);
   const labels = namespace === undefined ? undefined : namespaceLabels?.get(namespace);
   const added = injectedSidecarAnnotations(pod, labels, policy);
-  const annotated = added ? withAnnotations(pod, added.annotations) : pod;
-  if (namespace === undefined || labels !== undefined) return { pod: annotated };
+  const applied: InjectedSidecarsApplied = added
+    ? { pod: withAnnotations(pod, added.annotations), injectedSidecars: new Map(policy.entries.filter((entry) => added.entries.includes(entry.name)).map((entry) => [entry.container, entry.name])) }
+    : { pod };
+  if (namespace === undefined || labels !== undefined) return applied;
   const entries = entriesAwaitingNamespaceLabels(pod, policy);
-  return entries.length > 0 ? { pod: annotated, namespaceLabelsWanted: { namespace, entries } } : { pod: annotated };
+  return entries.length > 0 ? { ...applied, namespaceLabelsWanted: { namespace, entries } } : applied;
 }
 
 /** The answer for the pod as `pod` (the request's object, or a copy with the policy's annotations), as a patch from `original`. */
-function mutateInspected(original: Pod, pod: Pod, inspection: Inspection, settings: AdmissionSettings, migrate: boolean): Answer {
+function mutateInspected(original: Pod, pod: Pod, inspection: Inspection, settings: AdmissionSettings, migrate: boolean, injectedSidecars?: ReadonlyMap<string, string>): Answer {
   const labelled = (pod: Pod) => (shouldManage(inspection) ? withLabel(pod, MANAGED) : pod);
   if (!migrate) return patched(diff(original, labelled(pod)));
 
@@ -95,7 +101,7 @@ function mutateInspected(original: Pod, pod: Pod, inspection: Inspection, settin
   );
   const restoring = stripped.length > 0 ? ({ migration: 'restored' } as const) : {};
 
-  const plan = nativeSidecarPlan(inspection, settings.oldKubelets);
+  const plan = nativeSidecarPlan(inspection, settings.oldKubelets, injectedSidecars);
   if (plan.outcome === 'migrate') return { ...patched(diff(original, migrated(restored, inspection, plan.sidecars)), { warnings: restoredWarnings }), migration: 'migrated' };
   if (plan.outcome === 'none') return { ...patched(diff(original, labelled(restored)), { warnings: restoredWarnings }), ...restoring };
   const warnings = [...restoredWarnings, ...plan.findings.map((finding) => `not moved to native sidecars (the watcher stops the sidecars): ${formatFinding(finding)}`)];

@@ -204,6 +204,15 @@ t.test('server versions: what runs native sidecars', async (t) => {
 t.test("sidecars named by the pod's annotation, and sidecars stopped by HTTP, stay where they are", async (t) => {
   const named = plan(podSpec([main(), { name: 'istio-proxy', image: 'istio/proxyv2:1.24' }]), { annotations: { 'sidecar-terminator.io/sidecars': 'istio-proxy' } });
   t.match(obstacles(named), [/^metadata\.annotations\[sidecar-terminator\.io\/sidecars\]: sidecar istio-proxy is named by the pod's annotation, not marked/]);
+  // As the webhook plans it once the injected-sidecar policy named istio-proxy: the words name the entry, and the pod's own marked sidecar stays too.
+  const injected = plan(podSpec([main(), { name: 'istio-proxy', image: 'istio/proxyv2:1.24' }, killSidecar('cloud-sql-proxy')]), {
+    annotations: { 'sidecar-terminator.io/sidecars': 'istio-proxy', 'sidecar-terminator.io/injected-sidecar-policy': 'istio' },
+    injectedSidecars: new Map([['istio-proxy', 'istio']]),
+  });
+  t.same(obstacles(injected), [
+    "metadata.annotations[sidecar-terminator.io/injected-sidecar-policy]: sidecar istio-proxy is named by entry istio of the injected-sidecar policy: another webhook injects it, and it stays where that webhook puts it, and so do the pod's other sidecars (they move all or none)",
+  ]);
+  t.equal(plan(podSpec([main(), killSidecar('cloud-sql-proxy')]), { injectedSidecars: new Map([['istio-proxy', 'istio']]) }).outcome, 'migrate', 'an entry whose container the pod does not have keeps nothing');
   const http = plan(podSpec([main(), killSidecar('proxy', { env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }, { name: 'SIDECAR_TERMINATOR_STOP', value: 'envoy' }] })]));
   t.match(obstacles(http), [/^spec\.containers\[1\]: sidecar proxy is stopped by its HTTP shutdown request/]);
 });

@@ -3,9 +3,9 @@
 // if its author had named the proxy; through the handler, through fastify, and in the worker.
 import t, { type Test } from 'tap';
 import { Registry } from 'prom-client';
-import { INJECTED_POLICY_ANNOTATION, MANAGED, MANAGED_LABEL, POD_ANNOTATIONS, type InjectedSidecarPolicy } from '../../src/policy/index.ts';
+import { INJECTED_POLICY_ANNOTATION, MANAGED, MANAGED_LABEL, POD_ANNOTATIONS, SKIPPED_ANNOTATION, type InjectedSidecarPolicy } from '../../src/policy/index.ts';
 import { ADMISSION_API_VERSION, type AdmissionRequest, type AdmissionSettings, type InjectedSidecarSettings } from '../../src/webhook/admission.ts';
-import { mutate } from '../../src/webhook/mutating-handlers.ts';
+import { mutate, mutateNativeSidecars } from '../../src/webhook/mutating-handlers.ts';
 import { NAMESPACE_READ_TIMEOUT_MS, type AppOptions } from '../../src/webhook/app.ts';
 import { OFFLOAD_BODY_BYTES } from '../../src/webhook/offload.ts';
 import { injectedSidecarPolicy } from '../support/injected-sidecar-policy.ts';
@@ -199,4 +199,20 @@ t.test('a large pod judged in the worker thread gets the same annotations, the n
   const patched = applyPatch(review.request.object, patchOf(answer));
   t.equal(patched.metadata.annotations[INJECTED_POLICY_ANNOTATION], 'istio');
   t.same(patched.metadata.labels, { [MANAGED_LABEL]: MANAGED });
+});
+
+t.test('with --native-sidecars, a pod with a sidecar the policy named stays for the watcher, its own marked sidecar with it, and the warning names the entry', async (t) => {
+  const ownSidecar = { name: 'cloud-sql-proxy', image: 'gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.14.0', env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }] };
+  const review = injectedPod('batch', {}, [{ name: 'main', image: 'busybox:1.36' }, ownSidecar]);
+  const answer = mutateNativeSidecars(review.request, { ...withPolicy(ISTIO), nativeSidecars: true, oldKubelets: [] });
+  const reasons = [
+    "metadata.annotations[sidecar-terminator.io/injected-sidecar-policy]: sidecar istio-proxy is named by entry istio of the injected-sidecar policy: another webhook injects it, and it stays where that webhook puts it, and so do the pod's other sidecars (they move all or none)",
+    'spec.containers[2]: sidecar istio-proxy is stopped by its HTTP shutdown request; a native sidecar gets SIGTERM instead',
+  ];
+  t.equal(answer.migration, 'kept');
+  t.same(answer.response.warnings, reasons.map((reason) => `not moved to native sidecars (the watcher stops the sidecars): ${reason}`));
+  const pod = applyPatch(review.request.object, patchOf({ apiVersion: ADMISSION_API_VERSION, kind: 'AdmissionReview', response: { uid: '', ...answer.response } }));
+  t.same(pod.spec, review.request.object.spec, 'nothing moved');
+  t.same(pod.metadata.annotations, { ...ISTIO_ANNOTATIONS, [SKIPPED_ANNOTATION]: reasons.join('; ') }, "the policy's annotations, and why the pod stays");
+  t.same(pod.metadata.labels, { [MANAGED_LABEL]: MANAGED }, 'managed: the watcher stops both');
 });
