@@ -72,7 +72,7 @@ function storyFrame(reading: PodReading, facts: PodFacts): PodStory {
   };
 }
 
-/** The entries of the injected-sidecar policy the webhook (or the sweeper) applied to the pod, as its annotation names them. */
+/** The entries of the injected-sidecar policy the webhook applied to the pod at admission, as its annotation names them. */
 function policyEntries(pod: PodReading['pod']): string[] | undefined {
   const entries = annotationNames(pod.metadata?.annotations?.[INJECTED_POLICY_ANNOTATION]);
   return entries.length > 0 ? entries : undefined;
