@@ -150,8 +150,12 @@ async function traffic(): Promise<void> {
   let owed = 0;
   let serial = 0;
   const pending = new Map<string, PendingJob[]>([[simNamespace, []], [realNamespace, []]]);
+  // Owed by the time passed, not by the loop's turns: a slow apply does not lower the rate.
+  let last = Date.now();
   while (trafficOn) {
-    owed += (rate * APPLY_EVERY_MS) / 1000;
+    const now = Date.now();
+    owed += (rate * (now - last)) / 1000;
+    last = now;
     for (; owed >= 1; owed--) {
       const kind = pick(trafficDraw() < realShare ? 'real' : 'sim');
       const namespace = kind.place === 'real' ? realNamespace : simNamespace;
