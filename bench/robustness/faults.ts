@@ -16,18 +16,6 @@ import { waitFor } from '../../test/support/wait.ts';
 import type { AddOn } from './addon.ts';
 import type { FaultWindow } from './ledger.ts';
 
-/** A seeded pseudo-random source (mulberry32): the same seed gives the same schedule and the same Jobs. */
-export function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export interface FaultTarget {
   cp: ControlPlane;
   node: RealNode;

@@ -35,9 +35,9 @@ import { KubeletSimulator } from '../../test/support/kubelet-simulator.ts';
 import { startRealNode } from '../../test/support/real-node.ts';
 import { waitForWebhooksInEffect } from '../../test/support/stack.ts';
 import { waitFor } from '../../test/support/wait.ts';
-import { median, parseArgs, table } from '../lib/stats.ts';
+import { median, parseArgs, seededRandom, table } from '../lib/stats.ts';
 import { ADDON_GROUP, AddOn, WEBHOOK_CONFIG } from './addon.ts';
-import { FAULTS, injectFault, pickFault, seeded, type FaultTarget, type InjectedFault } from './faults.ts';
+import { FAULTS, injectFault, pickFault, type FaultTarget, type InjectedFault } from './faults.ts';
 import { auditRules, checkLedger, RULES, type Expectation, type Recorded, type Violation } from './ledger.ts';
 import { jobKinds, jobManifest, type JobKind } from './traffic.ts';
 
@@ -71,8 +71,8 @@ const log = (line: string) => process.stdout.write(`[${((Date.now() - started) /
 log(`seed ${seed}; ${smoke ? 'smoke: each fault once' : `${durationS} s`}, ${rate} Jobs a second, ${realShare * 100}% on the real node; load ${loadavg()[0]!.toFixed(2)}`);
 
 // Two streams, so that the Jobs and the faults each replay whatever the other drew meanwhile.
-const trafficDraw = seeded(seed);
-const faultDraw = seeded(seed ^ 0x9e3779b9);
+const trafficDraw = seededRandom(seed);
+const faultDraw = seededRandom(seed ^ 0x9e3779b9);
 const dir = mkdtempSync(join(tmpdir(), 'st-robustness-'));
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 

@@ -9,6 +9,7 @@
 // sidecars. The sidecars carry valid markers, so /validate allows without warnings and
 // /mutate answers with the managed-label patch: the full path through the policy.
 import { ENV_WHEN_JOB_EXIT, ENV_WITH_IMAGE } from '../../src/policy/index.ts';
+import { seededRandom } from '../lib/stats.ts';
 
 export type Kind = 'Pod' | 'Job' | 'CronJob';
 
@@ -16,18 +17,6 @@ export interface ReviewSpec {
   kind: Kind;
   containers: number;
   seed: number;
-}
-
-/** A small, fast, deterministic PRNG (mulberry32). */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const IMAGES = [
@@ -290,7 +279,7 @@ const RESOURCES: Record<Kind, { group: string; version: string; resource: string
 
 /** The AdmissionReview a kube-apiserver v1.36 sends for a CREATE of this object. */
 export function admissionReview({ kind, containers, seed }: ReviewSpec): Record<string, unknown> {
-  const rand = random(seed);
+  const rand = seededRandom(seed);
   const object = objectFor(kind, rand, containers);
   const { group, version, resource } = RESOURCES[kind];
   const metadata = object.metadata as { name?: string; namespace: string };
