@@ -38,7 +38,7 @@ import { waitFor } from '../../test/support/wait.ts';
 import { median, parseArgs, seededRandom, table } from '../lib/stats.ts';
 import { ADDON_GROUP, AddOn, WEBHOOK_CONFIG } from './addon.ts';
 import { FAULTS, injectFault, pickFault, type FaultTarget, type InjectedFault } from './faults.ts';
-import { auditRules, checkLedger, RULES, type Expectation, type Recorded, type Violation } from './ledger.ts';
+import { auditRules, checkLedger, lateAdmissions, RULES, type Expectation, type Recorded, type Violation } from './ledger.ts';
 import { jobKinds, jobManifest, type JobKind } from './traffic.ts';
 
 const args = parseArgs(process.argv.slice(2));
@@ -251,6 +251,7 @@ const recorded: Recorded = {
 mkdirSync(outDir, { recursive: true });
 writeFileSync(join(outDir, `robustness-${seed}${smoke ? '-smoke' : ''}-record.json`), JSON.stringify(recorded));
 const violations: Violation[] = checkLedger(recorded);
+const late = lateAdmissions(recorded);
 const endedAt = Date.now();
 await tearDown();
 
@@ -286,6 +287,8 @@ const report = [
   table(['fault', 'times', 'healed after (median, max)'], faultKinds.map((kind) => [kind, String(healMs(kind).length), `${(median(healMs(kind)) / 1000).toFixed(1)} s, ${(Math.max(...healMs(kind)) / 1000).toFixed(1)} s`])),
   ...(harnessErrors.length ? ['', 'Did not heal:', '', ...harnessErrors.map((error) => `- ${error}`)] : []),
   '',
+  `Webhook calls that failed outside the faults that excuse them and outside any rolling restart or rotation (late answers on a loaded machine; not violations): ${late.length}${late.length ? `: ${late.slice(0, 5).map((each) => `${each.object} (${each.detail})`).join('; ')}` : ''}.`,
+  '',
   '## Violations, by rule',
   '',
   table(['rule', 'violations', 'objects (the first five)'], rules.map((rule) => {
@@ -297,6 +300,6 @@ const report = [
 mkdirSync(outDir, { recursive: true });
 const base = join(outDir, `robustness-${seed}${smoke ? '-smoke' : ''}`);
 writeFileSync(`${base}.md`, report);
-writeFileSync(`${base}.json`, JSON.stringify({ seed, command, smoke, startedAt: started, endedAt, jobs: expectations.length, byKind: Object.fromEntries(byKind), faults, harnessErrors, applyErrors, violations }, null, 2));
+writeFileSync(`${base}.json`, JSON.stringify({ seed, command, smoke, startedAt: started, endedAt, jobs: expectations.length, byKind: Object.fromEntries(byKind), faults, harnessErrors, applyErrors, violations, lateAdmissions: late }, null, 2));
 process.stdout.write(`\n${report}\nwritten to ${base}.md and .json\n`);
 process.exit(violations.length === 0 && harnessErrors.length === 0 ? 0 : 1);

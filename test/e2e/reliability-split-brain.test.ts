@@ -49,6 +49,9 @@ const actedOn = (replica: ServeProcess) => replica.logs().filter((line) => line.
 /** Microseconds since the epoch of an audit timestamp (RFC 3339 with six fractional digits). */
 const micros = (timestamp: string) => Date.parse(`${timestamp.slice(0, 23)}Z`) * 1000 + Number(timestamp.slice(23, 26).padEnd(3, '0'));
 const WRITES = new Set(['create', 'update', 'patch', 'delete', 'deletecollection']);
+const LOST = 'lost leadership: the lease could not be renewed within the renew deadline; stopping before another replica may take over';
+/** Whether the replica leads now, by its log: it became leader after its last term ended. */
+const leading = (replica: ServeProcess) => Math.max(0, ...logTime(replica, 'became leader')) > Math.max(0, ...logTime(replica, LOST), ...logTime(replica, 'lease released'));
 
 t.test("the leader's path to the API server is black-holed while a standby runs: no two replicas ever act in the same period", async (t) => {
   const namespace = await cp.createNamespace();
@@ -59,8 +62,6 @@ t.test("the leader's path to the API server is black-holed while a standby runs:
   const leader = await startWatcherProcess(args(await replicaKubeconfig('replica-a', `https://127.0.0.1:${path.port}`)));
   t.teardown(() => leader.stop());
   await waitFor('replica A to lead', () => logTime(leader, 'became leader').length > 0);
-  const standby = await startWatcherProcess(args(await replicaKubeconfig('replica-b')));
-  t.teardown(() => standby.stop());
 
   // Jobs whose main containers finish one after the other, half a second apart, for half a minute.
   const jobs = Array.from({ length: 60 }, (_, i) => `job-${i}`);
@@ -80,6 +81,11 @@ t.test("the leader's path to the API server is black-holed while a standby runs:
     throw error;
   }
 
+  // The standby starts only now: until then A is the only replica, so a renewal a loaded machine
+  // delays past the renew deadline hands the Lease back to A, not to another replica.
+  const standby = await startWatcherProcess(args(await replicaKubeconfig('replica-b')));
+  t.teardown(() => standby.stop());
+  await waitFor('replica A to lead, the standby started', () => leading(leader));
   path.blackhole();
   const blackholedAt = Date.now();
   t.comment(`black hole after the leader acted on ${actedOn(leader).length} pods`);
@@ -95,7 +101,6 @@ t.test("the leader's path to the API server is black-holed while a standby runs:
   }, { timeoutMs: 180_000, intervalMs: 1000 });
   await sleep(2000); // what the healed path would still carry
 
-  const LOST = 'lost leadership: the lease could not be renewed within the renew deadline; stopping before another replica may take over';
   // Each replica's terms, as its log says them (a busy machine may end one early and hand the Lease back later).
   const terms = (replica: ServeProcess) => {
     const starts = logTime(replica, 'became leader');
