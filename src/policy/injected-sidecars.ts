@@ -42,7 +42,7 @@ export function policyNeedsNamespaceLabels(policy: InjectedSidecarPolicy): boole
 }
 
 /** Whether labels match a Kubernetes label selector (every matchLabels pair and every expression). */
-export function labelSelectorMatches(selector: LabelSelector, labels: Record<string, string>): boolean {
+export function labelSelectorMatches(selector: SelectorLike, labels: Record<string, string>): boolean {
   const pairs = Object.entries(selector.matchLabels ?? {}).every(([key, value]) => labels[key] === value);
   return (
     pairs &&
@@ -51,9 +51,17 @@ export function labelSelectorMatches(selector: LabelSelector, labels: Record<str
       if (operator === 'In') return value !== undefined && values.includes(value);
       if (operator === 'NotIn') return value === undefined || !values.includes(value);
       if (operator === 'Exists') return value !== undefined;
-      return value === undefined;
+      if (operator === 'DoesNotExist') return value === undefined;
+      // An operator the API server does not know matches nothing (a selector read from the cluster, as status reads one).
+      return false;
     })
   );
+}
+
+/** A label selector as the policy holds one, or as client-node reads one from the cluster (its operator a plain string). */
+export interface SelectorLike {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: Array<{ key: string; operator: string; values?: string[] }>;
 }
 
 /** The pod as injectedSidecarAnnotations reads it (an admission request's object, or a pod read from the API). */

@@ -14,7 +14,7 @@ import {
 } from '@kubernetes/client-node';
 import { isApiError } from '../kube/api-errors.ts';
 import { servedCrrVersion } from '../kube/discovery.ts';
-import { COMPONENT, CRR, DONE, IN_FLIGHT_FIELD_SELECTOR, MANAGED, MANAGED_LABEL, WEBHOOK_NAMES } from '../policy/index.ts';
+import { COMPONENT, CRR, DONE, IN_FLIGHT_FIELD_SELECTOR, MANAGED, MANAGED_LABEL, WEBHOOK_NAMES, labelSelectorMatches } from '../policy/index.ts';
 import { iso } from './readings.ts';
 import type { CrrView, Readable, WebhookView } from './story-types.ts';
 
@@ -161,17 +161,5 @@ async function readable<T>(what: string, read: () => Promise<T>): Promise<Readab
 
 /** A Kubernetes label selector against labels; an absent selector matches everything. */
 export function selectorMatches(selector: V1LabelSelector | undefined, labels: Record<string, string>): boolean {
-  if (!selector) return true;
-  const matchLabels = Object.entries(selector.matchLabels ?? {}).every(([key, value]) => labels[key] === value);
-  return (
-    matchLabels &&
-    (selector.matchExpressions ?? []).every(({ key, operator, values = [] }) => {
-      const value = labels[key];
-      if (operator === 'In') return value !== undefined && values.includes(value);
-      if (operator === 'NotIn') return value === undefined || !values.includes(value);
-      if (operator === 'Exists') return value !== undefined;
-      if (operator === 'DoesNotExist') return value === undefined;
-      return false;
-    })
-  );
+  return selector === undefined || labelSelectorMatches(selector, labels);
 }

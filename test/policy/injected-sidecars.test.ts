@@ -69,6 +69,7 @@ t.test('labelSelectorMatches: each operator, and labels the namespace does not h
   t.equal(labelSelectorMatches({ matchExpressions: [{ key: 'team', operator: 'DoesNotExist' }] }, labels), false);
   t.equal(labelSelectorMatches({ matchExpressions: [{ key: 'constructor', operator: 'Exists' }] }, labels), false, "an object's own labels only, never its prototype's");
   t.equal(labelSelectorMatches({ matchLabels: { team: 'a' }, matchExpressions: [{ key: 'env', operator: 'DoesNotExist' }] }, labels), false, 'every requirement must hold');
+  t.equal(labelSelectorMatches({ matchExpressions: [{ key: 'owner', operator: 'Gt', values: ['1'] }] }, labels), false, 'an operator a label selector does not have matches nothing');
 });
 
 t.test('applied to a pod: the annotations its author would write', async (t) => {
