@@ -252,6 +252,9 @@ mkdirSync(outDir, { recursive: true });
 writeFileSync(join(outDir, `robustness-${seed}${smoke ? '-smoke' : ''}-record.json`), JSON.stringify(recorded));
 const violations: Violation[] = checkLedger(recorded);
 const late = lateAdmissions(recorded);
+// Not evidence for the ledger (the add-on's own side of a failed call is not recorded), but why
+// each call failed, as the API server logged it: EOF, a reset, a timeout.
+const failingOpen = readFileSync(join(cp.dir, 'kube-apiserver.log'), 'utf8').split('\n').filter((line) => line.includes('failing open'));
 const endedAt = Date.now();
 await tearDown();
 
@@ -289,6 +292,8 @@ const report = [
   '',
   `Webhook calls that failed outside the faults that excuse them and outside any rolling restart or rotation (late answers on a loaded machine; not violations): ${late.length}${late.length ? `: ${late.slice(0, 5).map((each) => `${each.object} (${each.detail})`).join('; ')}` : ''}.`,
   '',
+  `The API server's log of webhook calls that failed open: ${failingOpen.length} lines${failingOpen.length ? `; the first five:\n\n${failingOpen.slice(0, 5).map((line) => `    ${line.slice(0, 600)}`).join('\n')}` : ''}.`,
+  '',
   '## Violations, by rule',
   '',
   table(['rule', 'violations', 'objects (the first five)'], rules.map((rule) => {
@@ -300,6 +305,6 @@ const report = [
 mkdirSync(outDir, { recursive: true });
 const base = join(outDir, `robustness-${seed}${smoke ? '-smoke' : ''}`);
 writeFileSync(`${base}.md`, report);
-writeFileSync(`${base}.json`, JSON.stringify({ seed, command, smoke, startedAt: started, endedAt, jobs: expectations.length, byKind: Object.fromEntries(byKind), faults, harnessErrors, applyErrors, violations, lateAdmissions: late }, null, 2));
+writeFileSync(`${base}.json`, JSON.stringify({ seed, command, smoke, startedAt: started, endedAt, jobs: expectations.length, byKind: Object.fromEntries(byKind), faults, harnessErrors, applyErrors, violations, lateAdmissions: late, failingOpen }, null, 2));
 process.stdout.write(`\n${report}\nwritten to ${base}.md and .json\n`);
 process.exit(violations.length === 0 && harnessErrors.length === 0 ? 0 : 1);

@@ -1,12 +1,11 @@
 // How `serve` runs what composition.ts built: start each component in turn, wait for SIGTERM or
 // SIGINT, stop them all together; the webhook's drain; and a component that runs only while
 // this replica holds the leader Lease. Nothing here knows what a component does.
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { TLSSocket } from 'node:tls';
 import type { LeaderElector } from '../kube/leader-election.ts';
 import type { Logger } from '../logger.ts';
+import type { Connections } from '../webhook/connections.ts';
 
 export type Stop = () => Promise<void>;
 /** Starts something and returns how to stop it. */
@@ -167,9 +166,12 @@ export class Drain {
 
   readonly draining = (): boolean => this.active;
 
-  /** Call before the server listens, so every connection is seen. */
-  track(server: HttpsServer): void {
-    this.closeUnused = trackUnusedConnections(server);
+  /** The server's connections (connectionsOf), tracked since before it listened, so every one is seen. */
+  track(connections: Connections): void {
+    // Node's closeIdleConnections() (which app.close() calls) leaves alone a connection that has
+    // not sent a request yet, as if it were busy, so shutdown would wait the whole grace period
+    // for it: Go's HTTP client (the API server) keeps such connections in its pool.
+    this.closeUnused = () => connections.closeIdle();
   }
 
   async stop(app: ClosableServer): Promise<void> {
@@ -184,29 +186,4 @@ export class Drain {
     await closed;
     clearTimeout(timer);
   }
-}
-
-/**
- * Node's closeIdleConnections() (which app.close() calls) leaves alone a connection that has
- * not sent a request yet, as if it were busy, so shutdown would wait the whole grace period for
- * it. Go's HTTP client (the API server) keeps such connections in its pool. Returns a function
- * that closes every TLS connection with no request in progress.
- */
-function trackUnusedConnections(server: HttpsServer): () => void {
-  const inProgress = new Map<TLSSocket, number>();
-  server.on('secureConnection', (socket: TLSSocket) => {
-    inProgress.set(socket, 0);
-    socket.once('close', () => inProgress.delete(socket));
-  });
-  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
-    const socket = request.socket as TLSSocket;
-    inProgress.set(socket, (inProgress.get(socket) ?? 0) + 1);
-    response.once('close', () => {
-      const requests = inProgress.get(socket);
-      if (requests !== undefined) inProgress.set(socket, requests - 1);
-    });
-  });
-  return () => {
-    for (const [socket, requests] of inProgress) if (requests === 0) socket.destroy();
-  };
 }

@@ -17,6 +17,7 @@ import { issuedSource, mountedSource, type CertificateSource, type Trust } from 
 import { directoryStore } from '../tls/store.ts';
 import { UsageError } from '../usage-error.ts';
 import { buildApp } from '../webhook/app.ts';
+import { connectionsOf } from '../webhook/connections.ts';
 import { registerCertificateExpiry } from '../webhook/admission-metrics.ts';
 import { OwnerEventRecorder } from '../webhook/owner-events.ts';
 import type { InjectedSidecarSettings } from '../webhook/admission.ts';
@@ -54,7 +55,7 @@ export async function startWebhook(context: Context): Promise<Stop> {
     https: { key: certificates.current().key, cert: certificates.current().cert },
     readiness: context.readiness,
   });
-  drain.track(app.server);
+  drain.track(connectionsOf(app.server));
   await app.listen(listenAddress);
   logger.info({ address: config.listenAddress, timeoutSeconds: config.webhookTimeoutSeconds, drainMs: config.shutdownDrain }, 'admission webhook listening');
 

@@ -14,6 +14,7 @@ import { clip, policyNeedsNamespaceLabels } from '../policy/index.ts';
 import { errored, type AdmissionHandler, type AdmissionSettings, type InjectedSidecarSettings } from './admission.ts';
 import type { Judgement } from './judgement.ts';
 import { createAdmissionMetrics, type AdmissionMetrics } from './admission-metrics.ts';
+import { trackConnections } from './connections.ts';
 import { OFFLOAD_BODY_BYTES, Offload, ReviewExpired, WorkerFailure } from './offload.ts';
 import type { OwnerEventRecorder } from './owner-events.ts';
 import { HANDLERS, judge, review } from './review.ts';
@@ -85,7 +86,7 @@ export function buildApp(options: AppOptions): WebhookApp {
     connectionTimeout: timeouts.connectionTimeout,
     keepAliveTimeout: timeouts.keepAliveTimeout,
     requestTimeout: timeouts.requestTimeout,
-    http: timeouts,
+    http: { requestTimeout: timeouts.requestTimeout, headersTimeout: timeouts.headersTimeout, keepAliveTimeout: timeouts.keepAliveTimeout },
     // One log line per admission decision instead (below); probes and scrapes stay quiet.
     logController: new LogController({ disableRequestLogging: true }),
     // A request on a kept-alive connection while closing is answered, not refused with a 503
@@ -93,11 +94,12 @@ export function buildApp(options: AppOptions): WebhookApp {
     return503OnClosing: false,
   };
   // The timeouts above start once a connection has done its TLS handshake; a client that never
-  // finishes one is dropped after the same time (Node's default is two minutes).
+  // finishes one is dropped after handshakeTimeout (Node's default is two minutes).
   const app: WebhookApp = options.https
-    ? Fastify({ ...serverOptions, https: { ...secureContextOptions(options.https), ...timeouts, handshakeTimeout: timeouts.requestTimeout } })
+    ? Fastify({ ...serverOptions, https: { ...secureContextOptions(options.https), ...serverOptions.http, handshakeTimeout: timeouts.handshakeTimeout } })
     : Fastify(serverOptions);
   app.server.maxConnections = options.maxConnections ?? MAX_CONNECTIONS;
+  if (options.https) trackConnections(app.server as https.Server, timeouts);
 
   const registry = options.metrics ?? new Registry();
   const metrics = createAdmissionMetrics(registry);
@@ -163,7 +165,7 @@ export function buildApp(options: AppOptions): WebhookApp {
         const body = (request.body as Buffer | undefined) ?? Buffer.alloc(0);
         // A test's own handler runs here; the default ones in the worker when the body is large.
         // In the worker, a body still queued when the API server stops waiting is dropped unjudged.
-        const deadline = Date.now() + timeouts.requestTimeout - reply.elapsedTime;
+        const deadline = Date.now() + timeouts.deadlineMs - reply.elapsedTime;
         const offloaded = !custom && body.length > OFFLOAD_BODY_BYTES;
         const judgeWith = async (settings: AdmissionSettings, bytes: Buffer) => (offloaded ? offload.judge(endpoint, bytes, settings, deadline) : judge(bytes, custom ?? HANDLERS[endpoint], settings));
         const current = settingsNow();
@@ -190,22 +192,31 @@ export function buildApp(options: AppOptions): WebhookApp {
 const CLIENT_IDLE_TIMEOUT_MS = 90_000;
 
 /**
- * The HTTP server's limits, from the webhooks' timeoutSeconds: a request (headers and body) must
- * arrive within it, and a connection silent that long before its first request is closed, since
- * the API server has given up by then; a slow or stalled sender (a client other than the API
- * server) cannot hold a connection longer. An idle kept-alive connection stays open longer than
- * the API server's client keeps it, so the client, never the server, closes it: a server that
- * closes first races the client's next request on it.
+ * The HTTP server's limits, from the webhooks' timeoutSeconds: a TLS handshake, then a request
+ * (headers and body, from its first byte to its last), must arrive within it, since the API server
+ * has given up by then; a slow or stalled sender (a client other than the API server) cannot hold a
+ * connection longer. The request's deadline is kept by connections.ts, since Node's own counts a
+ * connection's first request from the connection's start.
+ *
+ * An idle connection, whether it has carried requests or none yet, stays open longer than the API
+ * server's client keeps it, so the client, never the server, closes it: a server that closes first
+ * races the client's next request on that connection, and a request lost that way is a failed
+ * webhook call.
  */
 export function serverTimeouts(timeoutSeconds: number) {
   const ms = timeoutSeconds * 1000;
+  const idleMs = CLIENT_IDLE_TIMEOUT_MS + 5000;
   return {
-    requestTimeout: ms,
-    headersTimeout: ms,
-    connectionTimeout: ms,
-    keepAliveTimeout: CLIENT_IDLE_TIMEOUT_MS + 5000,
-    // Node checks requestTimeout and headersTimeout every connectionsCheckingInterval (30 s by default).
-    connectionsCheckingInterval: Math.min(1000, ms),
+    /** The time a request has, from its first byte until it has arrived whole (connections.ts). */
+    deadlineMs: ms,
+    checkEveryMs: Math.min(1000, ms),
+    handshakeTimeout: ms,
+    // Node's own limits, which count a first request from the connection's start: as long as an idle connection.
+    requestTimeout: idleMs,
+    headersTimeout: idleMs,
+    // Node's socket timeout, which also applies before a connection's first request.
+    connectionTimeout: idleMs,
+    keepAliveTimeout: idleMs,
   };
 }
 

@@ -1,13 +1,13 @@
-// The webhook's HTTPS server gives up on a request when the API server does (the registered
-// timeoutSeconds), closes connections that send nothing, and leaves idle kept-alive connections
-// for the client to close.
-import type { AddressInfo } from 'node:net';
+// The webhook's HTTPS server gives up on a TLS handshake or a request when the API server does
+// (the registered timeoutSeconds), and leaves idle connections, used or not yet, for the client
+// to close.
+import { createConnection, type AddressInfo } from 'node:net';
 import { connect, type TLSSocket } from 'node:tls';
 import t from 'tap';
 import { WEBHOOK_TIMEOUT_SECONDS } from '../../src/config.ts';
 import { desiredWebhookConfigurations } from '../../src/kube/webhook-configurations.ts';
 import { issueWithNewCa, servingHosts } from '../../src/tls/certificates.ts';
-import { buildApp } from '../../src/webhook/app.ts';
+import { buildApp, serverTimeouts } from '../../src/webhook/app.ts';
 import { waitFor } from '../support/wait.ts';
 import { DEFAULT_OPTIONS } from './support.ts';
 
@@ -21,10 +21,11 @@ t.test('by default the server uses the timeoutSeconds the webhooks are registere
   const app = buildApp({ ...DEFAULT_OPTIONS, https });
   t.teardown(() => app.close());
   await app.ready();
-  t.equal(app.server.requestTimeout, WEBHOOK_TIMEOUT_SECONDS * 1000, 'the whole request must arrive within timeoutSeconds');
-  t.equal(app.server.headersTimeout, WEBHOOK_TIMEOUT_SECONDS * 1000, 'and its headers too');
-  t.equal(app.server.timeout, WEBHOOK_TIMEOUT_SECONDS * 1000, 'a silent connection is closed after timeoutSeconds');
+  const limits = serverTimeouts(WEBHOOK_TIMEOUT_SECONDS);
+  t.equal(limits.deadlineMs, WEBHOOK_TIMEOUT_SECONDS * 1000, 'the whole request must arrive within timeoutSeconds of its first byte');
+  t.equal(limits.handshakeTimeout, WEBHOOK_TIMEOUT_SECONDS * 1000, 'and a TLS handshake within timeoutSeconds');
   t.ok(app.server.keepAliveTimeout > 90_000, `an idle kept-alive connection outlives the 90 s of Go's client (${app.server.keepAliveTimeout} ms)`);
+  t.ok(app.server.timeout > 90_000, `and so does one that has not sent a request yet (${app.server.timeout} ms)`);
 });
 
 t.test('timeoutSeconds follows --webhook-timeout-seconds, 3 s by default; workload templates are sent only when asked', async (t) => {
@@ -32,10 +33,7 @@ t.test('timeoutSeconds follows --webhook-timeout-seconds, 3 s by default; worklo
   const target = { name: 'x', namespace: 'ns', serviceName: 'svc', url: '', failurePolicy: 'Fail', excludedNamespaces: [] };
   const registered = desiredWebhookConfigurations({ ...target, timeoutSeconds: 2 }, 'CA');
   t.strictSame(new Set([...registered.mutating.webhooks!, ...registered.validating.webhooks!].map((webhook) => webhook.timeoutSeconds)), new Set([2]));
-  const app = buildApp({ ...DEFAULT_OPTIONS, https, timeoutSeconds: 2 });
-  t.teardown(() => app.close());
-  await app.ready();
-  t.equal(app.server.requestTimeout, 2000, 'and the server gives up when the API server does');
+  t.equal(serverTimeouts(2).deadlineMs, 2000, 'and the server gives up when the API server does (the tests below build the app with 1 s)');
 
   const groups = (validateWorkloads?: boolean) => desiredWebhookConfigurations({ ...target, ...(validateWorkloads === undefined ? {} : { validateWorkloads }) }, 'CA').validating.webhooks![0]!.rules!.map((rule) => `${rule.apiGroups?.[0] ?? ''}:${rule.resources?.join(',') ?? ''}`);
   t.same(groups(), [':pods', 'batch:jobs,cronjobs'], 'Deployments, StatefulSets and DaemonSets are not sent by default');
@@ -77,10 +75,47 @@ t.test('a body that trickles in slower than the timeout gets 408 and the connect
   t.match(received(), /^HTTP\/1\.1 408 /, 'with 408 Request Timeout');
 });
 
-t.test('a connection that never sends a request is closed', async (t) => {
-  const { received, closed } = await open();
+t.test('headers that trickle in slower than the timeout get 408 and the connection is closed', async (t) => {
+  const { socket, received, closed } = await open();
+  socket.write('POST /validate HTTP/1.1\r\nHost: webhook\r\n');
+  const trickle = setInterval(() => socket.writable && socket.write('X-Slow: 1\r\n'), 200);
+  t.teardown(() => clearInterval(trickle));
   t.ok(await closedByServer(closed), 'the server closed the connection');
-  t.equal(received(), '', 'without an answer');
+  t.match(received(), /^HTTP\/1\.1 408 /, 'with 408 Request Timeout');
+});
+
+t.test('a request begun after the connection was idle longer than the timeout has the whole timeout', async (t) => {
+  const { socket, received, closed } = await open();
+  await new Promise((resolve) => setTimeout(resolve, 2500));
+  socket.write('POST /validate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{');
+  const started = Date.now();
+  t.ok(await closedByServer(closed), 'the stalled request is closed');
+  const waited = Date.now() - started;
+  t.ok(waited >= 900, `not before its own timeout, counted from its first byte (${waited} ms)`);
+  t.match(received(), /^HTTP\/1\.1 408 /, 'with 408 Request Timeout');
+});
+
+t.test('a connection that never finishes a TLS handshake is closed after the timeout', async (t) => {
+  const socket = createConnection({ host: '127.0.0.1', port });
+  t.teardown(() => socket.destroy());
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.on('error', () => {});
+  t.ok(await closedByServer(closed), 'the server closed the connection');
+});
+
+// Go's HTTP client (the API server's) pools a connection it dialed for a request that another
+// connection served first, and may send its first request on it much later. A server that closed
+// it after timeoutSeconds raced that request: the API server got EOF, and a pod was admitted
+// without the mutating webhook (failurePolicy Ignore) during a robustness run
+// (bench/robustness, seed 1129003).
+t.test('a connection that has sent no request yet stays open past the timeout, and its first request is answered', async (t) => {
+  const { socket, received } = await open();
+  // Three times the request and connection timeouts, idle from the handshake on.
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  t.ok(!socket.destroyed, 'still connected after 3 s without a request');
+  socket.write('GET /healthz HTTP/1.1\r\nHost: webhook\r\n\r\n');
+  await waitFor('the answer', () => received().includes('\r\n\r\nok'), { intervalMs: 50, timeoutMs: 30_000 });
+  t.match(received(), /^HTTP\/1\.1 200 /, 'the first request on the connection is answered');
 });
 
 t.test('an idle kept-alive connection stays open past the request timeout', async (t) => {
