@@ -151,7 +151,7 @@ export const SERVE_FLAGS = {
   webhookTimeoutSeconds: {
     name: 'webhook-timeout-seconds',
     env: envName('webhook-timeout-seconds'),
-    help: 'How long the API server waits for an admission answer before failurePolicy decides (timeoutSeconds of registered webhooks, 1 to 30); the HTTPS server gives a request as long to arrive, and closes a connection silent that long.',
+    help: 'How long the API server waits for an admission answer before failurePolicy decides (timeoutSeconds of registered webhooks, 1 to 30); the HTTPS server gives a TLS handshake, and a request from its first byte to its last, as long to arrive.',
     default: WEBHOOK_TIMEOUT_SECONDS,
     parse: (raw: string) => {
       const value = Number(raw);

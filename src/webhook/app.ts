@@ -86,7 +86,7 @@ export function buildApp(options: AppOptions): WebhookApp {
     connectionTimeout: timeouts.connectionTimeout,
     keepAliveTimeout: timeouts.keepAliveTimeout,
     requestTimeout: timeouts.requestTimeout,
-    http: { requestTimeout: timeouts.requestTimeout, headersTimeout: timeouts.headersTimeout, keepAliveTimeout: timeouts.keepAliveTimeout },
+    http: { requestTimeout: timeouts.requestTimeout, headersTimeout: timeouts.headersTimeout, keepAliveTimeout: timeouts.keepAliveTimeout, connectionsCheckingInterval: timeouts.checkEveryMs },
     // One log line per admission decision instead (below); probes and scrapes stay quiet.
     logController: new LogController({ disableRequestLogging: true }),
     // A request on a kept-alive connection while closing is answered, not refused with a 503

@@ -16,8 +16,8 @@ import type { TLSSocket } from 'node:tls';
 interface ConnectionState {
   /** Requests received and not answered yet. */
   inProgress: number;
-  /** The request being received has arrived whole (its body too). */
-  received: boolean;
+  /** The last request whose headers arrived; its `complete` says its body has arrived too. */
+  request: IncomingMessage | undefined;
   /** Bytes read when the connection was last idle: more means a request has begun arriving. */
   idleBytes: number;
   /** When the first byte of the request now arriving was seen; undefined while idle. */
@@ -25,7 +25,12 @@ interface ConnectionState {
 }
 
 export interface Connections {
-  /** Closes every connection with no request in progress (a request arriving counts as one). */
+  /** The time a request has from its first byte to its last. */
+  readonly deadlineMs: number;
+  /**
+   * Closes every connection with no request in progress (a request arriving counts as one), and
+   * from then on each as soon as it is idle: for a server that is shutting down.
+   */
   closeIdle(): void;
 }
 
@@ -40,29 +45,37 @@ const REQUEST_TIMEOUT_RESPONSE = 'HTTP/1.1 408 Request Timeout\r\nConnection: cl
  */
 export function trackConnections(server: HttpsServer, options: { deadlineMs: number; checkEveryMs: number }): Connections {
   const states = new Map<TLSSocket, ConnectionState>();
+  let closing = false;
+  // bytesRead counts the decrypted bytes only: handshake, alerts and tickets do not move it.
+  const idle = (socket: TLSSocket, state: ConnectionState) => state.inProgress === 0 && socket.bytesRead === state.idleBytes;
   server.on('secureConnection', (socket: TLSSocket) => {
-    states.set(socket, { inProgress: 0, received: false, idleBytes: socket.bytesRead, arrivingSince: undefined });
+    if (closing) return void socket.destroy();
+    states.set(socket, { inProgress: 0, request: undefined, idleBytes: socket.bytesRead, arrivingSince: undefined });
     socket.once('close', () => states.delete(socket));
   });
   server.on('request', (request: IncomingMessage, response: ServerResponse) => {
-    const state = states.get(request.socket as TLSSocket);
+    const socket = request.socket as TLSSocket;
+    const state = states.get(socket);
     if (!state) return;
     state.inProgress++;
-    state.received = request.complete;
-    if (!state.received) request.once('end', () => (state.received = true));
+    state.request = request;
     response.once('close', () => {
       state.inProgress--;
-      state.idleBytes = request.socket.bytesRead;
+      // Bytes of a next request already read (pipelined, which the API server never does) count
+      // as idle here, and only Node's own limit, the idle time, bounds that request.
+      state.idleBytes = socket.bytesRead;
       state.arrivingSince = undefined;
+      if (closing && idle(socket, state)) socket.destroy();
     });
   });
 
   const check = setInterval(() => {
     const now = Date.now();
     for (const [socket, state] of states) {
-      // Being answered: the answer has its own deadline (the route's).
-      if (state.inProgress > 0 && state.received) continue;
-      if (state.inProgress === 0 && socket.bytesRead === state.idleBytes) continue;
+      // Arrived whole and being answered: the answer has its own deadline (the route's). `complete`
+      // is the parser's, whether or not the body has been read yet.
+      if (state.inProgress > 0 && state.request?.complete) continue;
+      if (idle(socket, state)) continue;
       state.arrivingSince ??= now;
       if (now - state.arrivingSince < options.deadlineMs) continue;
       states.delete(socket);
@@ -77,8 +90,10 @@ export function trackConnections(server: HttpsServer, options: { deadlineMs: num
   server.once('close', () => clearInterval(check));
 
   const connections: Connections = {
+    deadlineMs: options.deadlineMs,
     closeIdle() {
-      for (const [socket, state] of states) if (state.inProgress === 0 && state.arrivingSince === undefined && socket.bytesRead === state.idleBytes) socket.destroy();
+      closing = true;
+      for (const [socket, state] of states) if (idle(socket, state)) socket.destroy();
     },
   };
   tracked.set(server, connections);

@@ -7,7 +7,8 @@ import t from 'tap';
 import { WEBHOOK_TIMEOUT_SECONDS } from '../../src/config.ts';
 import { desiredWebhookConfigurations } from '../../src/kube/webhook-configurations.ts';
 import { issueWithNewCa, servingHosts } from '../../src/tls/certificates.ts';
-import { buildApp, serverTimeouts } from '../../src/webhook/app.ts';
+import { buildApp } from '../../src/webhook/app.ts';
+import { connectionsOf } from '../../src/webhook/connections.ts';
 import { waitFor } from '../support/wait.ts';
 import { DEFAULT_OPTIONS } from './support.ts';
 
@@ -21,11 +22,11 @@ t.test('by default the server uses the timeoutSeconds the webhooks are registere
   const app = buildApp({ ...DEFAULT_OPTIONS, https });
   t.teardown(() => app.close());
   await app.ready();
-  const limits = serverTimeouts(WEBHOOK_TIMEOUT_SECONDS);
-  t.equal(limits.deadlineMs, WEBHOOK_TIMEOUT_SECONDS * 1000, 'the whole request must arrive within timeoutSeconds of its first byte');
-  t.equal(limits.handshakeTimeout, WEBHOOK_TIMEOUT_SECONDS * 1000, 'and a TLS handshake within timeoutSeconds');
   t.ok(app.server.keepAliveTimeout > 90_000, `an idle kept-alive connection outlives the 90 s of Go's client (${app.server.keepAliveTimeout} ms)`);
   t.ok(app.server.timeout > 90_000, `and so does one that has not sent a request yet (${app.server.timeout} ms)`);
+  // Node counts a connection's first request from the connection's start: its limits are the idle time too.
+  t.ok(app.server.headersTimeout > 90_000 && app.server.requestTimeout > 90_000, `Node's own request limits too (${app.server.headersTimeout} and ${app.server.requestTimeout} ms)`);
+  t.equal(connectionsOf(app.server).deadlineMs, WEBHOOK_TIMEOUT_SECONDS * 1000, 'a request has timeoutSeconds from its first byte to its last');
 });
 
 t.test('timeoutSeconds follows --webhook-timeout-seconds, 3 s by default; workload templates are sent only when asked', async (t) => {
@@ -33,7 +34,10 @@ t.test('timeoutSeconds follows --webhook-timeout-seconds, 3 s by default; worklo
   const target = { name: 'x', namespace: 'ns', serviceName: 'svc', url: '', failurePolicy: 'Fail', excludedNamespaces: [] };
   const registered = desiredWebhookConfigurations({ ...target, timeoutSeconds: 2 }, 'CA');
   t.strictSame(new Set([...registered.mutating.webhooks!, ...registered.validating.webhooks!].map((webhook) => webhook.timeoutSeconds)), new Set([2]));
-  t.equal(serverTimeouts(2).deadlineMs, 2000, 'and the server gives up when the API server does (the tests below build the app with 1 s)');
+  const app = buildApp({ ...DEFAULT_OPTIONS, https, timeoutSeconds: 2 });
+  t.teardown(() => app.close());
+  await app.ready();
+  t.equal(connectionsOf(app.server).deadlineMs, 2000, 'and the server gives up on a request when the API server does');
 
   const groups = (validateWorkloads?: boolean) => desiredWebhookConfigurations({ ...target, ...(validateWorkloads === undefined ? {} : { validateWorkloads }) }, 'CA').validating.webhooks![0]!.rules!.map((rule) => `${rule.apiGroups?.[0] ?? ''}:${rule.resources?.join(',') ?? ''}`);
   t.same(groups(), [':pods', 'batch:jobs,cronjobs'], 'Deployments, StatefulSets and DaemonSets are not sent by default');
@@ -47,8 +51,8 @@ t.teardown(() => app.close());
 const { port } = app.server.address() as AddressInfo;
 
 /** A raw TLS connection that records what the server sends and whether it closed the connection. */
-async function open(): Promise<{ socket: TLSSocket; received: () => string; closed: Promise<void> }> {
-  const socket = connect({ host: '127.0.0.1', port, rejectUnauthorized: false });
+async function open(to = port): Promise<{ socket: TLSSocket; received: () => string; closed: Promise<void> }> {
+  const socket = connect({ host: '127.0.0.1', port: to, rejectUnauthorized: false });
   await new Promise<void>((resolve, reject) => socket.once('secureConnect', resolve).once('error', reject));
   let received = '';
   socket.setEncoding('utf8').on('data', (chunk: string) => (received += chunk));
@@ -85,14 +89,45 @@ t.test('headers that trickle in slower than the timeout get 408 and the connecti
 });
 
 t.test('a request begun after the connection was idle longer than the timeout has the whole timeout', async (t) => {
-  const { socket, received, closed } = await open();
+  // Two seconds, checked every second: counted from the connection's start (idle 2.5 s), the
+  // stalled request would be closed at the first check, within a second of its first byte.
+  const slow = buildApp({ ...DEFAULT_OPTIONS, https, timeoutSeconds: 2 });
+  await slow.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => slow.close());
+  const { socket, received, closed } = await open((slow.server.address() as AddressInfo).port);
   await new Promise((resolve) => setTimeout(resolve, 2500));
   socket.write('POST /validate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{');
   const started = Date.now();
   t.ok(await closedByServer(closed), 'the stalled request is closed');
   const waited = Date.now() - started;
-  t.ok(waited >= 900, `not before its own timeout, counted from its first byte (${waited} ms)`);
+  t.ok(waited >= 1500, `not before its own 2 s, counted from its first byte (${waited} ms)`);
   t.match(received(), /^HTTP\/1\.1 408 /, 'with 408 Request Timeout');
+});
+
+t.test('a second request that stalls on a kept-alive connection gets 408 too', async (t) => {
+  const { socket, received, closed } = await open();
+  socket.write('GET /healthz HTTP/1.1\r\nHost: webhook\r\n\r\n');
+  await waitFor('the first answer', () => received().includes('\r\n\r\nok'), { intervalMs: 50, timeoutMs: 30_000 });
+  socket.write('POST /validate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{');
+  t.ok(await closedByServer(closed), 'the server closed the connection');
+  t.match(received(), /HTTP\/1\.1 408 /, 'with 408 Request Timeout after the first answer');
+});
+
+t.test('the drain closes the idle connections, used or not yet, and any made after', async (t) => {
+  const draining = buildApp({ ...DEFAULT_OPTIONS, https, timeoutSeconds: 1 });
+  await draining.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => draining.close());
+  const port = (draining.server.address() as AddressInfo).port;
+  const unused = await open(port);
+  const used = await open(port);
+  used.socket.write('GET /healthz HTTP/1.1\r\nHost: webhook\r\n\r\n');
+  await waitFor('the answer', () => used.received().includes('\r\n\r\nok'), { intervalMs: 50, timeoutMs: 30_000 });
+  connectionsOf(draining.server).closeIdle();
+  t.ok(await closedByServer(unused.closed), 'the connection not used yet is closed');
+  t.ok(await closedByServer(used.closed), 'and the kept-alive one');
+  const late = await open(port).catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))));
+  if (late instanceof Error) t.pass(`a connection made after is refused (${late.message})`);
+  else t.ok(await closedByServer(late.closed), 'a connection made after is closed at once');
 });
 
 t.test('a connection that never finishes a TLS handshake is closed after the timeout', async (t) => {
