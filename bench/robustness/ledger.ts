@@ -300,17 +300,17 @@ function phasesDiffering(recorded: Recorded, index: Index): Violation[] {
  * it is served: neither may make the API server fail a call to a webhook. Only a replica, the API
  * server or etcd killed or stopped may, until its calls have timed out.
  */
-function failedAdmissions(recorded: Recorded): Violation[] {
+function failedAdmissions(recorded: Recorded): FailedCall[] {
   const excusing = recorded.faults.filter((fault) => ADMISSION_MAY_FAIL.test(fault.kind));
-  const judge = (object: string, webhook: string, times: number[], count: string, whose = ''): Violation[] => {
+  const judge = (object: string, webhook: string, times: number[], count: string, whose = ''): FailedCall[] => {
     const unexcused = times.find((at) => !excusing.some((fault) => at + 999 >= fault.startedAt && at <= fault.healedAt + CALL_TIMEOUT_MS));
     if (unexcused === undefined) return [];
     const inside = recorded.faults.filter((fault) => unexcused + 999 >= fault.startedAt && unexcused <= fault.healedAt).map((fault) => fault.kind);
     const when = inside.length > 0 ? `during ${inside.join(', ')}` : 'outside every fault';
-    return [{ rule: 'admission-lost', object, detail: `${count}failed calling webhook "${webhook}"${whose}, at ${iso(unexcused)} ${when}` }];
+    return [{ violation: { rule: 'admission-lost', object, detail: `${count}failed calling webhook "${webhook}"${whose}, at ${iso(unexcused)} ${when}` }, during: inside }];
   };
   // failurePolicy Fail: the Job controller's pod creation refused, said in its FailedCreate event.
-  const refused = recorded.events.flatMap((event): Violation[] => {
+  const refused = recorded.events.flatMap((event): FailedCall[] => {
     const webhook = event.reason === 'FailedCreate' ? /failed calling webhook "([^"]+)"/.exec(event.message ?? '')?.[1] : undefined;
     if (webhook === undefined || !OUR_WEBHOOKS.has(webhook)) return [];
     // Each occurrence's time is known only at the first and the last; a time to the second may be up to 999 ms later.
@@ -322,7 +322,7 @@ function failedAdmissions(recorded: Recorded): Violation[] {
   // webhook's answer, which the API server's audit log says in an annotation of the creation
   // (failed-open.<kind>.webhook.admission.k8s.io/round_R_index_I). The Job controller's pods have a
   // generated name, which only the request's body gives (as generateName), with the pod's Job.
-  const failedOpen = recorded.audit.flatMap((event): Violation[] => {
+  const failedOpen = recorded.audit.flatMap((event): FailedCall[] => {
     const kind = ADMITTED_KINDS.get(event.objectRef?.resource ?? '');
     if (event.verb !== 'create' || kind === undefined || event.objectRef?.subresource) return [];
     const webhook = Object.entries(event.annotations ?? {}).find(([key, value]) => key.startsWith('failed-open.') && OUR_WEBHOOKS.has(value))?.[1];
@@ -335,8 +335,15 @@ function failedAdmissions(recorded: Recorded): Violation[] {
   return [...refused, ...failedOpen];
 }
 
+/** A webhook call that failed outside the faults that excuse it, with the kinds of fault it fell in. */
+interface FailedCall {
+  violation: Violation;
+  during: string[];
+}
+
 /** Kinds of fault that must lose no admission answer: the replicas change, the Service keeps answering. */
 const NO_ANSWER_LOST = new Set(['webhook-roll', 'cert-rotate']);
+const lostToRollOrRotation = (call: FailedCall): boolean => call.during.some((kind) => NO_ANSWER_LOST.has(kind));
 
 /**
  * The failed calls that fall in a rolling restart or a certificate rotation: answers lost to them.
@@ -345,14 +352,12 @@ const NO_ANSWER_LOST = new Set(['webhook-roll', 'cert-rotate']);
  * what they cost the Jobs, rules 1 and 2 judge.
  */
 function admissionsLost(recorded: Recorded): Violation[] {
-  return failedAdmissions(recorded).filter((violation) => NO_ANSWER_LOST_DURING.test(violation.detail));
+  return failedAdmissions(recorded).filter(lostToRollOrRotation).map((call) => call.violation);
 }
-
-const NO_ANSWER_LOST_DURING = new RegExp(`during (.*, )?(${[...NO_ANSWER_LOST].join('|')})(,|$)`);
 
 /** The failed calls outside the faults that excuse them and outside any rolling restart or rotation: late answers, for the report. */
 export function lateAdmissions(recorded: Recorded): Violation[] {
-  return failedAdmissions(recorded).filter((violation) => !NO_ANSWER_LOST_DURING.test(violation.detail));
+  return failedAdmissions(recorded).filter((call) => !lostToRollOrRotation(call)).map((call) => call.violation);
 }
 
 /** 7. The fence allows exactly the add-on's writes; the audit log says what was written whatever the fence let through. */
