@@ -79,24 +79,27 @@ export function buildApp(options: AppOptions & { https: { key: string; cert: str
 export function buildApp(options: AppOptions): WebhookApp;
 export function buildApp(options: AppOptions): WebhookApp {
   const timeouts = serverTimeouts(options.timeoutSeconds ?? WEBHOOK_TIMEOUT_SECONDS);
+  // Node's own limits, which count a first request from the connection's start, and its socket
+  // timeout, which applies before a first request too: all as long as an idle connection lasts.
+  const { idleMs } = timeouts;
+  const nodeLimits = { requestTimeout: idleMs, headersTimeout: idleMs, keepAliveTimeout: idleMs, connectionsCheckingInterval: timeouts.checkEveryMs };
   const logging: Pick<FastifyServerOptions, 'logger' | 'loggerInstance'> = isLogger(options.logger) ? { loggerInstance: options.logger } : { logger: options.logger };
   const serverOptions = {
     ...logging,
     bodyLimit: options.bodyLimit,
-    connectionTimeout: timeouts.connectionTimeout,
-    keepAliveTimeout: timeouts.keepAliveTimeout,
-    requestTimeout: timeouts.requestTimeout,
-    http: { requestTimeout: timeouts.requestTimeout, headersTimeout: timeouts.headersTimeout, keepAliveTimeout: timeouts.keepAliveTimeout, connectionsCheckingInterval: timeouts.checkEveryMs },
+    connectionTimeout: idleMs,
+    keepAliveTimeout: idleMs,
+    requestTimeout: idleMs,
+    http: nodeLimits,
     // One log line per admission decision instead (below); probes and scrapes stay quiet.
     logController: new LogController({ disableRequestLogging: true }),
     // A request on a kept-alive connection while closing is answered, not refused with a 503
     // (which the API server would count as a failed webhook call).
     return503OnClosing: false,
   };
-  // The timeouts above start once a connection has done its TLS handshake; a client that never
-  // finishes one is dropped after handshakeTimeout (Node's default is two minutes).
+  // A client that never finishes a TLS handshake is dropped after handshakeMs (Node's default is two minutes).
   const app: WebhookApp = options.https
-    ? Fastify({ ...serverOptions, https: { ...secureContextOptions(options.https), ...serverOptions.http, handshakeTimeout: timeouts.handshakeTimeout } })
+    ? Fastify({ ...serverOptions, https: { ...secureContextOptions(options.https), ...nodeLimits, handshakeTimeout: timeouts.handshakeMs } })
     : Fastify(serverOptions);
   app.server.maxConnections = options.maxConnections ?? MAX_CONNECTIONS;
   if (options.https) trackConnections(app.server as https.Server, timeouts);
@@ -205,18 +208,13 @@ const CLIENT_IDLE_TIMEOUT_MS = 90_000;
  */
 export function serverTimeouts(timeoutSeconds: number) {
   const ms = timeoutSeconds * 1000;
-  const idleMs = CLIENT_IDLE_TIMEOUT_MS + 5000;
   return {
     /** The time a request has, from its first byte until it has arrived whole (connections.ts). */
     deadlineMs: ms,
     checkEveryMs: Math.min(1000, ms),
-    handshakeTimeout: ms,
-    // Node's own limits, which count a first request from the connection's start: as long as an idle connection.
-    requestTimeout: idleMs,
-    headersTimeout: idleMs,
-    // Node's socket timeout, which also applies before a connection's first request.
-    connectionTimeout: idleMs,
-    keepAliveTimeout: idleMs,
+    handshakeMs: ms,
+    /** How long an idle connection, used or not yet, stays open. */
+    idleMs: CLIENT_IDLE_TIMEOUT_MS + 5000,
   };
 }
 
