@@ -3,7 +3,7 @@
 // to close.
 import { createConnection, type AddressInfo } from 'node:net';
 import { connect, type TLSSocket } from 'node:tls';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { WEBHOOK_TIMEOUT_SECONDS } from '../../src/config.ts';
 import { desiredWebhookConfigurations } from '../../src/kube/webhook-configurations.ts';
 import { issueWithNewCa, servingHosts } from '../../src/tls/certificates.ts';
@@ -70,23 +70,21 @@ async function closedByServer(closed: Promise<void>): Promise<boolean> {
   return result;
 }
 
-t.test('a body that trickles in slower than the timeout gets 408 and the connection is closed', async (t) => {
+/** Sends `start`, then `piece` every 200 ms; passes when the server answers 408 and closes the connection. */
+async function trickleGets408(t: Test, start: string, piece: string): Promise<void> {
   const { socket, received, closed } = await open();
-  socket.write('POST /validate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{');
-  const trickle = setInterval(() => socket.writable && socket.write(' '), 200);
+  socket.write(start);
+  const trickle = setInterval(() => socket.writable && socket.write(piece), 200);
   t.teardown(() => clearInterval(trickle));
   t.ok(await closedByServer(closed), 'the server closed the connection');
   t.match(received(), /^HTTP\/1\.1 408 /, 'with 408 Request Timeout');
-});
+}
 
-t.test('headers that trickle in slower than the timeout get 408 and the connection is closed', async (t) => {
-  const { socket, received, closed } = await open();
-  socket.write('POST /validate HTTP/1.1\r\nHost: webhook\r\n');
-  const trickle = setInterval(() => socket.writable && socket.write('X-Slow: 1\r\n'), 200);
-  t.teardown(() => clearInterval(trickle));
-  t.ok(await closedByServer(closed), 'the server closed the connection');
-  t.match(received(), /^HTTP\/1\.1 408 /, 'with 408 Request Timeout');
-});
+t.test('a body that trickles in slower than the timeout gets 408 and the connection is closed', (t) =>
+  trickleGets408(t, 'POST /validate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{', ' '));
+
+t.test('headers that trickle in slower than the timeout get 408 and the connection is closed', (t) =>
+  trickleGets408(t, 'POST /validate HTTP/1.1\r\nHost: webhook\r\n', 'X-Slow: 1\r\n'));
 
 t.test('a request begun after the connection was idle longer than the timeout has the whole timeout', async (t) => {
   // Two seconds, checked every second: counted from the connection's start (idle 2.5 s), the
