@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import type { AgentOptions } from 'node:https';
 import { isDeepStrictEqual } from 'node:util';
-import { ApiException, HttpMethod, KubeConfig, RequestContext, createConfiguration, type Cluster } from '@kubernetes/client-node';
+import { ApiException, HttpMethod, KubeConfig, RequestContext, createConfiguration, type Cluster, type ConfigurationOptions } from '@kubernetes/client-node';
 
 const SERVICE_ACCOUNT_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 const DEFAULT_NAMESPACE = 'sidecar-terminator';
@@ -15,7 +15,46 @@ export function loadKubeConfig(kubeconfigPath: string): KubeConfig {
   else if (process.env.KUBECONFIG) kubeConfig.loadFromDefault();
   else if (process.env.KUBERNETES_SERVICE_HOST) kubeConfig.loadFromCluster();
   else throw new Error('no Kubernetes API server configured: pass --kubeconfig, set $KUBECONFIG, or run in a pod');
-  return reuseConnections(kubeConfig);
+  return reuseConnections(cacheCredentials(kubeConfig));
+}
+
+/**
+ * How long the CA, client certificate and key read from files serve before they are read again:
+ * the period client-node (as client-go) reads the service account's token file at.
+ */
+export const CREDENTIALS_REFRESH_MS = 60_000;
+
+/** What client-node's private applyHTTPSOptions fills: the TLS options (ca, cert, key...) and headers. */
+type HttpsOptions = { headers?: Record<string, string> } & Record<string, unknown>;
+type ApplyHttpsOptions = (opts: HttpsOptions) => void;
+
+/**
+ * client-node reads the kubeconfig's CA, client certificate and key files again for every request
+ * (applyHTTPSOptions: an open, fstat, read and close of each). This reads them once per
+ * `refreshMs`, and again at once when the current cluster or user changes; a file rotated on
+ * disk (a projected service account's CA, a renewed client certificate) is read within that
+ * period, and reuseConnections then starts a new pool with it. Each request gets its own copy of
+ * the headers, to which the token is added.
+ */
+export function cacheCredentials(kubeConfig: KubeConfig, refreshMs = CREDENTIALS_REFRESH_MS, now: () => number = Date.now): KubeConfig {
+  const target = kubeConfig as unknown as { applyHTTPSOptions?: ApplyHttpsOptions };
+  // A private method: if a client-node release renames it, requests work as before, reading the files each time.
+  if (typeof target.applyHTTPSOptions !== 'function') return kubeConfig;
+  const read = target.applyHTTPSOptions.bind(kubeConfig);
+  let cached: { at: number; cluster: Cluster | null; user: unknown; options: HttpsOptions } | undefined;
+  target.applyHTTPSOptions = (opts) => {
+    const cluster = kubeConfig.getCurrentCluster();
+    const user = kubeConfig.getCurrentUser();
+    if (!cached || cached.cluster !== cluster || cached.user !== user || now() - cached.at >= refreshMs) {
+      const options: HttpsOptions = {};
+      read(options);
+      cached = { at: now(), cluster, user, options };
+    }
+    const { headers, ...tls } = cached.options;
+    Object.assign(opts, tls);
+    if (headers) opts.headers = { ...opts.headers, ...headers };
+  };
+  return kubeConfig;
 }
 
 /** The --namespace flag, else the pod's own namespace, else sidecar-terminator. */
@@ -78,23 +117,43 @@ export function withRequestSignal(kubeConfig: KubeConfig, signalFor: () => Abort
 /** client-node's own HTTP transport (undici's fetch), the one its generated API classes send with. */
 const transport = createConfiguration().httpApi;
 
+/** What requestJson sends besides its method and path. */
+export interface JsonRequest {
+  query?: Record<string, string | number | undefined>;
+  /** Sent as JSON; a PATCH's is a JSON patch unless `options` sets another Content-Type. */
+  body?: unknown;
+  /** client-node's per-call options (setHeaderOptions): their middleware's `pre` is applied. */
+  options?: ConfigurationOptions;
+}
+
 /**
- * A GET of `path` (under the current cluster's server), answered as the API server's JSON, parsed
- * and nothing more. The generated API classes also turn every field into its model class
+ * One request to the API server (a path under the current cluster's server), its body and answer
+ * plain JSON. The generated API classes also turn every field, both ways, into its model class
  * (ObjectSerializer, field by field), which for a list of 2,000 pods costs more than the request
- * itself; watches deliver plain JSON in any case. Authenticated, pooled and bounded as their
- * requests are (applySecurityAuthentication); an answer other than 200 is an ApiException.
+ * itself, and for a single pod read or written is a third of the request's CPU; watches deliver
+ * plain JSON in any case. Authenticated, pooled and bounded as their requests are
+ * (applySecurityAuthentication); an answer other than 2xx is an ApiException, as theirs.
  */
-export async function getJson<T>(kubeConfig: KubeConfig, path: string, query: Record<string, string | number | undefined>): Promise<T> {
+export async function requestJson<T>(kubeConfig: KubeConfig, method: 'GET' | 'POST' | 'PATCH', path: string, request: JsonRequest = {}): Promise<T> {
   const server = kubeConfig.getCurrentCluster()?.server;
   if (!server) throw new Error('the kubeconfig names no current cluster');
   const url = new URL(server + path);
-  for (const [name, value] of Object.entries(query)) if (value !== undefined && value !== '') url.searchParams.set(name, String(value));
-  const context = new RequestContext(url.toString(), HttpMethod.GET);
+  for (const [name, value] of Object.entries(request.query ?? {})) if (value !== undefined && value !== '') url.searchParams.set(name, String(value));
+  let context = new RequestContext(url.toString(), HttpMethod[method]);
   context.setHeaderParam('Accept', 'application/json');
+  if (request.body !== undefined) {
+    context.setHeaderParam('Content-Type', method === 'PATCH' ? 'application/json-patch+json' : 'application/json');
+    context.setBody(JSON.stringify(request.body));
+  }
+  for (const middleware of request.options?.middleware ?? []) context = await middleware.pre(context).toPromise();
   await kubeConfig.applySecurityAuthentication(context);
   const response = await transport.send(context).toPromise();
   const body = await response.body.text();
-  if (response.httpStatusCode !== 200) throw new ApiException(response.httpStatusCode, `GET ${path}: HTTP ${response.httpStatusCode}`, body, response.headers);
+  if (response.httpStatusCode < 200 || response.httpStatusCode > 299) throw new ApiException(response.httpStatusCode, `${method} ${path}: HTTP ${response.httpStatusCode}`, body, response.headers);
   return JSON.parse(body) as T;
+}
+
+/** A GET of `path`, answered as the API server's JSON, parsed and nothing more (requestJson). */
+export function getJson<T>(kubeConfig: KubeConfig, path: string, query: Record<string, string | number | undefined>): Promise<T> {
+  return requestJson<T>(kubeConfig, 'GET', path, { query });
 }
