@@ -7,6 +7,7 @@ import { BatchV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Pod } 
 import type { Logger } from '../logger.ts';
 import { sidecarsPendingSince, signalUserNote, type KillMechanism, type SignalSettings } from '../policy/index.ts';
 import { readServerVersion } from '../kube/server-version.ts';
+import { withPlainCustomObjectCalls, withPlainPodCalls } from '../kube/plain-calls.ts';
 import { KILL_MECHANISM_CHANGED } from '../policy/index.ts';
 import type { ClusterKillMechanism } from '../policy/index.ts';
 import { KillMechanismFollower, type resolveKillMechanism } from './kill-mechanism-follower.ts';
@@ -152,7 +153,7 @@ class Controller {
   constructor(options: WatcherOptions, kill: KillMechanismFollower) {
     const { kubeConfig, logger, metrics, clients } = options;
     this.options = options;
-    this.core = clients?.core ?? kubeConfig.makeApiClient(CoreV1Api);
+    this.core = clients?.core ?? withPlainPodCalls(kubeConfig.makeApiClient(CoreV1Api), kubeConfig);
     this.cache = new PodCache({ kubeConfig, namespaces: options.namespaces, logger, listWatch: options.listWatch }, {
       changed: (key) => this.queue.add(key),
       gone: (pod) => this.forget(pod),
@@ -165,7 +166,7 @@ class Controller {
     this.memories = new PodMemories((pod) => this.cache.get(podKey(pod))?.metadata?.uid === pod.metadata?.uid);
     this.executor = new Executor({
       core: this.core,
-      custom: clients?.custom ?? kubeConfig.makeApiClient(CustomObjectsApi),
+      custom: clients?.custom ?? withPlainCustomObjectCalls(kubeConfig.makeApiClient(CustomObjectsApi), kubeConfig),
       batch: clients?.batch ?? kubeConfig.makeApiClient(BatchV1Api),
       // Read at each request: the version served now.
       get crrVersion() {

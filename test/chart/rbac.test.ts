@@ -1,6 +1,7 @@
 // The chart's RBAC against the code. Every Kubernetes call in src/ is found by scanning the source
 // for the method names of @kubernetes/client-node's API classes (taken from the library itself),
-// for `new Watch(` and for `getJson(` (src/kube/client.ts: a GET without the API classes); each
+// for `new Watch(` and for `getJson(` (src/kube/client.ts: a GET without the API classes; the
+// watcher's per-pod calls go as plain JSON under their generated names, src/kube/plain-calls.ts); each
 // must be in CALLS below, with the rule it needs and its reason, and the
 // chart must grant exactly those rules: a call without a rule fails, and so does a granted verb
 // that no call needs. test/chart/cluster.test.ts then runs both processes under these
@@ -220,6 +221,8 @@ const LIST_WATCH_FILE = 'src/kube/namespace-labels.ts';
 /** What getJson sends its requests with: allowed in its own file only, whose callers are followed as `getJson`. */
 const RAW_REQUEST_IMPORTS = new Set(['RequestContext', 'createConfiguration']);
 const RAW_REQUEST_FILE = 'src/kube/client.ts';
+/** requestJson's other caller: the generated methods it replaces keep their names, so the scan finds their call sites as before. */
+const PLAIN_CALLS_FILE = 'src/kube/plain-calls.ts';
 
 const apiClasses = Object.entries(clientNode).filter(([name, value]) => /Api$/.test(name) && name !== 'KubernetesObjectApi' && typeof value === 'function');
 const API_METHODS = new Set(
@@ -250,6 +253,7 @@ function callsInSource(t: Test): Map<string, Set<string>> {
     for (const [, method = ''] of text.matchAll(/\.\s*([A-Za-z_$][\w$]*)\s*\(/g)) if (API_METHODS.has(method)) add(method, file);
     if (/new\s+Watch\s*\(/.test(text)) add('Watch.watch', file);
     if (file !== RAW_REQUEST_FILE && /\bgetJson\s*[<(]/.test(text)) add('getJson', file);
+    if (file !== RAW_REQUEST_FILE && file !== PLAIN_CALLS_FILE) t.notMatch(text, /\brequestJson\s*[<(]/, `${file} calls requestJson, which this test cannot follow: use getJson, or a method of the generated API (plain-calls.ts)`);
   }
   return calls;
 }
