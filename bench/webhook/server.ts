@@ -14,12 +14,13 @@
 // the image's Node flags, so that the webhook's code runs as it does in the image.
 // empty: the framework's limit: a stock fastify HTTPS server (default JSON body parser, no
 //        schema, no logger) whose /validate and /mutate return a constant AdmissionReview.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { pino } from 'pino';
+import { serveLogger } from '../../src/serve/log.ts';
 import { buildApp as ownBuildApp } from '../../src/webhook/app.ts';
 import { parseArgs } from '../lib/stats.ts';
 
@@ -37,9 +38,16 @@ if (mode === 'app') {
   const root = args.get('root');
   const { buildApp } = root ? ((await import(pathToFileURL(join(resolve(root), 'src/webhook/app.ts')).href)) as AppModule) : { buildApp: ownBuildApp };
   const log = args.get('log') ?? 'devnull';
-  // serve logs JSON at info to stdout, synchronously (pino's default); /dev/null keeps that cost
-  // (one write(2) per decision) without a terminal or a pipe reader in the measurement.
-  const logger = log === 'off' ? false : pino({ level: 'info' }, pino.destination({ dest: log === 'stdout' ? 1 : '/dev/null', sync: true }));
+  // serve's own logger (src/serve/log.ts), writing to /dev/null: its cost without a terminal or a
+  // pipe reader in the measurement. A checkout from before that file logged synchronously.
+  const dest = log === 'stdout' ? 1 : '/dev/null';
+  const serveLog = root ? join(resolve(root), 'src/serve/log.ts') : undefined;
+  const logger =
+    log === 'off'
+      ? false
+      : serveLog && !existsSync(serveLog)
+        ? pino({ level: 'info' }, pino.destination({ dest, sync: true }))
+        : (serveLog ? ((await import(pathToFileURL(serveLog).href)) as typeof import('../../src/serve/log.ts')) : { serveLogger }).serveLogger('info', dest);
   app = buildApp({
     enforcement: 'deny',
     quickExitImageAllowlist: [],

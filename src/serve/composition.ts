@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { pino, type Logger as PinoLogger } from 'pino';
+import type { Logger as PinoLogger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { ServeConfig } from '../config.ts';
 import { buildProbeApp, type Readiness } from '../health.ts';
@@ -15,6 +15,7 @@ import { SIGNAL_COMMAND } from '../policy/index.ts';
 import { UsageError } from '../usage-error.ts';
 import type { Watcher } from '../watcher/watcher.ts';
 import { parseListenAddress, type Context } from './context.ts';
+import { serveLogger } from './log.ts';
 import { InjectedSidecarPolicySource, loadInjectedSidecarPolicy, ownPodOf } from './injected-sidecar-source.ts';
 import { whileLeader, type Component, type Stop } from './lifecycle.ts';
 
@@ -30,7 +31,7 @@ export function compose(config: ServeConfig): { logger: PinoLogger; components: 
   // Before anything else: a bad policy file is refused before a client or a certificate exists.
   const loadedPolicy = config.injectedSidecars ? loadInjectedSidecarPolicy(config.injectedSidecars) : undefined;
 
-  const logger = pino({ level: config.logLevel });
+  const logger = serveLogger(config.logLevel);
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const namespace = resolveNamespace(config.namespace);
   logger.info({ server: kubeConfig.getCurrentCluster()?.server, namespace }, 'Kubernetes client configured');
