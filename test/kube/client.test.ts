@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { ApiException, HttpMethod, KubeConfig, PatchStrategy, RequestContext, setHeaderOptions } from '@kubernetes/client-node';
 import { isApiError } from '../../src/kube/api-errors.ts';
-import { CREDENTIALS_REFRESH_MS, cacheCredentials, requestJson, reuseConnections } from '../../src/kube/client.ts';
+import { CREDENTIALS_REFRESH_MS, cacheCredentials, requestJson, reuseConnections, withRequestSignal } from '../../src/kube/client.ts';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
 import { recordingServer } from '../support/recording-api-server.ts';
 
@@ -123,8 +123,26 @@ t.test('requestJson sends and answers plain JSON', async (t) => {
   t.equal(seen[3]!.url, '/api/v1/pods?labelSelector=a%3Db&limit=5', 'the query, empty values left out');
 });
 
-t.test('requestJson: an answer other than 2xx is an ApiException with its code and body', async (t) => {
-  const { kubeConfig } = await recordingServer(t, 409, { kind: 'Status', reason: 'AlreadyExists' });
+for (const plainHttp of [false, true]) {
+  t.test(`requestJson${plainHttp ? ' over plain HTTP' : ''}: the request's signal aborts it where it hangs`, async (t) => {
+    const { seen, kubeConfig } = await recordingServer(t, 200, {}, { plainHttp, hang: true });
+    const started = Date.now();
+    const bounded = withRequestSignal(kubeConfig, () => AbortSignal.timeout(200));
+    await t.rejects(requestJson(bounded, 'GET', '/api/v1/namespaces/a/pods/p'), { name: 'TimeoutError' }, 'rejected with the signal\'s reason');
+    t.equal(seen.length, 1, 'the request had arrived');
+    t.ok(Date.now() - started < 5000, 'at the signal, not at some later timeout');
+  });
+}
+
+t.test('requestJson without a dispatcher (plain HTTP, as behind kubectl proxy): through client-node\'s fetch', async (t) => {
+  const { seen, kubeConfig } = await recordingServer(t, 200, { kind: 'Pod' }, { plainHttp: true });
+  t.same(await requestJson(kubeConfig, 'PATCH', '/api/v1/namespaces/a/pods/p', { body: [] }), { kind: 'Pod' });
+  t.match(seen[0], { method: 'PATCH', url: '/api/v1/namespaces/a/pods/p', contentType: 'application/json-patch+json', body: '[]' });
+});
+
+for (const plainHttp of [false, true]) {
+  t.test(`requestJson${plainHttp ? ' over plain HTTP' : ''}: an answer other than 2xx is an ApiException with its code and body`, async (t) => {
+  const { kubeConfig } = await recordingServer(t, 409, { kind: 'Status', reason: 'AlreadyExists' }, { plainHttp });
   const error = await requestJson(kubeConfig, 'POST', '/api/v1/namespaces/a/events', { body: {} }).then(
     () => undefined,
     (caught: unknown) => caught,
@@ -133,3 +151,4 @@ t.test('requestJson: an answer other than 2xx is an ApiException with its code a
   t.ok(isApiError(error, 409), 'its code, as isApiError reads it');
   t.match(String((error as ApiException<string>).body), /AlreadyExists/, "the server's Status in its body");
 });
+}
