@@ -83,6 +83,10 @@ const MAX_NAME_LENGTH = 253;
  */
 export function nearMissEnvName(name: string): string | undefined {
   if ((MARKER_NAMES as readonly string[]).includes(name) || name.length > MAX_NAME_LENGTH) return undefined;
+  return envNames.judge(name);
+}
+
+function judgeEnvName(name: string): string | undefined {
   const seen = nameOf(normalizeEnv(name));
   const family = seen.text.startsWith(KRUISE_FAMILY);
   return bestOf(seen, MARKERS.map((marker) => ({ meant: marker.text, compared: marker, close: family || isClose(seen, marker) })));
@@ -91,6 +95,10 @@ export function nearMissEnvName(name: string): string | undefined {
 /** The annotation key a pod annotation's key is a near miss of (nearMissEnvName gives the rule), or undefined. */
 export function nearMissAnnotation(key: string): string | undefined {
   if (ANNOTATION_KEYS.includes(key) || [...PER_CONTAINER_PREFIXES, SIMULATOR_PREFIX].some((prefix) => key.startsWith(prefix)) || key.length > MAX_NAME_LENGTH) return undefined;
+  return annotationKeys.judge(key);
+}
+
+function judgeAnnotation(key: string): string | undefined {
   const seen = nameOf(normalizeKey(key));
   const slash = seen.text.indexOf('/');
   const domain = nameOf(slash < 0 ? '' : seen.text.slice(0, slash));
@@ -113,6 +121,38 @@ export function nearMissAnnotation(key: string): string | undefined {
   ];
   return bestOf(seen, candidates);
 }
+
+/**
+ * Names already judged, and what they were judged: the pods of one Job, and the containers of one
+ * pod, repeat the same env names, and judging one costs microseconds of comparisons (a fifth of
+ * an admission's CPU when every name was judged again). The judgement is a function of the name
+ * alone, so a name judged once is judged the same. At most MEMO_NAMES are kept (each at most
+ * MAX_NAME_LENGTH long); when full, the memory starts again empty, so a pod with thousands of
+ * different names costs what it did without it, and no more memory.
+ */
+class JudgedNames {
+  private readonly judged = new Map<string, string | null>();
+  private readonly judgeName: (name: string) => string | undefined;
+
+  constructor(judgeName: (name: string) => string | undefined) {
+    this.judgeName = judgeName;
+  }
+
+  judge(name: string): string | undefined {
+    const known = this.judged.get(name);
+    if (known !== undefined) return known ?? undefined;
+    const meant = this.judgeName(name);
+    if (this.judged.size >= MEMO_NAMES) this.judged.clear();
+    this.judged.set(name, meant ?? null);
+    return meant;
+  }
+}
+
+/** The names judged and kept, of each kind. */
+export const MEMO_NAMES = 2048;
+
+const envNames = new JudgedNames(judgeEnvName);
+const annotationKeys = new JudgedNames(judgeAnnotation);
 
 /**
  * The near misses on a pod spec's containers (their env) and its pod's annotations (or its

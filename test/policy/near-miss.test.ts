@@ -24,6 +24,7 @@ import {
   nearMisses,
 } from '../../src/policy/index.ts';
 import { ANNOTATION_MISSES, ENV_MISSES } from '../support/near-miss-cases.ts';
+import { MEMO_NAMES } from '../../src/policy/near-miss.ts';
 
 const SIDECARS = POD_ANNOTATIONS.sidecars;
 const IGNORING = POD_ANNOTATIONS.ignoreExitCode;
@@ -141,4 +142,17 @@ t.test('a hostile pod: at most MAX_NEAR_MISSES annotations, and shapes that are 
   t.ok(found.every((miss) => miss.kind === 'annotation'));
   t.same(nearMisses({ spec: 'Never', annotations: {}, fieldPrefix: 'spec' }), [], 'a spec that is not an object: no restartPolicy, nothing to read');
   t.same(nearMisses({ spec: { restartPolicy: 'Never', containers: [null, 'proxy', 7] }, annotations: {}, fieldPrefix: 'spec' }), [], 'containers that are not objects');
+});
+
+t.test('a name judged again, and after the memory of judged names filled and started again, is judged the same', async (t) => {
+  const names = ['KRUISE_TERMINATE_SIDECAR_WITH_IMAGE', 'DATABASE_URL', 'KRUISE_TERMINATE_SIDECARS_WHEN_JOB_EXIT', 'kruise_terminate_sidecar_when_job_exit'];
+  const first = names.map((name) => nearMissEnvName(name));
+  t.same(first.map((meant) => meant !== undefined), [true, false, true, true], 'the near misses, and the ordinary name');
+  t.same(names.map((name) => nearMissEnvName(name)), first, 'the same, remembered');
+  for (let index = 0; index <= MEMO_NAMES; index++) nearMissEnvName(`UNRELATED_NAME_${index}`);
+  t.same(names.map((name) => nearMissEnvName(name)), first, 'the same once the memory started again');
+  const keys = ['sidecar-terminator.io/sidecar', 'example.com/owner'];
+  const judged = keys.map((key) => nearMissAnnotation(key));
+  t.same(judged.map((meant) => meant !== undefined), [true, false]);
+  t.same(keys.map((key) => nearMissAnnotation(key)), judged, 'annotation keys alike');
 });
