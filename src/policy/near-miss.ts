@@ -138,6 +138,11 @@ class JudgedNames {
     this.judgeName = judgeName;
   }
 
+  /** Forgets every name judged (the growth test times the judging itself, as for names never seen). */
+  forget(): void {
+    this.judged.clear();
+  }
+
   judge(name: string): string | undefined {
     const known = this.judged.get(name);
     if (known !== undefined) return known ?? undefined;
@@ -153,6 +158,12 @@ export const MEMO_NAMES = 2048;
 
 const envNames = new JudgedNames(judgeEnvName);
 const annotationKeys = new JudgedNames(judgeAnnotation);
+
+/** Forgets the names judged so far: the next pod's are judged as if never seen. */
+export function forgetJudgedNames(): void {
+  envNames.forget();
+  annotationKeys.forget();
+}
 
 /**
  * The near misses on a pod spec's containers (their env) and its pod's annotations (or its
