@@ -20,7 +20,11 @@ RUN npm run build
 # 2. The runtime: Node.js and the bundles; no node_modules, no npm, no sources. package.json
 # gives the version and says the bundles are ES modules.
 FROM ${NODE_IMAGE}
-ENV NODE_ENV=production
+# NODE_COMPILE_CACHE: Node keeps the bytecode of the bundles it compiles in that directory and
+# reads it at the next start: a container started again (a crash, an OOM kill, a probe's
+# restart) is ready sooner and holds less memory of the compiler's. /tmp is the pod's own
+# writable volume in the chart; where it is not writable, Node starts without the cache.
+ENV NODE_ENV=production NODE_COMPILE_CACHE=/tmp/node-compile-cache
 WORKDIR /app
 RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack \
       /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack /opt/yarn-* /usr/local/bin/yarn /usr/local/bin/yarnpkg

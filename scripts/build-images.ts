@@ -212,7 +212,7 @@ const IMAGES: Record<string, ImageSpec> = {
     assemble: assembleAddOn,
     // As the Dockerfile: the node image's unprivileged user, by number so that runAsNonRoot can verify it.
     config: {
-      Env: [PATH_ENV, 'NODE_ENV=production'],
+      Env: [PATH_ENV, ...Object.entries(addOnEnv()).map(([name, value]) => `${name}=${value}`)],
       WorkingDir: '/app',
       User: '1000:1000',
       Entrypoint: addOnEntrypoint(),
@@ -237,6 +237,18 @@ export function addOnEntrypoint(): string[] {
   const line = /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8'))?.[1];
   if (!line) throw new Error('the Dockerfile has no ENTRYPOINT ["node", ...] line');
   return JSON.parse(line) as string[];
+}
+
+/**
+ * The environment the Dockerfile's runtime stage sets (its `ENV NAME=value ...` lines after the
+ * last FROM): this image's, and the benchmarks' when they start the image's content.
+ */
+export function addOnEnv(dockerfile = join(repoRoot, 'Dockerfile')): Record<string, string> {
+  const text = readFileSync(dockerfile, 'utf8');
+  const runtime = text.slice(text.lastIndexOf('\nFROM '));
+  const env: Record<string, string> = {};
+  for (const [, settings = ''] of runtime.matchAll(/^ENV (.*)$/gm)) for (const [, name = '', value = ''] of settings.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=(\S*)/g)) env[name] = value;
+  return env;
 }
 
 /** Node's flags of the image's ENTRYPOINT (between `node` and the script). */

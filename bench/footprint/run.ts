@@ -37,7 +37,7 @@ import { buildImage } from '../../scripts/build-images.ts';
 import { startControlPlane } from '../../test/support/control-plane.ts';
 import { httpStatus, PortLease } from '../../test/support/net.ts';
 import { installCrrCrd } from '../../test/support/stack.ts';
-import { addOnArgs, probed, roleEnv, type AfterGc, type Role } from '../lib/addon.ts';
+import { addOnArgs, imageEnv, probed, roleEnv, type AfterGc, type Role } from '../lib/addon.ts';
 import { kruiseVersion, startKruisePeer } from '../lib/kruise-peer.ts';
 import { pooledKubeConfig } from '../lib/kube.ts';
 import { admissionLoad } from '../lib/load.ts';
@@ -149,6 +149,8 @@ interface RoleFigures {
   variant: string;
   role: 'watcher' | 'webhook';
   readyMs: number[];
+  /** The first start with the image's compile cache empty (a new pod), when the image has one, and its RSS idle and after a full GC. */
+  cold?: { readyMs: number; idleRssMiB: number; rssAfterGcMiB: number };
   idleRssMiB: number;
   /** The idle RSS in parts: anonymous memory, and file-backed pages (mostly the node binary). */
   idleParts: { anonymousMiB: number; fileMiB: number };
@@ -179,11 +181,15 @@ async function main(): Promise<void> {
   log(`image ${image.reference}: layer ${fmt(image.layerBytes / 1048576)} MiB, ${fmt(image.layerGzipBytes / 1048576)} MiB gzipped (runtime ${fmt(image.runtimeGzipBytes / 1048576)}, the rest ${fmt(image.restGzipBytes / 1048576)})`);
 
   const imageArgs = addOnArgs();
-  const chartEnv = (root?: string) => ({ webhook: roleEnv('webhook', root), watcher: roleEnv('watcher', root) });
-  const variants: Variant[] = [{ name: 'image', args: imageArgs, env: chartEnv() }];
+  // The image's environment (its compile cache in a directory of the variant's), then the chart's.
+  const chartEnv = (name: string, root?: string) => {
+    const image = imageEnv(join(dir, `${name}-compile-cache`), root);
+    return { webhook: { ...image, ...roleEnv('webhook', root) }, watcher: { ...image, ...roleEnv('watcher', root) } };
+  };
+  const variants: Variant[] = [{ name: 'image', args: imageArgs, env: chartEnv('image') }];
   for (const entry of (args.get('compare-root') ?? '').split(',').filter(Boolean)) {
     const [name, root] = entry.split('=', 2) as [string, string];
-    variants.push({ name, args: addOnArgs(resolve(root)), env: chartEnv(resolve(root)) });
+    variants.push({ name, args: addOnArgs(resolve(root)), env: chartEnv(name, resolve(root)) });
   }
   for (const entry of (args.get('variants') ?? '').split(';').filter(Boolean)) {
     const name = entry.slice(0, entry.indexOf('='));
@@ -227,6 +233,21 @@ async function main(): Promise<void> {
         const readyMs: number[] = [];
         // The first start of the webhook writes the certificates: not counted.
         if (role === 'webhook') await (await startTimed([...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready, variant.env[role])).stop();
+        // A start with the compile cache empty, as a new pod's, apart; then the starts counted, as a container's restarts.
+        const cache = variant.env[role].NODE_COMPILE_CACHE;
+        let cold: RoleFigures['cold'];
+        if (cache) {
+          rmSync(cache, { recursive: true, force: true });
+          const probe = probed(dir, `${variant.name}-${role}-cold`);
+          const started = await startTimed([...probe.nodeArgs, ...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready, { ...variant.env[role], ...probe.env });
+          try {
+            await sleep(quick ? 3000 : 10_000);
+            cold = { readyMs: started.readyMs, idleRssMiB: memory(started.pid).rssMiB, rssAfterGcMiB: (await probe.afterGc(started.pid)).rssAfterGcMiB };
+          } finally {
+            await started.stop();
+          }
+          await sleep(500);
+        }
         for (let i = 0; i < starts; i++) {
           const started = await startTimed([...variant.args, ...roleArgs], join(dir, `${variant.name}-${role}.log`), ready, variant.env[role]);
           readyMs.push(started.readyMs);
@@ -240,10 +261,10 @@ async function main(): Promise<void> {
           const idleRssMiB = memory(measured.pid).rssMiB;
           const idleParts = residentParts(measured.pid);
           const idle = await probe.afterGc(measured.pid);
-          const figures: RoleFigures = { variant: variant.name, role, readyMs, idleRssMiB, idleParts, idle };
+          const figures: RoleFigures = { variant: variant.name, role, readyMs, ...(cold ? { cold } : {}), idleRssMiB, idleParts, idle };
           if (role === 'webhook') figures.load = await underLoad(port, measured.pid, loadSeconds, () => probe.afterGc(measured.pid));
           results.push(figures);
-          log(`${variant.name} ${role}: ready in ${readyMs.map((ms) => fmt(ms, 0)).join(', ')} ms; idle RSS ${fmt(idleRssMiB)} MiB, after GC heap ${fmt(idle.heapMiB)} MiB, RSS ${fmt(idle.rssAfterGcMiB)} MiB${figures.load ? `; under load: peak RSS ${fmt(figures.load.peakRssMiB)} MiB, at the end ${fmt(figures.load.endRssMiB)} MiB, after GC heap ${fmt(figures.load.afterGc.heapMiB)} MiB (${fmt(figures.load.requestsPerSecond, 0)} req/s)` : ''} (load ${machineLoad()})`);
+          log(`${variant.name} ${role}: ready in ${readyMs.map((ms) => fmt(ms, 0)).join(', ')} ms${cold ? ` (${fmt(cold.readyMs, 0)} ms with the compile cache empty, then idle RSS ${fmt(cold.idleRssMiB)} MiB, ${fmt(cold.rssAfterGcMiB)} after GC)` : ''}; idle RSS ${fmt(idleRssMiB)} MiB, after GC heap ${fmt(idle.heapMiB)} MiB, RSS ${fmt(idle.rssAfterGcMiB)} MiB${figures.load ? `; under load: peak RSS ${fmt(figures.load.peakRssMiB)} MiB, at the end ${fmt(figures.load.endRssMiB)} MiB, after GC heap ${fmt(figures.load.afterGc.heapMiB)} MiB (${fmt(figures.load.requestsPerSecond, 0)} req/s)` : ''} (load ${machineLoad()})`);
         } finally {
           await measured.stop();
         }
@@ -314,14 +335,15 @@ function summarise(image: ImageSize, results: RoleFigures[], kruise: KruiseFigur
   const lines = [
     `Image \`${image.reference}\` (scripts/build-images.ts, the runtime layer and the add-on's): ${mib(image.layerBytes)} MiB, ${mib(image.layerGzipBytes)} MiB gzipped; the Node.js runtime (node and the libraries it links) ${mib(image.runtimeGzipBytes)} MiB gzipped, everything else ${mib(image.restGzipBytes)} MiB gzipped (${image.appFiles} files under /app; ${image.declarationFiles} .d.ts, ${image.sourceMaps} source maps).`,
     '',
-    `Each role with ${run.managed} managed pods Running, the add-on run as the image runs it (Node flags: ${run.flags.length > 0 ? `\`${run.flags.join(' ')}\`` : 'none'}; the chart's environment: ${(['watcher', 'webhook'] as const).map((role) => `${role} ${Object.entries(run.env[role]).map(([k, v]) => `\`${k}=${v}\``).join(' ') || 'none'}`).join(', ')}) and any other variant; start to ready: median of ${run.starts} fresh processes (min-max); memory in MiB; the webhook under ${run.loadSeconds} s of admission load (16 connections, the 5-container pod, /validate then /mutate):`,
+    `Each role with ${run.managed} managed pods Running, the add-on run as the image runs it (Node flags: ${run.flags.length > 0 ? `\`${run.flags.join(' ')}\`` : 'none'}; the image's and the chart's environment: ${(['watcher', 'webhook'] as const).map((role) => `${role} ${Object.entries(run.env[role]).map(([k, v]) => `\`${k}=${v}\``).join(' ') || 'none'}`).join(', ')}) and any other variant; start to ready: median of ${run.starts} fresh processes (min-max); memory in MiB; the webhook under ${run.loadSeconds} s of admission load (16 connections, the 5-container pod, /validate then /mutate):`,
     '',
     table(
-      ['process', 'start to ready ms', 'idle RSS', 'of which anonymous / file-backed', 'idle heap after GC', 'idle RSS after GC', 'under load: peak RSS', 'under load: RSS at the end', 'under load: heap after GC', 'peak RSS / idle RSS'],
+      ['process', 'start to ready ms', 'first start, compile cache empty: ready ms, idle RSS, RSS after GC', 'idle RSS', 'of which anonymous / file-backed', 'idle heap after GC', 'idle RSS after GC', 'under load: peak RSS', 'under load: RSS at the end', 'under load: heap after GC', 'peak RSS / idle RSS'],
       [
         ...results.map((r) => [
           `${r.variant}: ${r.role}`,
           `${fmt(median(r.readyMs), 0)} (${fmt(Math.min(...r.readyMs), 0)}-${fmt(Math.max(...r.readyMs), 0)})`,
+          r.cold ? `${fmt(r.cold.readyMs, 0)}, ${fmt(r.cold.idleRssMiB, 0)}, ${fmt(r.cold.rssAfterGcMiB, 0)}` : '',
           fmt(r.idleRssMiB, 0),
           `${fmt(r.idleParts.anonymousMiB, 0)} / ${fmt(r.idleParts.fileMiB, 0)}`,
           fmt(r.idle.heapMiB, 1),
@@ -332,7 +354,7 @@ function summarise(image: ImageSize, results: RoleFigures[], kruise: KruiseFigur
           r.load ? `${fmt(r.load.peakRssMiB / r.idleRssMiB)}x` : '',
         ]),
         ...(kruise
-          ? [[`OpenKruise ${kruiseVersion()}: its controller (caches synced)`, `${fmt(median(kruise.readyMs), 0)} (${fmt(Math.min(...kruise.readyMs), 0)}-${fmt(Math.max(...kruise.readyMs), 0)})`, fmt(kruise.idleRssMiB, 0), '', fmt(kruise.idle.heapMiB, 1), fmt(kruise.idle.rssAfterGcMiB, 0), '', '', '', '']]
+          ? [[`OpenKruise ${kruiseVersion()}: its controller (caches synced)`, `${fmt(median(kruise.readyMs), 0)} (${fmt(Math.min(...kruise.readyMs), 0)}-${fmt(Math.max(...kruise.readyMs), 0)})`, '', fmt(kruise.idleRssMiB, 0), '', fmt(kruise.idle.heapMiB, 1), fmt(kruise.idle.rssAfterGcMiB, 0), '', '', '', '']]
           : []),
       ],
     ),

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { basename, join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse as parseYaml } from 'yaml';
-import { addOnNodeFlags } from '../../scripts/build-images.ts';
+import { addOnEnv, addOnNodeFlags } from '../../scripts/build-images.ts';
 import { bundle } from '../../scripts/bundle.ts';
 
 const repoRoot = resolve(import.meta.dirname, '../..');
@@ -69,6 +69,17 @@ export function roleEnv(role: Role, root: string = repoRoot): Record<string, str
   if (!existsSync(values)) return {};
   const env = (parseYaml(readFileSync(values, 'utf8')) as Record<Role, { env?: Record<string, string> } | undefined>)[role]?.env;
   return { ...env };
+}
+
+/**
+ * The environment the image of the checkout at `root` sets (its Dockerfile's ENV), with Node's
+ * compile cache, if it names one, in `cacheDir` instead: one directory per measured variant, so
+ * that its starts after the first find the cache as a container started again finds it on /tmp.
+ */
+export function imageEnv(cacheDir: string, root: string = repoRoot): Record<string, string> {
+  const env = addOnEnv(join(root, 'Dockerfile'));
+  if (env.NODE_COMPILE_CACHE) env.NODE_COMPILE_CACHE = cacheDir;
+  return env;
 }
 
 /** The ENTRYPOINT flags of another checkout's Dockerfile. */

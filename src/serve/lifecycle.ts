@@ -2,6 +2,7 @@
 // SIGINT, stop them all together; the webhook's drain; and a component that runs only while
 // this replica holds the leader Lease. Nothing here knows what a component does.
 import type { Server as HttpsServer } from 'node:https';
+import { flushCompileCache } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LeaderElector } from '../kube/leader-election.ts';
 import type { Logger } from '../logger.ts';
@@ -25,6 +26,10 @@ export async function runUntilSignal(components: readonly Component[], logger: L
     throw err;
   }
   logger.info('started');
+  // What was compiled to start is written to the compile cache (the image's NODE_COMPILE_CACHE)
+  // now, not only at a graceful exit: the next start of the container reads it after a crash or
+  // an OOM kill too. Without NODE_COMPILE_CACHE this does nothing.
+  flushCompileCache();
   const signal = await nextSignal();
   logger.info({ signal }, 'shutting down');
   await stopAll();

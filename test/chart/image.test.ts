@@ -11,19 +11,34 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import t from 'tap';
-import { addOnEntrypoint } from '../../scripts/build-images.ts';
+import { addOnEntrypoint, addOnEnv } from '../../scripts/build-images.ts';
 import { OFFLOAD_BODY_BYTES } from '../../src/webhook/offload.ts';
 import { runCommand } from '../support/command.ts';
 import { repoRoot } from '../support/repo.ts';
 import { postJson, startServe } from '../support/serve-process.ts';
+import { waitFor } from '../support/wait.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'st-image-'));
 t.teardown(() => rmSync(root, { recursive: true, force: true }));
 const build = join(root, 'build');
 const app = join(root, 'app');
 const PATH = `${join(repoRoot, 'node_modules/.bin')}:${process.env.PATH}`;
-// Run from elsewhere with no node_modules/.bin on the PATH: only the image's layout counts.
-const RUNTIME_ENV = { PATH: `${join(repoRoot, 'node_modules/node/bin')}:/usr/bin:/bin`, NODE_ENV: 'production', NODE_PATH: '' };
+// Run from elsewhere with no node_modules/.bin on the PATH: only the image's layout counts. The
+// image's environment, its compile cache in a directory of this test's.
+const IMAGE_ENV = addOnEnv();
+const compileCache = join(root, 'node-compile-cache');
+const RUNTIME_ENV = { ...IMAGE_ENV, NODE_COMPILE_CACHE: compileCache, PATH: `${join(repoRoot, 'node_modules/node/bin')}:/usr/bin:/bin`, NODE_PATH: '' };
+const cachedFiles = (dir: string): string[] => {
+  try {
+    return readdirSync(dir, { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile()).map((entry) => entry.name);
+  } catch {
+    return [];
+  }
+};
+
+t.test("the image's environment: production, and Node's compile cache on the pod's writable /tmp", async (t) => {
+  t.same(IMAGE_ENV, { NODE_ENV: 'production', NODE_COMPILE_CACHE: '/tmp/node-compile-cache' });
+});
 
 const run = (command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = {}) => runCommand(command, args, { cwd, env: { ...process.env, PATH, ...env } });
 
@@ -84,6 +99,7 @@ t.test('runtime: the bundles start, print their help and lint without node_modul
   const serveHelp = await run(entrypoint('serve', '--help').command, entrypoint('serve', '--help').args, root, RUNTIME_ENV);
   t.equal(serveHelp.code, 0, serveHelp.stderr);
   t.match(serveHelp.stdout, /--kill-mechanism VALUE/);
+  t.ok(cachedFiles(compileCache).length > 0, `Node wrote its compile cache, in the directory the image names (${cachedFiles(compileCache).length} files)`);
   t.match(serveHelp.stdout, /--probe-address VALUE/);
   const lint = entrypoint('lint', join(repoRoot, 'examples/misconfigured.yaml'));
   const linted = await run(lint.command, lint.args, root, RUNTIME_ENV);
@@ -162,8 +178,14 @@ t.test('runtime: serve judges a large body in its worker thread, the bundle dist
     contexts: [{ name: 'api', context: { cluster: 'api', user: 'api', namespace: 'default' } }],
     'current-context': 'api',
   }));
+  // serve writes the compile cache once started (not only at exit): a container OOM-killed starts from it.
+  const serveCache = join(root, 'serve-compile-cache');
+  process.env.NODE_COMPILE_CACHE = serveCache;
   const serve = await startServe(['--no-watcher', '--kubeconfig', kubeconfig, '--cert-dir', join(root, 'certs-worker')], { entry: [...nodeFlags, join(app, 'dist/cli.js')] });
+  delete process.env.NODE_COMPILE_CACHE;
   t.teardown(() => serve.stop());
+  const cached = await waitFor('the compile cache written', () => cachedFiles(serveCache).length > 3 && cachedFiles(serveCache), { timeoutMs: 10_000, intervalMs: 100 }).catch(() => cachedFiles(serveCache));
+  t.ok(cached.length > 3, `the bundles' bytecode is in the compile cache while serve runs, before any exit (${cached.length} files)`);
 
   const env = Array.from({ length: 5000 }, (_, i) => ({ name: `SETTING_${i}`, value: 'x'.repeat(80) }));
   const object = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' }, spec: { restartPolicy: 'Never', containers: [{ name: 'main', env }] } };
