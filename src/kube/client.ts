@@ -36,7 +36,7 @@ type ApplyHttpsOptions = (opts: HttpsOptions) => void;
  * period, and reuseConnections then starts a new pool with it. Each request gets its own copy of
  * the headers, to which the token is added.
  */
-export function cacheCredentials(kubeConfig: KubeConfig, refreshMs = CREDENTIALS_REFRESH_MS, now: () => number = Date.now): KubeConfig {
+export function cacheCredentials(kubeConfig: KubeConfig, refreshMs = CREDENTIALS_REFRESH_MS, now: () => number = () => performance.now()): KubeConfig {
   const target = kubeConfig as unknown as { applyHTTPSOptions?: ApplyHttpsOptions };
   // A private method: if a client-node release renames it, requests work as before, reading the files each time.
   if (typeof target.applyHTTPSOptions !== 'function') return kubeConfig;
@@ -86,7 +86,7 @@ export function reuseConnections(kubeConfig: KubeConfig): KubeConfig {
   const create = target.createDispatcher.bind(kubeConfig);
   let current: { options: unknown; dispatcher: Dispatcher | undefined } | undefined;
   target.createDispatcher = (cluster, agentOptions) => {
-    // The CA, certificate and key are read again for every request: compared by content (Buffers byte by byte).
+    // The CA, certificate and key (read again once a minute, cacheCredentials) are compared by content: the same Buffers at once, new ones byte by byte.
     const options = kubeConfig.createDispatcherOptions(cluster, agentOptions);
     if (!current || !isDeepStrictEqual(current.options, options)) {
       const previous = current?.dispatcher;
@@ -119,7 +119,7 @@ const transport = createConfiguration().httpApi;
 
 /** What requestJson sends besides its method and path. */
 export interface JsonRequest {
-  query?: Record<string, string | number | undefined>;
+  query?: Record<string, string | number | boolean | undefined>;
   /** Sent as JSON; a PATCH's is a JSON patch unless `options` sets another Content-Type. */
   body?: unknown;
   /** client-node's per-call options (setHeaderOptions): their middleware's `pre` is applied. */
@@ -132,7 +132,8 @@ export interface JsonRequest {
  * (ObjectSerializer, field by field), which for a list of 2,000 pods costs more than the request
  * itself, and for a single pod read or written is a third of the request's CPU; watches deliver
  * plain JSON in any case. Authenticated, pooled and bounded as their requests are
- * (applySecurityAuthentication); an answer other than 2xx is an ApiException, as theirs.
+ * (applySecurityAuthentication, then the options' middleware, in their order); an answer other
+ * than 2xx is an ApiException, as theirs.
  */
 export async function requestJson<T>(kubeConfig: KubeConfig, method: 'GET' | 'POST' | 'PATCH', path: string, request: JsonRequest = {}): Promise<T> {
   const server = kubeConfig.getCurrentCluster()?.server;
@@ -141,29 +142,37 @@ export async function requestJson<T>(kubeConfig: KubeConfig, method: 'GET' | 'PO
   for (const [name, value] of Object.entries(request.query ?? {})) if (value !== undefined && value !== '') url.searchParams.set(name, String(value));
   let context = new RequestContext(url.toString(), HttpMethod[method]);
   context.setHeaderParam('Accept', 'application/json');
+  context.setHeaderParam('User-Agent', USER_AGENT);
   if (request.body !== undefined) {
     context.setHeaderParam('Content-Type', method === 'PATCH' ? 'application/json-patch+json' : 'application/json');
     context.setBody(JSON.stringify(request.body));
   }
-  for (const middleware of request.options?.middleware ?? []) context = await middleware.pre(context).toPromise();
   await kubeConfig.applySecurityAuthentication(context);
-  const { status, body, headers } = await send(context, url);
+  for (const middleware of request.options?.middleware ?? []) context = await middleware.pre(context).toPromise();
+  const { status, body, headers } = await send(context);
   if (status < 200 || status > 299) throw new ApiException(status, `${method} ${path}: HTTP ${status}`, body, headers);
   return JSON.parse(body) as T;
 }
 
+/** What the API server's audit log names the plain requests' client. */
+const USER_AGENT = 'sidecar-terminator';
+
 /**
  * Sends the request on the pooled dispatcher that applySecurityAuthentication chose, with
  * undici's request(), which costs the client a fraction of the CPU and garbage of fetch(): the
- * HTTP client was half of a watcher's CPU per request in its profile. Without a dispatcher (plain
- * HTTP, as behind `kubectl proxy`), through client-node's transport (undici's fetch).
+ * HTTP client was half of a watcher's CPU per request in its profile. It asks for no compression:
+ * the answers are parsed whole anyway, and inflating costs more CPU than the bytes cost time on a
+ * cluster's network. client-node gives no dispatcher only to an HTTPS server trusted by the
+ * system's roots with no client certificate: such requests go through its transport (undici's
+ * fetch).
  */
-async function send(context: RequestContext, url: URL): Promise<{ status: number; body: string; headers: Record<string, string> }> {
+async function send(context: RequestContext): Promise<{ status: number; body: string; headers: Record<string, string> }> {
   const dispatcher = context.getDispatcher();
   if (!dispatcher) {
     const response = await transport.send(context).toPromise();
     return { status: response.httpStatusCode, body: await response.body.text(), headers: response.headers };
   }
+  const url = new URL(context.getUrl());
   const signal = context.getSignal();
   const response = await dispatcher.request({
     origin: url.origin,

@@ -7,30 +7,49 @@
 import type { CoreV1Api, CustomObjectsApi, KubeConfig, V1Pod } from '@kubernetes/client-node';
 import { requestJson, type JsonRequest } from './client.ts';
 
-type PodTarget = { name: string; namespace: string };
-type PodPatch = PodTarget & { body: unknown };
+/** A generated method's parameters: the object's name and namespace, its body, and the request's query (dryRun, fieldManager, pretty...). */
+type Parameters = { name?: string; namespace: string; body?: unknown } & Record<string, unknown>;
+type Options = JsonRequest['options'];
 
-const podPath = ({ name, namespace }: PodTarget, subresource = '') => `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}${subresource}`;
+const segment = (value: unknown) => encodeURIComponent(String(value));
+const podPath = ({ name, namespace }: Parameters, subresource = '') => `/api/v1/namespaces/${segment(namespace)}/pods/${segment(name)}${subresource}`;
+
+/** The parameters that are neither in the path nor the body go in the query, by the same names (the API's own). */
+function queryOf(parameters: Parameters, inPath: readonly string[]): JsonRequest['query'] {
+  const query: NonNullable<JsonRequest['query']> = {};
+  for (const [key, value] of Object.entries(parameters)) if (key !== 'body' && !inPath.includes(key) && (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean')) query[key] = value;
+  return query;
+}
+
+const request = (parameters: Parameters, inPath: readonly string[], options: Options): JsonRequest => ({
+  query: queryOf(parameters, inPath),
+  ...(parameters.body !== undefined ? { body: parameters.body } : {}),
+  ...(options ? { options } : {}),
+});
 
 /** `core`, whose pod reads, pod patches and event creations go as plain JSON. */
 export function withPlainPodCalls(core: CoreV1Api, kubeConfig: KubeConfig): CoreV1Api {
-  const patch = (subresource: string) => (target: PodPatch, options?: JsonRequest['options']) =>
-    requestJson<V1Pod>(kubeConfig, 'PATCH', podPath(target, subresource), { body: target.body, ...(options ? { options } : {}) });
-  const plain: Partial<CoreV1Api> = {
-    readNamespacedPod: (target: PodTarget) => requestJson<V1Pod>(kubeConfig, 'GET', podPath(target)),
+  const pod = ['name', 'namespace'];
+  const patch = (subresource: string) => (parameters: Parameters, options?: Options) => requestJson<V1Pod>(kubeConfig, 'PATCH', podPath(parameters, subresource), request(parameters, pod, options));
+  const plain = {
+    readNamespacedPod: (parameters: Parameters, options?: Options) => requestJson<V1Pod>(kubeConfig, 'GET', podPath(parameters), request(parameters, pod, options)),
     patchNamespacedPod: patch(''),
     patchNamespacedPodStatus: patch('/status'),
     patchNamespacedPodEphemeralcontainers: patch('/ephemeralcontainers'),
-    createNamespacedEvent: ({ namespace, body }) => requestJson(kubeConfig, 'POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/events`, { body }),
+    createNamespacedEvent: (parameters: Parameters, options?: Options) =>
+      requestJson(kubeConfig, 'POST', `/api/v1/namespaces/${segment(parameters.namespace)}/events`, request(parameters, ['namespace'], options)),
   };
-  return Object.assign(Object.create(core) as CoreV1Api, plain);
+  return Object.assign(Object.create(core) as CoreV1Api, plain as unknown as Partial<CoreV1Api>);
 }
 
 /** `custom`, whose object creations go as plain JSON (the ContainerRecreateRequests). */
 export function withPlainCustomObjectCalls(custom: CustomObjectsApi, kubeConfig: KubeConfig): CustomObjectsApi {
-  const plain: Partial<CustomObjectsApi> = {
-    createNamespacedCustomObject: ({ group, version, namespace, plural, body }) =>
-      requestJson(kubeConfig, 'POST', `/apis/${encodeURIComponent(group)}/${encodeURIComponent(version)}/namespaces/${encodeURIComponent(namespace)}/${encodeURIComponent(plural)}`, { body }),
+  const plain = {
+    createNamespacedCustomObject: (parameters: Parameters, options?: Options) => {
+      const { group, version, namespace, plural } = parameters;
+      const path = `/apis/${segment(group)}/${segment(version)}/namespaces/${segment(namespace)}/${segment(plural)}`;
+      return requestJson(kubeConfig, 'POST', path, request(parameters, ['group', 'version', 'namespace', 'plural'], options));
+    },
   };
-  return Object.assign(Object.create(custom) as CustomObjectsApi, plain);
+  return Object.assign(Object.create(custom) as CustomObjectsApi, plain as unknown as Partial<CustomObjectsApi>);
 }

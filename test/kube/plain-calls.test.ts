@@ -15,7 +15,7 @@ t.test('pod reads, pod patches and events go as plain JSON to the same paths', a
   await core.patchNamespacedPodStatus({ name: 'p', namespace: 'a', body: patch }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
   await core.patchNamespacedPodEphemeralcontainers({ name: 'p', namespace: 'a', body: patch });
   await core.patchNamespacedPod({ name: 'p', namespace: 'a', body: { metadata: { labels: { x: 'y' } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
-  await core.createNamespacedEvent({ namespace: 'a', body: { metadata: { name: 'p.1' }, involvedObject: { kind: 'Pod', name: 'p' } } });
+  await core.createNamespacedEvent({ namespace: 'a', body: { metadata: { name: 'p.1' }, involvedObject: { kind: 'Pod', name: 'p' } }, dryRun: 'All', fieldManager: 'x' });
   t.same(
     seen.map(({ method, url, contentType }) => `${method} ${url} ${contentType ?? '-'}`),
     [
@@ -23,9 +23,9 @@ t.test('pod reads, pod patches and events go as plain JSON to the same paths', a
       'PATCH /api/v1/namespaces/a/pods/p/status application/json-patch+json',
       'PATCH /api/v1/namespaces/a/pods/p/ephemeralcontainers application/json-patch+json',
       'PATCH /api/v1/namespaces/a/pods/p application/merge-patch+json',
-      'POST /api/v1/namespaces/a/events application/json',
+      'POST /api/v1/namespaces/a/events?dryRun=All&fieldManager=x application/json',
     ],
-    'each to its path, with its content type',
+    'each to its path, with its content type, and the other parameters in the query as the generated API sends them',
   );
   t.same(JSON.parse(seen[1]!.body), patch, 'the patch as given');
   t.same(JSON.parse(seen[4]!.body), { metadata: { name: 'p.1' }, involvedObject: { kind: 'Pod', name: 'p' } }, 'the event as given');

@@ -1,7 +1,7 @@
 // An API server stand-in, for the client's own requests: it records each request (method, path
 // and query, content type, body) and answers every one with one status and body. Over HTTPS with
-// a CA of its own, which the kubeconfig trusts (client-node then gives each request a pooled
-// dispatcher), or plain HTTP (no dispatcher: as behind `kubectl proxy`).
+// a CA of its own, which the kubeconfig trusts, or plain HTTP (with insecure-skip-tls-verify, as
+// behind `kubectl proxy`).
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createSecureServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -17,15 +17,21 @@ export interface RecordedRequest {
   body: string;
 }
 
-/** Records each request, answers `status` with `answer` (never, with `hang`); over HTTPS unless `plainHttp`. */
-export async function recordingServer(t: Test, status: number, answer: object, { plainHttp = false, hang = false } = {}) {
+/**
+ * Records each request, answers `status` with `answer` (never, with `hang`, which is called
+ * instead once the request has arrived); over HTTPS unless `plainHttp`.
+ */
+export async function recordingServer(t: Test, status: number, answer: object, { plainHttp = false, hang }: { plainHttp?: boolean; hang?: () => void } = {}) {
   const seen: RecordedRequest[] = [];
   const handle = (request: IncomingMessage, response: ServerResponse) => {
     let body = '';
     request.on('data', (chunk: Buffer) => (body += chunk.toString()));
     request.on('end', () => {
       seen.push({ method: request.method!, url: request.url!, contentType: request.headers['content-type'], accept: request.headers.accept, body });
-      if (hang) return;
+      if (hang) {
+        hang();
+        return;
+      }
       response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
     });
   };
