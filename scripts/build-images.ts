@@ -241,13 +241,19 @@ export function addOnEntrypoint(): string[] {
 
 /**
  * The environment the Dockerfile's runtime stage sets (its `ENV NAME=value ...` lines after the
- * last FROM): this image's, and the benchmarks' when they start the image's content.
+ * last FROM): this image's, and the benchmarks' when they start the image's content. Only plain
+ * values are read; a line in another form (quotes, `$VAR`, a continuation, `ENV NAME value`) is an
+ * error, not a value read wrong.
  */
 export function addOnEnv(dockerfile = join(repoRoot, 'Dockerfile')): Record<string, string> {
   const text = readFileSync(dockerfile, 'utf8');
-  const runtime = text.slice(text.lastIndexOf('\nFROM '));
+  const from = text.lastIndexOf('\nFROM ');
+  if (from < 0) throw new Error(`${dockerfile}: no FROM line`);
   const env: Record<string, string> = {};
-  for (const [, settings = ''] of runtime.matchAll(/^ENV (.*)$/gm)) for (const [, name = '', value = ''] of settings.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=(\S*)/g)) env[name] = value;
+  for (const [line, settings = ''] of text.slice(from).matchAll(/^ENV\b(.*)$/gm)) {
+    if (!/^( [A-Za-z_][A-Za-z0-9_]*=[^\s"'$\\]*)+$/.test(settings)) throw new Error(`${dockerfile}: \`${line}\`: only ENV NAME=value ... with plain values is read here`);
+    for (const [, name = '', value = ''] of settings.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=(\S*)/g)) env[name] = value;
+  }
   return env;
 }
 

@@ -181,8 +181,9 @@ t.test('runtime: serve judges a large body in its worker thread, the bundle dist
   // serve writes the compile cache once started (not only at exit): a container OOM-killed starts from it.
   const serveCache = join(root, 'serve-compile-cache');
   process.env.NODE_COMPILE_CACHE = serveCache;
-  const serve = await startServe(['--no-watcher', '--kubeconfig', kubeconfig, '--cert-dir', join(root, 'certs-worker')], { entry: [...nodeFlags, join(app, 'dist/cli.js')] });
-  delete process.env.NODE_COMPILE_CACHE;
+  const serve = await startServe(['--no-watcher', '--kubeconfig', kubeconfig, '--cert-dir', join(root, 'certs-worker')], { entry: [...nodeFlags, join(app, 'dist/cli.js')] }).finally(() => {
+    delete process.env.NODE_COMPILE_CACHE;
+  });
   t.teardown(() => serve.stop());
   const cached = await waitFor('the compile cache written', () => cachedFiles(serveCache).length > 3 && cachedFiles(serveCache), { timeoutMs: 10_000, intervalMs: 100 }).catch(() => cachedFiles(serveCache));
   t.ok(cached.length > 3, `the bundles' bytecode is in the compile cache while serve runs, before any exit (${cached.length} files)`);
