@@ -137,5 +137,9 @@ if [ "$mode" != files ] && [ "$status" -eq 0 ]; then
 fi
 set -e
 
+if [ "$(count fail "$log")" -gt 0 ]; then
+  echo "== what failed (scripts/tap-failures.awk)"
+  awk -f scripts/tap-failures.awk "$log" | head -n 200
+fi
 echo "tests: $(count pass "$log") passed, $(count fail "$log") failed, $(count skip "$log") skipped"
 exit "$status"
