@@ -15,7 +15,7 @@ export async function runServe(config: ServeConfig): Promise<void> {
  * An error nothing handled is a fault of the add-on: the process exits 1, as Node would, so its
  * Deployment restarts it, but says so first in its own JSON log line, where a log pipeline finds it.
  */
-function exitOnUnhandledErrors(logger: Logger): void {
+export function exitOnUnhandledErrors(logger: Logger): void {
   const fail = (kind: string) => (err: unknown) => {
     logger.error({ err }, `${kind}: exiting`);
     process.exit(1);

@@ -1,0 +1,51 @@
+// src/serve.ts's exitOnUnhandledErrors in a process of its own: an error nothing handled ends serve
+// with exit code 1, and its last log line, and every line before it, reaches stdout in order,
+// although serve's log is written off the event loop (src/serve/log.ts).
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import t from 'tap';
+import { repoRoot } from '../support/repo.ts';
+
+/** Lines logged just before the error: enough that a write is under way when it strikes. */
+const BURST = 5000;
+
+/** How long the test leaves the process's stdout unread from its start: the pipe fills, so a write is still under way, blocked, when the error strikes. */
+const READER_PAUSE_MS = 400;
+
+/** A process with serve's logger and handlers that logs BURST lines, then meets `failure`. */
+function failingProcess(failure: string): string {
+  return `
+    import { serveLogger } from ${JSON.stringify(`${repoRoot}/src/serve/log.ts`)};
+    import { exitOnUnhandledErrors } from ${JSON.stringify(`${repoRoot}/src/serve.ts`)};
+    const logger = serveLogger('info');
+    exitOnUnhandledErrors(logger);
+    for (let line = 1; line <= ${BURST}; line++) logger.info({ line }, 'busy');
+    ${failure}
+  `;
+}
+
+for (const { kind, failure } of [
+  { kind: 'uncaught exception', failure: "setImmediate(() => { throw new Error('boom'); });" },
+  { kind: 'unhandled promise rejection', failure: "setImmediate(() => Promise.reject(new Error('boom')));" },
+]) {
+  t.test(`${kind}: exit 1, the last line said and none lost`, async (t) => {
+    const child = spawn(process.execPath, ['--input-type=module', '-e', failingProcess(failure)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.stdout.pause();
+    setTimeout(() => child.stdout.resume(), READER_PAUSE_MS);
+    const [code] = (await once(child, 'close')) as [number | null];
+    t.equal(code, 1, `exit code 1 (stderr: ${stderr.slice(0, 500)})`);
+    const records = stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { msg: string; line?: number; err?: { message: string } });
+    const busy = records.filter((record) => record.msg === 'busy').map((record) => record.line);
+    t.same(busy, Array.from({ length: BURST }, (_, index) => index + 1), `all ${BURST} lines before the error, in order`);
+    const last = records.at(-1);
+    t.equal(last?.msg, `${kind}: exiting`, 'the last line says why serve exits');
+    t.equal(last?.err?.message, 'boom', 'with the error');
+  });
+}
