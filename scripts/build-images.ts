@@ -233,9 +233,9 @@ export const PUBLISHED = Object.keys(IMAGES).filter((name) => IMAGES[name]!.publ
  * One home for those flags: this image, the benchmarks and the tests that start the image's
  * content read them here.
  */
-export function addOnEntrypoint(): string[] {
-  const line = /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8'))?.[1];
-  if (!line) throw new Error('the Dockerfile has no ENTRYPOINT ["node", ...] line');
+export function addOnEntrypoint(dockerfile = join(repoRoot, 'Dockerfile')): string[] {
+  const line = /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(dockerfile, 'utf8'))?.[1];
+  if (!line) throw new Error(`${dockerfile}: no ENTRYPOINT ["node", ...] line`);
   return JSON.parse(line) as string[];
 }
 
@@ -258,8 +258,8 @@ export function addOnEnv(dockerfile = join(repoRoot, 'Dockerfile')): Record<stri
 }
 
 /** Node's flags of the image's ENTRYPOINT (between `node` and the script). */
-export function addOnNodeFlags(): string[] {
-  return addOnEntrypoint().slice(1, -1);
+export function addOnNodeFlags(dockerfile = join(repoRoot, 'Dockerfile')): string[] {
+  return addOnEntrypoint(dockerfile).slice(1, -1);
 }
 
 /**

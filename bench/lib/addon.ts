@@ -29,7 +29,7 @@ export function addOnArgs(root: string = repoRoot): string[] {
       execFileSync(process.execPath, [join(root, 'scripts/bundle.ts'), '--out', join(out, 'dist')], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
       // The bundles are ES modules: package.json says so beside them, as in the image.
       execFileSync('cp', [join(root, 'package.json'), join(out, 'package.json')]);
-      args = [...(root === repoRoot ? addOnNodeFlags() : nodeFlagsOf(root)), join(out, 'dist/cli.js')];
+      args = [...addOnNodeFlags(join(root, 'Dockerfile')), join(out, 'dist/cli.js')];
     } else {
       // Inside the checkout, whose node_modules its imports resolve to.
       const compiled = mkdtempSync(join(root, 'bench-dist-'));
@@ -80,12 +80,6 @@ export function imageEnv(cacheDir: string, root: string = repoRoot): Record<stri
   const env = addOnEnv(join(root, 'Dockerfile'));
   if (env.NODE_COMPILE_CACHE) env.NODE_COMPILE_CACHE = cacheDir;
   return env;
-}
-
-/** The ENTRYPOINT flags of another checkout's Dockerfile. */
-function nodeFlagsOf(root: string): string[] {
-  const line = /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(join(root, 'Dockerfile'), 'utf8'))?.[1];
-  return line ? (JSON.parse(line) as string[]).slice(1, -1) : [];
 }
 
 /** The live heap and RSS right after a full garbage collection (bench/watcher/gc-probe.mjs, bench/kruise/main.go). */
