@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import type { AgentOptions } from 'node:https';
 import { isDeepStrictEqual } from 'node:util';
-import { ApiException, HttpMethod, KubeConfig, RequestContext, createConfiguration, type Cluster, type ConfigurationOptions } from '@kubernetes/client-node';
+import { ApiException, HttpMethod, KubeConfig, RequestContext, createConfiguration, type Cluster, type ConfigurationOptions, type DispatcherOptions } from '@kubernetes/client-node';
 
 const SERVICE_ACCOUNT_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 const DEFAULT_NAMESPACE = 'sidecar-terminator';
@@ -67,7 +67,7 @@ export function resolveNamespace(flag: string): string {
   }
 }
 
-type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
+export type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
 type CreateDispatcher = (cluster: Cluster | null, agentOptions: AgentOptions) => Dispatcher | undefined;
 
 /**
@@ -84,18 +84,27 @@ export function reuseConnections(kubeConfig: KubeConfig): KubeConfig {
   // A private method: if a client-node release renames it, requests work as before, just unpooled.
   if (typeof target.createDispatcher !== 'function') return kubeConfig;
   const create = target.createDispatcher.bind(kubeConfig);
-  let current: { options: unknown; dispatcher: Dispatcher | undefined } | undefined;
-  target.createDispatcher = (cluster, agentOptions) => {
-    // The CA, certificate and key (read again once a minute, cacheCredentials) are compared by content: the same Buffers at once, new ones byte by byte.
-    const options = kubeConfig.createDispatcherOptions(cluster, agentOptions);
+  const latest = latestDispatcher();
+  target.createDispatcher = (cluster, agentOptions) => latest(kubeConfig.createDispatcherOptions(cluster, agentOptions), () => create(cluster, agentOptions));
+  return kubeConfig;
+}
+
+/**
+ * One dispatcher while the options it is built from stay the same; when they change, a new one is
+ * built and the previous one closed (its requests under way end first). The options' CA,
+ * certificate and key (read again once a minute, cacheCredentials) are compared by content: the
+ * same Buffers at once, new ones byte by byte.
+ */
+export function latestDispatcher(): (options: DispatcherOptions, build: () => Dispatcher | undefined) => Dispatcher | undefined {
+  let current: { options: DispatcherOptions; dispatcher: Dispatcher | undefined } | undefined;
+  return (options, build) => {
     if (!current || !isDeepStrictEqual(current.options, options)) {
       const previous = current?.dispatcher;
-      current = { options, dispatcher: create(cluster, agentOptions) };
+      current = { options, dispatcher: build() };
       previous?.close().catch(() => undefined);
     }
     return current.dispatcher;
   };
-  return kubeConfig;
 }
 
 /**

@@ -7,10 +7,9 @@
 // request fails before it is sent.
 import { connect as connectTcp, isIP, type Socket } from 'node:net';
 import { connect as connectTls, type ConnectionOptions, type TLSSocket } from 'node:tls';
-import { isDeepStrictEqual } from 'node:util';
-import { KubeConfig, type Cluster, type DispatcherOptions } from '@kubernetes/client-node';
+import { KubeConfig, type Cluster } from '@kubernetes/client-node';
 import type { AgentOptions } from 'node:https';
-import { withRequestSignal } from './client.ts';
+import { latestDispatcher, withRequestSignal, type Dispatcher } from './client.ts';
 
 /** What undici passes a connector. */
 interface ConnectTarget {
@@ -19,7 +18,7 @@ interface ConnectTarget {
   servername?: string;
 }
 type Connector = (target: ConnectTarget, callback: (error: Error | null, socket: TLSSocket | null) => void) => void;
-type CreateDispatcher = (cluster: Cluster | null, agentOptions: AgentOptions) => unknown;
+type CreateDispatcher = (cluster: Cluster | null, agentOptions: AgentOptions) => Dispatcher | undefined;
 
 /** The error of every request made after the end of the term. */
 export class TermEnded extends Error {
@@ -57,18 +56,15 @@ export function fencedKubeConfig(kubeConfig: KubeConfig, signal: AbortSignal): K
 
   // One dispatcher while the TLS settings stay the same (as reuseConnections), built by
   // client-node itself around the connector above.
-  let current: { options: DispatcherOptions; dispatcher: unknown } | undefined;
+  const latest = latestDispatcher();
   const create = (KubeConfig.prototype as unknown as { createDispatcher: CreateDispatcher }).createDispatcher;
   (fenced as unknown as { createDispatcher: CreateDispatcher }).createDispatcher = (cluster, agentOptions) => {
     if (ended()) throw new TermEnded();
     const options = kubeConfig.createDispatcherOptions(cluster, agentOptions);
     // A proxy, or plain HTTP (kubectl proxy): the signal still aborts each request, the sockets are not ours to reset.
     if (options.type !== 'agent' || !cluster?.server.startsWith('https:')) return create.call(kubeConfig, cluster, agentOptions);
-    if (!current || !isDeepStrictEqual(current.options, options)) {
-      const shim = { createDispatcherOptions: () => ({ type: 'agent', connect: connector(options.connect) }) };
-      current = { options, dispatcher: create.call(shim, cluster, agentOptions) };
-    }
-    return current.dispatcher;
+    const shim = { createDispatcherOptions: () => ({ type: 'agent', connect: connector(options.connect) }) };
+    return latest(options, () => create.call(shim, cluster, agentOptions));
   };
 
   // Registered before any request's own listener: the sockets are reset before undici closes them.

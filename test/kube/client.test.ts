@@ -49,6 +49,7 @@ t.test('a changed CA gets a new dispatcher', async (t) => {
   (kubeConfig.getCurrentCluster() as { caData?: string }).caData = Buffer.from(other).toString('base64');
   const second = await dispatcherOf(kubeConfig);
   t.not(second, first, 'new TLS settings, new dispatcher');
+  t.ok((first as { closed: boolean }).closed, 'the previous one closed, not left holding its connections');
   t.equal(await dispatcherOf(kubeConfig), second, 'then reused again');
 });
 

@@ -6,7 +6,7 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, HttpMethod, KubeConfig, RequestContext } from '@kubernetes/client-node';
 import t from 'tap';
 import { reuseConnections } from '../../src/kube/client.ts';
 import { TermEnded, fencedKubeConfig } from '../../src/kube/fenced-client.ts';
@@ -103,4 +103,21 @@ t.test('while the term lasts, requests go through', async (t) => {
   term.abort();
   await t.rejects(core.readNamespacedPod({ namespace: 'default', name: 'p' }));
   t.ok(new TermEnded().message.includes('no longer leads'));
+});
+
+t.test('while the term lasts, one dispatcher per TLS settings: a rotated CA gets a new one, and the previous one is closed', async (t) => {
+  const { caBundle: rotated } = await issueWithNewCa({ hosts: ['127.0.0.1'], validityMs: 3_600_000, now: new Date() });
+  const fenced = fencedKubeConfig(kubeConfigFor(6443), new AbortController().signal);
+  const dispatcher = async () => {
+    const context = new RequestContext('https://127.0.0.1:6443/api/v1/pods', HttpMethod.GET);
+    await fenced.applySecurityAuthentication(context);
+    return context.getDispatcher();
+  };
+  const first = await dispatcher();
+  t.equal(await dispatcher(), first, 'the same settings, the same dispatcher');
+  (fenced.getCurrentCluster() as { caData?: string }).caData = Buffer.from(rotated).toString('base64');
+  const second = await dispatcher();
+  t.not(second, first, 'a new CA, a new dispatcher');
+  t.ok((first as unknown as { closed: boolean }).closed, 'the previous one closed');
+  t.equal(await dispatcher(), second, 'then reused again');
 });
