@@ -17,4 +17,13 @@ else
   echo "npm $version does not enforce package.json's allowScripts (npm 11.16 and later do): installing with npm $NPM_VERSION, through npx" >&2
   npm=(npx --yes "npm@$NPM_VERSION")
 fi
+# The packages need the Node.js of package.json's engines; the machine's may be older (Node.js 20.17
+# installs them): npm then warns EBADENGINE for each of them, which says nothing wrong here.
+engines=$(node -p 'require("./package.json").engines?.node ?? ""' 2>/dev/null || true)
+if [[ $engines =~ ^\>=([0-9]+)\.([0-9]+) ]]; then
+  IFS=. read -r node_major node_minor _ <<<"$(node --version | tr -d v)"
+  if (( node_major < BASH_REMATCH[1] || (node_major == BASH_REMATCH[1] && node_minor < BASH_REMATCH[2]) )); then
+    echo "Node.js $(node --version) installs the packages; npm's EBADENGINE warnings below (engines: node $engines) are expected: the project runs on the Node.js 24 this install adds (node_modules/.bin/node)" >&2
+  fi
+fi
 exec "${npm[@]}" ci --strict-allow-scripts --no-audit --no-fund "$@"
