@@ -1,8 +1,10 @@
 // src/serve.ts's exitOnUnhandledErrors in a process of its own: an error nothing handled ends serve
-// with exit code 1, and its last log line, and every line before it, reaches stdout in order,
-// although serve's log is written off the event loop (src/serve/log.ts).
+// with exit code 1, and its last log line, and every line before it, reaches stdout whole and in
+// order, although serve's log is written off the event loop (src/serve/log.ts): the exit waits for
+// the write under way.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { pathToFileURL } from 'node:url';
 import t from 'tap';
 import { repoRoot } from '../support/repo.ts';
 
@@ -15,8 +17,8 @@ const READER_PAUSE_MS = 400;
 /** A process with serve's logger and handlers that logs BURST lines, then meets `failure`. */
 function failingProcess(failure: string): string {
   return `
-    import { serveLogger } from ${JSON.stringify(`${repoRoot}/src/serve/log.ts`)};
-    import { exitOnUnhandledErrors } from ${JSON.stringify(`${repoRoot}/src/serve.ts`)};
+    import { serveLogger } from ${JSON.stringify(pathToFileURL(`${repoRoot}/src/serve/log.ts`).href)};
+    import { exitOnUnhandledErrors } from ${JSON.stringify(pathToFileURL(`${repoRoot}/src/serve.ts`).href)};
     const logger = serveLogger('info');
     exitOnUnhandledErrors(logger);
     for (let line = 1; line <= ${BURST}; line++) logger.info({ line }, 'busy');
