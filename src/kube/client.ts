@@ -90,18 +90,24 @@ export function reuseConnections(kubeConfig: KubeConfig): KubeConfig {
 }
 
 /**
- * One dispatcher while the options it is built from stay the same; when they change, a new one is
- * built and the previous one closed (its requests under way end first). The options' CA,
- * certificate and key (read again once a minute, cacheCredentials) are compared by content: the
- * same Buffers at once, new ones byte by byte.
+ * How long a dispatcher replaced by new TLS settings stays open: a request handed it just before
+ * (its authentication applied, not yet sent) still goes out on it rather than fail as closed.
  */
-export function latestDispatcher(): (options: DispatcherOptions, build: () => Dispatcher | undefined) => Dispatcher | undefined {
+export const REPLACED_DISPATCHER_CLOSE_MS = 10_000;
+
+/**
+ * One dispatcher while the options it is built from stay the same; when they change, a new one is
+ * built and the previous one closed after `closeAfterMs` (its requests under way end first). The
+ * options' CA, certificate and key (read again once a minute, cacheCredentials) are compared by
+ * content: the same Buffers at once, new ones byte by byte.
+ */
+export function latestDispatcher(closeAfterMs = REPLACED_DISPATCHER_CLOSE_MS): (options: DispatcherOptions, build: () => Dispatcher | undefined) => Dispatcher | undefined {
   let current: { options: DispatcherOptions; dispatcher: Dispatcher | undefined } | undefined;
   return (options, build) => {
     if (!current || !isDeepStrictEqual(current.options, options)) {
       const previous = current?.dispatcher;
       current = { options, dispatcher: build() };
-      previous?.close().catch(() => undefined);
+      if (previous) setTimeout(() => void previous.close().catch(() => undefined), closeAfterMs).unref();
     }
     return current.dispatcher;
   };

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { ApiException, HttpMethod, KubeConfig, PatchStrategy, RequestContext, setHeaderOptions } from '@kubernetes/client-node';
 import { isApiError } from '../../src/kube/api-errors.ts';
-import { CREDENTIALS_REFRESH_MS, cacheCredentials, requestJson, reuseConnections, withRequestSignal } from '../../src/kube/client.ts';
+import { CREDENTIALS_REFRESH_MS, cacheCredentials, latestDispatcher, requestJson, reuseConnections, withRequestSignal } from '../../src/kube/client.ts';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
 import { recordingServer } from '../support/recording-api-server.ts';
 
@@ -49,8 +49,26 @@ t.test('a changed CA gets a new dispatcher', async (t) => {
   (kubeConfig.getCurrentCluster() as { caData?: string }).caData = Buffer.from(other).toString('base64');
   const second = await dispatcherOf(kubeConfig);
   t.not(second, first, 'new TLS settings, new dispatcher');
-  t.ok((first as { closed: boolean }).closed, 'the previous one closed, not left holding its connections');
+  t.notOk((first as { closed: boolean }).closed, 'the previous one still open, for a request handed it just before (latestDispatcher closes it later)');
   t.equal(await dispatcherOf(kubeConfig), second, 'then reused again');
+});
+
+t.test('latestDispatcher: a dispatcher per options; one replaced is closed after the delay, not at once', async (t) => {
+  const built: Array<{ closed: boolean; close(): Promise<void> }> = [];
+  const build = () => {
+    const dispatcher = { closed: false, close: async () => void (dispatcher.closed = true) };
+    built.push(dispatcher);
+    return dispatcher as unknown as ReturnType<Parameters<ReturnType<typeof latestDispatcher>>[1]>;
+  };
+  const latest = latestDispatcher(50);
+  const options = (ca: string) => ({ type: 'agent' as const, connect: { ca: Buffer.from(ca) } });
+  const first = latest(options('a'), build);
+  t.equal(latest(options('a'), build), first, 'the same options (equal by content): the same dispatcher');
+  const second = latest(options('b'), build);
+  t.not(second, first, 'new options: a new dispatcher');
+  t.same(built.map((dispatcher) => dispatcher.closed), [false, false], 'the replaced one still open at once');
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.same(built.map((dispatcher) => dispatcher.closed), [true, false], 'and closed after the delay; the current one open');
 });
 
 t.test('cacheCredentials reads the CA file once per period, and again after it', async (t) => {
