@@ -137,9 +137,9 @@ if [ "$mode" != files ] && [ "$status" -eq 0 ]; then
 fi
 set -e
 
-if [ "$(count fail "$log")" -gt 0 ]; then
-  echo "== what failed (scripts/tap-failures.awk)"
-  awk -f scripts/tap-failures.awk "$log" | head -n 200
+if [ "$status" -ne 0 ]; then
+  failed=$(awk -f scripts/tap-failures.awk "$log")
+  [ -z "$failed" ] || printf '== what failed (scripts/tap-failures.awk)\n%s\n' "$failed"
 fi
 echo "tests: $(count pass "$log") passed, $(count fail "$log") failed, $(count skip "$log") skipped"
 exit "$status"
