@@ -5,7 +5,7 @@
 import { parseDocument } from 'yaml';
 import type { InjectedSidecarEntry, InjectedSidecarPolicy, LabelSelector } from './injected-sidecars.ts';
 import { parseGracePeriod, parseStopMethod, STOP_METHOD_SYNTAX } from './stop-method.ts';
-import { arrayOf, isRecord } from './types.ts';
+import { DNS_LABEL, arrayOf, isRecord } from './types.ts';
 
 /** Job pods only, unless the operator lists others: Argo Workflows and Tekton stop their own sidecars. */
 const DEFAULT_OWNERS = [{ apiVersion: 'batch/v1', kind: 'Job' }] as const;
@@ -17,8 +17,6 @@ const OWNER_FIELDS = ['apiVersion', 'kind'];
 type Operator = NonNullable<LabelSelector['matchExpressions']>[number]['operator'];
 const OPERATORS: readonly Operator[] = ['In', 'NotIn', 'Exists', 'DoesNotExist'];
 
-/** An entry's name and a container's: a DNS-1123 label, as Kubernetes names containers. */
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 /** A label's name part and value (a value may also be empty). */
 const LABEL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 /** A label key's optional prefix: a DNS-1123 subdomain. */

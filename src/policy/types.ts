@@ -2,6 +2,9 @@
 // types, so a pod from @kubernetes/client-node or a parsed admission request fits as it is.
 // Admission bodies and lint input are untrusted: every reader below checks shapes before use.
 
+/** A DNS-1123 label: how Kubernetes names a container (and an injected-sidecar policy its entries). */
+export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
 export interface EnvVar {
   name?: unknown;
   value?: unknown;

@@ -22,7 +22,7 @@ import { targetsVirtualNodes } from './nodes.ts';
 import { parseGracePeriod, parseStopMethod } from './stop-method.ts';
 import { fixClause, severityOf } from './rules.ts';
 import { podMetadataPrefix, type JobSpecLocation } from './templates.ts';
-import { arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from './types.ts';
+import { DNS_LABEL, arrayOf, isRecord, restartPolicyOf, type Container, type PodSpec } from './types.ts';
 import { validateExits } from './validate-exits.ts';
 
 export interface ValidationOptions {
@@ -200,9 +200,6 @@ function settingProblem(name: typeof ENV_STOP | typeof ENV_GRACE_PERIOD, value: 
   return 'error' in parsed ? { rule: 'grace-period-invalid', detail: `${parsed.error}; the pod's terminationGracePeriodSeconds would apply instead` } : undefined;
 }
 
-/** A container's name: a DNS-1123 label. */
-const CONTAINER_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
 /**
  * The pod annotations that name sidecars and say how to stop them: names that are container
  * names, values that can be read, and settings for containers that are sidecars. A name the
@@ -227,7 +224,7 @@ function validateAnnotations(annotations: Record<string, unknown>, roles: Contai
     const value = annotations[key];
     if (value === undefined) continue;
     for (const name of typeof value === 'string' ? annotationNames(value) : [JSON.stringify(value)]) {
-      if (!CONTAINER_NAME.test(name)) {
+      if (!DNS_LABEL.test(name)) {
         report({ rule: 'sidecar-name-invalid', field: path(key), type: 'Invalid value', value: name, detail: 'not a container name: list container names (lowercase letters, digits and "-") separated by commas' });
       } else if (options.containersFinal && !byName.has(name)) {
         notFound(key, name);
@@ -241,7 +238,7 @@ function validateAnnotations(annotations: Record<string, unknown>, roles: Contai
     const prefix = [POD_ANNOTATIONS.stopPrefix, POD_ANNOTATIONS.gracePeriodPrefix].find((p) => key.startsWith(p));
     if (!prefix) continue;
     const name = key.slice(prefix.length);
-    if (!CONTAINER_NAME.test(name)) {
+    if (!DNS_LABEL.test(name)) {
       report({ rule: 'sidecar-name-invalid', field: path(key), type: 'Invalid value', value: name, detail: `the key must be ${prefix}<container name>` });
       continue;
     }
