@@ -11,7 +11,10 @@ import { repoRoot } from '../support/repo.ts';
 /** Lines logged just before the error: enough that a write is under way when it strikes. */
 const BURST = 5000;
 
-/** How long the test leaves the process's stdout unread from its start: the pipe fills, so a write is still under way, blocked, when the error strikes. */
+/**
+ * How long the test leaves the process's stdout unread from its start: most of the burst is still
+ * waiting to be written when the error strikes, and fills the pipe, so the exit has to wait for it.
+ */
 const READER_PAUSE_MS = 400;
 
 /** A process with serve's logger and handlers that logs BURST lines, then meets `failure`. */
