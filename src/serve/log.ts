@@ -6,19 +6,13 @@
 // only with the process killed outright (SIGKILL). Should stdout stall (a log reader that stopped
 // reading), at most MAX_PENDING_BYTES wait, and lines beyond that are dropped rather than held in
 // memory or blocking the event loop.
-import { pino, type DestinationStream, type Logger } from 'pino';
+import { pino, type Logger } from 'pino';
 
 /** About 20,000 lines: far more than a stall of a few seconds gathers. */
 export const MAX_PENDING_BYTES = 8 * 1024 * 1024;
 
-type Destination = ReturnType<typeof pino.destination>;
-const destinations = new WeakMap<Logger, Destination>();
-
 export function serveLogger(level: string, destination: number | string = 1): Logger {
-  const stream = pino.destination({ dest: destination, sync: false, maxLength: MAX_PENDING_BYTES });
-  const logger = pino({ level }, stream as DestinationStream);
-  destinations.set(logger, stream);
-  return logger;
+  return pino({ level }, pino.destination({ dest: destination, sync: false, maxLength: MAX_PENDING_BYTES }));
 }
 
 /**
@@ -28,9 +22,9 @@ export function serveLogger(level: string, destination: number | string = 1): Lo
  * its rest.
  */
 export function logWritten(logger: Logger, waitMs: number): Promise<void> {
-  const stream = destinations.get(logger);
-  // Ended already (SonicBoom's types leave out the field).
-  if (!stream || (stream as unknown as { destroyed: boolean }).destroyed) return Promise.resolve();
+  // The destination pino keeps on the logger (a child's too); `destroyed`: ended already.
+  const stream = (logger as unknown as Record<symbol, ReturnType<typeof pino.destination> & { destroyed?: boolean }>)[pino.symbols.streamSym];
+  if (!stream || stream.destroyed) return Promise.resolve();
   return new Promise((resolve) => {
     const timer = setTimeout(resolve, waitMs);
     stream.once('close', () => {

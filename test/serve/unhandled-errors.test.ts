@@ -1,11 +1,15 @@
 // src/serve.ts's exitOnUnhandledErrors in a process of its own: an error nothing handled ends serve
 // with exit code 1, and its last log line, and every line before it, reaches stdout whole and in
 // order, although serve's log is written off the event loop (src/serve/log.ts): the exit waits for
-// the write under way.
+// the write under way (logWritten, also tested here on its own).
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import t from 'tap';
+import { logWritten, serveLogger } from '../../src/serve/log.ts';
 import { repoRoot } from '../support/repo.ts';
 
 /** Lines logged just before the error: enough that a write is under way when it strikes. */
@@ -54,3 +58,15 @@ for (const { kind, failure } of [
     t.equal(last?.err?.message, 'boom', 'with the error');
   });
 }
+
+t.test('logWritten ends the logger destination once every line is written, a child logger included', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'st-log-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'log');
+  const logger = serveLogger('info', file);
+  for (let line = 1; line <= BURST; line++) logger.child({ component: 'test' }).info({ line }, 'busy');
+  await logWritten(logger.child({ component: 'test' }), 5_000);
+  const lines = readFileSync(file, 'utf8').trim().split('\n');
+  t.equal(lines.length, BURST, `all ${BURST} lines are in the file when it resolves`);
+  t.throws(() => logger.info('after'), /destroyed/, 'and the destination is ended');
+});
