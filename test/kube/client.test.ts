@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { ApiException, HttpMethod, KubeConfig, PatchStrategy, RequestContext, setHeaderOptions } from '@kubernetes/client-node';
 import { isApiError } from '../../src/kube/api-errors.ts';
-import { CREDENTIALS_REFRESH_MS, cacheCredentials, latestDispatcher, requestJson, reuseConnections, withRequestSignal } from '../../src/kube/client.ts';
+import { CREDENTIALS_REFRESH_MS, cacheCredentials, latestDispatcher, requestJson, reuseConnections, withRequestSignal, type Dispatcher } from '../../src/kube/client.ts';
 import { issueWithNewCa } from '../../src/tls/certificates.ts';
 import { recordingServer } from '../support/recording-api-server.ts';
 
@@ -58,7 +58,7 @@ t.test('latestDispatcher: a dispatcher per options; one replaced is closed after
   const build = () => {
     const dispatcher = { closed: false, close: async () => void (dispatcher.closed = true) };
     built.push(dispatcher);
-    return dispatcher as unknown as ReturnType<Parameters<ReturnType<typeof latestDispatcher>>[1]>;
+    return dispatcher as unknown as Dispatcher;
   };
   const latest = latestDispatcher(50);
   const options = (ca: string) => ({ type: 'agent' as const, connect: { ca: Buffer.from(ca) } });

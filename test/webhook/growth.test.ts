@@ -25,7 +25,6 @@ import { forgetJudgedNames } from '../../src/policy/near-miss.ts';
 import type { AdmissionSettings } from '../../src/webhook/admission.ts';
 
 const GROWTH_LIMIT = 3;
-/** Runs at 1x, 10x and 100x: the best of them is the time. */
 /** Timed runs at 1x, 10x and 100x: the best of them is the time. */
 const RUNS = [10, 8, 5];
 const ATTEMPTS = 5;
