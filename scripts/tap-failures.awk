@@ -1,21 +1,27 @@
-# The failed test points of a TAP log, each with the subtests it sits in and the first lines of its
-# diagnostics, for the end of a run: a CI log is often read from its tail, far from the failure.
+# The failed test points of a TAP log, each with the subtests it sits in and its diagnostics, for
+# the end of a run: a CI log is often read from its tail, far from the failure.
 #   awk [-v max=LINES] -f scripts/tap-failures.awk LOG
-# A failed assertion is listed with each subtest and file around it (they fail with it). At most
-# `max` lines (200) are printed, so that the caller needs no `head`, whose early exit would end a
-# `set -o pipefail` script.
+# A failed assertion is shown with the first 24 lines of its diagnostics (a diff, the values
+# compared, where it stands), blank lines left out: tap folds a long string over several lines,
+# and a message cut short names nothing. Each subtest and file around it fails with it; of theirs
+# only what says how it ended (exit code, signal, timeout) is shown. At most `max` lines (200)
+# are printed, so that the caller needs no `head`, whose early exit would end a `set -o pipefail`
+# script.
 BEGIN { if (max == "") max = 200 }
 function say(line) { if (printed++ < max) print line }
 function indent_of(line) { match(line, /^ */); return RLENGTH / 4 }
-# A YAML diagnostics block: shown (its first lines) when it follows a failed point; whatever it
-# holds (a test's output quoted in it) is never read as points.
+# A YAML diagnostics block: shown when it follows a failed point; whatever it holds (a test's
+# output quoted in it) is never read as points.
 /^ *---$/ && !yaml { yaml = 1; shown = 0; next }
-yaml && /^ *\.\.\.$/ { yaml = 0; showing = 0; next }
+yaml && /^ *\.\.\.$/ { yaml = 0; showing = ""; next }
 yaml {
-  if (showing && shown++ < 12) say("    " substr($0, 3 + 4 * depth))
+  line = substr($0, 3 + 4 * depth)
+  if (line ~ /^ *$/) next
+  if (showing == "assertion" && shown++ < 24) say("    " line)
+  if (showing == "subtest" && line ~ /^(exitCode|signal|timeout|expired|message):/) say("    " line)
   next
 }
-{ showing = 0 }
+{ showing = "" }
 /^ *# Subtest: / {
   level = indent_of($0)
   name = $0
@@ -31,7 +37,10 @@ yaml {
   for (level = 0; level < depth; level++) where = where path[level] " > "
   say("not ok: " where point)
   failures++
-  showing = 1
+  # A subtest's (or file's) own point carries its name, as its "# Subtest:" line did.
+  named = point
+  sub(/ # time=[0-9.]+m?s$/, "", named)
+  showing = named == path[depth] ? "subtest" : "assertion"
 }
 END {
   if (printed > max) print "... " printed - max " more lines"
