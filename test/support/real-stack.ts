@@ -10,6 +10,7 @@ import { startRealNode, type RealNode, type RealNodeOptions } from './real-node.
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 import { waitFor } from './wait.ts';
 import { apiClients, type Clients } from './stack.ts';
+import { MANAGED, MANAGED_LABEL } from '../../src/policy/names.ts';
 
 /** The image of images/test-container, which every real node imports. */
 export const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
@@ -95,3 +96,25 @@ export async function containerLog(cp: ControlPlane, namespace: string, pod: str
   if (result.code !== 0) throw new Error(`kubectl logs ${pod} -c ${container} failed: ${result.stderr}`);
   return result.stdout;
 }
+
+/**
+ * Waits until the API server admits a pod through the webhook installed in the cluster (a server
+ * dry run of `pod`, which the mutating webhook labels). Pods that are Ready are not yet a Service
+ * the API server reaches: their endpoints get to kube-proxy, which routes its calls, a moment after
+ * `rollout status` or `helm install --wait` returns, and a call before that is refused. Returns how
+ * long it took and every refusal on the way, for the caller to judge.
+ */
+export async function admittedThroughService(cp: ControlPlane, namespace: string, pod: V1Pod): Promise<{ seconds: number; labelled: boolean; refusals: string[] }> {
+  const started = Date.now();
+  const refusals: string[] = [];
+  const admitted = await waitFor('the API server to admit a pod through the webhook\'s Service', async () => {
+    const result = await cp.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { input: JSON.stringify(pod), namespace });
+    if (result.code === 0) return JSON.parse(result.stdout) as V1Pod;
+    refusals.push(result.stderr.trim());
+    return undefined;
+  }, { timeoutMs: 60_000, intervalMs: 500 });
+  return { seconds: (Date.now() - started) / 1000, labelled: admitted.metadata?.labels?.[MANAGED_LABEL] === MANAGED, refusals };
+}
+
+/** A refusal of a Service that kube-proxy does not route yet (its endpoints not programmed). */
+export const NOT_ROUTED_YET = /failed calling webhook .*(connect: connection refused|no endpoints available)/;
