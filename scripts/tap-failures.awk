@@ -1,7 +1,7 @@
 # The failed test points of a TAP log, each with the subtests it sits in and its diagnostics, for
 # the end of a run: a CI log is often read from its tail, far from the failure.
 #   awk [-v max=LINES] -f scripts/tap-failures.awk LOG
-# A failed assertion is shown with the first 24 lines of its diagnostics (a diff, the values
+# A failed assertion is shown with the first 40 lines of its diagnostics (a diff, the values
 # compared, where it stands), blank lines left out: tap folds a long string over several lines,
 # and a message cut short names nothing. Each subtest and file around it fails with it; of theirs
 # only what says how it ended (exit code, signal, timeout) is shown. At most `max` lines (200)
@@ -17,7 +17,7 @@ yaml && /^ *\.\.\.$/ { yaml = 0; showing = ""; next }
 yaml {
   line = substr($0, 3 + 4 * depth)
   if (line ~ /^ *$/) next
-  if (showing == "assertion" && shown++ < 24) say("    " line)
+  if (showing == "assertion" && shown++ < 40) say("    " line)
   if (showing == "subtest" && line ~ /^(exitCode|signal|timeout|expired|message):/) say("    " line)
   next
 }
