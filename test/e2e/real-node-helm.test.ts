@@ -20,7 +20,7 @@ import { expectJobStoppedBy } from '../support/endings.ts';
 import { startPrometheus } from '../support/prometheus.ts';
 import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
-import { admittedThroughService, containerLog, containerStatus, NOT_ROUTED_YET, startRealCluster } from '../support/real-stack.ts';
+import { assertAdmittedThroughService, containerLog, containerStatus, startRealCluster } from '../support/real-stack.ts';
 import { jobYaml } from '../support/pods.ts';
 import { finishedByWatcher, podOfJob, waitForJob } from '../support/stack.ts';
 
@@ -64,10 +64,7 @@ else if (canRunRealNode(t)) {
       return (mutating.webhooks?.[0]?.clientConfig.caBundle ?? '') !== '' && mutating;
     });
     t.same(configuration.webhooks?.[0]?.clientConfig.service, { namespace: NS, name: RELEASE, path: '/mutate', port: 443 }, 'the API server calls the webhook through its Service');
-    const marked = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'through-the-service' }, spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox:1.35' }, { name: 'proxy', image: 'busybox:1.35', env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }] }] } };
-    const { seconds, labelled, refusals } = await admittedThroughService(cp, await cp.createNamespace(), marked);
-    t.ok(labelled, `and admits a pod through it, labelled (after ${seconds.toFixed(1)} s${refusals.length ? `; ${refusals.length} refused before: ${refusals.join(' | ')}` : ''})`);
-    t.ok(refusals.every((refusal) => NOT_ROUTED_YET.test(refusal)), 'nothing refused it but a Service not routed yet');
+    await assertAdmittedThroughService(t, cp, await cp.createNamespace());
     const lease = await waitFor('the watcher to hold its Lease', async () => {
       const current = await cp.kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: `${RELEASE}-watcher`, namespace: NS });
       return current.spec?.holderIdentity ? current : undefined;

@@ -19,7 +19,7 @@ import { expectStoppedBy, podEnding } from '../support/endings.ts';
 import { startKruise, type Kruise } from '../support/kruise.ts';
 import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
-import { startRealCluster } from '../support/real-stack.ts';
+import { assertAdmittedThroughService, startRealCluster } from '../support/real-stack.ts';
 import { jobYaml } from '../support/pods.ts';
 import { podsOfJob, waitForJob } from '../support/stack.ts';
 
@@ -142,6 +142,8 @@ else if (canRunRealNode(t)) {
     await waitFor('the watcher to start with the crr mechanism', async () => /"killMechanism":"crr"/.test((await kubectl(['logs', `deployment/${RELEASE}-watcher`], NS)).stdout));
 
     const namespace = await cp.createNamespace();
+    // The warnings below come from the webhook: the API server must reach it through its Service first.
+    await assertAdmittedThroughService(t, cp, namespace);
     const flagged = await kubectl(['apply', '-f', '-'], namespace, job('kruise-accepts', 2, KRUISE_ACCEPTS));
     t.equal(flagged.code, 0, 'warn mode: a Job Kruise accepts and the rules flag is admitted');
     t.match(flagged.stderr, /Warning: spec\.template\.spec\.containers\[1\]\.env\[KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE\]: Invalid value: "yes"/, 'with the finding as a warning');

@@ -25,7 +25,7 @@ import { commandBlocks, readDoc, section } from '../support/markdown.ts';
 import { repoRoot } from '../support/repo.ts';
 import { jobYaml } from '../support/pods.ts';
 import { canRunRealNode } from '../support/real-node.ts';
-import { startRealCluster } from '../support/real-stack.ts';
+import { assertAdmittedThroughService, startRealCluster } from '../support/real-stack.ts';
 import { startRegistry } from '../support/registry.ts';
 import { podOfJob, waitForJob } from '../support/stack.ts';
 import { waitFor } from '../support/wait.ts';
@@ -180,6 +180,7 @@ else if (canRunRealNode(t)) {
     const rolled = await cp.kubectl(['rollout', 'status', 'deployment', '--timeout', '300s'], { namespace: NS });
     if (rolled.code !== 0) t.comment((await cp.kubectl(['get', 'pods,events', '-o', 'wide'], { namespace: NS })).stdout);
     t.equal(rolled.code, 0, `both Deployments roll out${rolled.code === 0 ? '' : `: ${rolled.stderr}`}`);
+    await assertAdmittedThroughService(t, cp, await cp.createNamespace());
     t.comment(`from helm install to both Deployments ready (the image pulled from the registry): ${((Date.now() - started) / 1000).toFixed(1)} s`);
     for (const component of ['webhook', 'watcher']) {
       const spec = (await deployments.readNamespacedDeployment({ name: `sidecar-terminator-${component}`, namespace: NS })).spec?.template.spec;

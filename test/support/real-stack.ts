@@ -5,6 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type V1Container, type V1ContainerStatus, type V1EnvVar, type V1Pod } from '@kubernetes/client-node';
+import type { Test } from 'tap';
 import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { startRealNode, type RealNode, type RealNodeOptions } from './real-node.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
@@ -98,13 +99,20 @@ export async function containerLog(cp: ControlPlane, namespace: string, pod: str
 }
 
 /**
- * Waits until the API server admits a pod through the webhook installed in the cluster (a server
- * dry run of `pod`, which the mutating webhook labels). Pods that are Ready are not yet a Service
- * the API server reaches: their endpoints get to kube-proxy, which routes its calls, a moment after
- * `rollout status` or `helm install --wait` returns, and a call before that is refused. Returns how
- * long it took and every refusal on the way, for the caller to judge.
+ * Waits until the API server admits a pod through the webhook installed in the cluster: a server
+ * dry run of a pod with a marked sidecar, which the mutating webhook labels. Pods that are Ready
+ * are not yet a Service the API server reaches: their endpoints get to kube-proxy, which routes its
+ * calls, a moment after `rollout status` or `helm install --wait` returns, and a call before that
+ * is refused. Returns how long it took, whether the pod came back labelled, and every refusal on
+ * the way, for the caller to judge (NOT_ROUTED_YET).
  */
-export async function admittedThroughService(cp: ControlPlane, namespace: string, pod: V1Pod): Promise<{ seconds: number; labelled: boolean; refusals: string[] }> {
+export async function admittedThroughService(cp: ControlPlane, namespace: string): Promise<{ seconds: number; labelled: boolean; refusals: string[] }> {
+  const pod: V1Pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'through-the-service' },
+    spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox:1.35' }, { name: 'proxy', image: 'busybox:1.35', env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }] }] },
+  };
   const started = Date.now();
   const refusals: string[] = [];
   const admitted = await waitFor('the API server to admit a pod through the webhook\'s Service', async () => {
@@ -118,3 +126,10 @@ export async function admittedThroughService(cp: ControlPlane, namespace: string
 
 /** A refusal of a Service that kube-proxy does not route yet (its endpoints not programmed). */
 export const NOT_ROUTED_YET = /failed calling webhook .*(connect: connection refused|no endpoints available)/;
+
+/** Asserts that the API server admits a pod through the webhook's Service, refused before only while kube-proxy did not route it yet. */
+export async function assertAdmittedThroughService(t: Test, cp: ControlPlane, namespace: string): Promise<void> {
+  const { seconds, labelled, refusals } = await admittedThroughService(cp, namespace);
+  t.ok(labelled, `the API server called the webhook through its Service and took its patch (after ${seconds.toFixed(1)} s${refusals.length ? `; ${refusals.length} refused before: ${refusals.join(' | ')}` : ''})`);
+  t.ok(refusals.every((refusal) => NOT_ROUTED_YET.test(refusal)), 'nothing refused it but a Service not routed yet');
+}
