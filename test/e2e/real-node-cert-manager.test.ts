@@ -22,6 +22,7 @@ import { apiFeatures, kubernetesVersion } from '../support/control-plane.ts';
 import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { assertAdmittedThroughService, startRealCluster } from '../support/real-stack.ts';
+import { killSidecar, main, podYaml } from '../support/pods.ts';
 
 const RELEASE = 'sidecar-terminator';
 const NS = 'sidecar-terminator';
@@ -56,16 +57,8 @@ else if (canRunRealNode(t)) {
   const issue = { hosts, validityMs: 90 * 24 * 3_600_000, now: new Date() };
   // The CA the Issuer signs with, and the certificate cert-manager would issue from it.
   const issued = await issueWithNewCa(issue);
-  /** A pod the mutating webhook labels (a marked sidecar, restartPolicy Never). */
-  const marked = (name: string): V1Pod => ({
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name },
-    spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox:1.35', command: ['true'] }, { name: 'proxy', image: 'busybox:1.35', command: ['sleep', '5'], env: [{ name: 'KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT', value: 'true' }] }] },
-  });
   /** What the API server logged about calling webhooks or failing a write, for a failure to name its cause. */
-  const apiServerAccount = () => readFileSync(join(cp.dir, 'kube-apiserver.log'), 'utf8').split('\n').filter((line) => /webhook|Internal error|etcdserver/i.test(line)).slice(-6).join('\n');
-  let podNamespace = '';
+  const apiServerLogLines = () => readFileSync(join(cp.dir, 'kube-apiserver.log'), 'utf8').split('\n').filter((line) => /webhook|Internal error|etcdserver/i.test(line)).slice(-6).join('\n');
 
   t.test("cert-manager's CRDs judge the chart's Certificate and an Issuer on the API server (server-side apply)", async (t) => {
     const { stdout } = await promisify(execFile)('bash', [join(repoRoot, 'scripts/fetch-cert-manager-crds.sh')], { cwd: repoRoot });
@@ -129,23 +122,24 @@ else if (canRunRealNode(t)) {
     t.equal(rolled.code, 0, `the webhook pods run, the Secret mounted: ${rolled.stderr}`);
     const webhookPods = (await core.listNamespacedPod({ namespace: NS, labelSelector: 'app.kubernetes.io/component=webhook' })).items;
     for (const pod of webhookPods) t.equal(await servedSerial(pod.status!.podIP!, 9443), serialOf(issued), `${pod.metadata!.name} serves the certificate of the Secret`);
-    // The renewal's load runs in this namespace, from the moment the Service is routed.
-    podNamespace = await cp.createNamespace();
-    await assertAdmittedThroughService(t, cp, podNamespace);
+    await assertAdmittedThroughService(t, cp, await cp.createNamespace());
     const logs = await kubectl(['logs', '--selector', 'app.kubernetes.io/component=webhook', '--tail', '-1'], undefined, NS);
     t.notMatch(logs.stdout, /issued a new CA|caBundle of|forbidden/i, 'the webhook issued nothing, patched nothing, was refused nothing');
     t.equal((await kubectl(['auth', 'can-i', 'get', `secret/${SECRET}`, '-n', NS, '--as', `system:serviceaccount:${NS}:${RELEASE}-webhook`])).stdout.trim(), 'no', 'nor may it read the Secret through the API');
   });
 
   t.test('a renewal replaces the Secret while pods are admitted: the webhook serves the new certificate without a restart, no admission fails', async (t) => {
-    const namespace = podNamespace || (await cp.createNamespace());
+    const namespace = await cp.createNamespace();
+    // From the moment the Service is routed: what is counted below is the renewal's doing.
+    await assertAdmittedThroughService(t, cp, namespace);
+    const marked = (index: number) => podYaml(`during-renewal-${index}`, [main('main', 'busybox:1.35', { command: ['true'] }), killSidecar('proxy', { image: 'busybox:1.35', command: ['sleep', '5'] })]);
     const before = (await core.listNamespacedPod({ namespace: NS, labelSelector: 'app.kubernetes.io/component=webhook' })).items;
     let admitting = true;
     const created: number[] = [];
     const failures: string[] = [];
     const load = (async () => {
       for (let index = 0; admitting; index++) {
-        const result = await kubectl(['create', '-f', '-'], JSON.stringify(marked(`during-renewal-${index}`)), namespace);
+        const result = await kubectl(['create', '-f', '-'], marked(index), namespace);
         if (result.code === 0) created.push(Date.now());
         else failures.push(`${new Date().toISOString()} ${result.stderr.trim()}`);
         await new Promise((resolve) => setTimeout(resolve, 250));
@@ -170,7 +164,7 @@ else if (canRunRealNode(t)) {
     admitting = false;
     await load;
 
-    t.same(failures, [], `no admission failed (${created.length} pods created)`, failures.length ? { apiServer: apiServerAccount() } : {});
+    t.same(failures, [], `no admission failed (${created.length} pods created)`, failures.length ? { apiServer: apiServerLogLines() } : {});
     const during = created.filter((at) => at >= renewedAt && at < servedAt).length;
     t.ok(created.filter((at) => at < renewedAt).length >= 3 && created.filter((at) => at >= servedAt).length >= 3, `pods were created before the renewal, while it spread (${during}) and after it was served`);
     const pods = (await core.listNamespacedPod({ namespace })).items;

@@ -180,8 +180,8 @@ else if (canRunRealNode(t)) {
     const rolled = await cp.kubectl(['rollout', 'status', 'deployment', '--timeout', '300s'], { namespace: NS });
     if (rolled.code !== 0) t.comment((await cp.kubectl(['get', 'pods,events', '-o', 'wide'], { namespace: NS })).stdout);
     t.equal(rolled.code, 0, `both Deployments roll out${rolled.code === 0 ? '' : `: ${rolled.stderr}`}`);
-    await assertAdmittedThroughService(t, cp, await cp.createNamespace());
     t.comment(`from helm install to both Deployments ready (the image pulled from the registry): ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    await assertAdmittedThroughService(t, cp, await cp.createNamespace());
     for (const component of ['webhook', 'watcher']) {
       const spec = (await deployments.readNamespacedDeployment({ name: `sidecar-terminator-${component}`, namespace: NS })).spec?.template.spec;
       t.equal(spec?.containers[0]?.image, addOnImage, `${component} runs the release's image from the registry`);
