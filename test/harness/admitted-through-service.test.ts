@@ -27,7 +27,7 @@ async function judged(answers: KubectlResult[], timeoutMs = 10_000) {
 t.test('labelled at the first try: both pass, one server dry run', async (t) => {
   const { results, calls } = await judged([labelled]);
   t.same(results.map((result) => result.ok), [true, true]);
-  t.match(calls, [['create', '--dry-run=server', '-o', 'json', '-f', '-']]);
+  t.match(calls, [['apply', '--dry-run=server', '-o', 'json', '-f', '-']]);
 });
 
 t.test('refused while not routed (Fail), admitted unlabelled (Ignore), then labelled: both pass, the tries named', async (t) => {

@@ -9,9 +9,7 @@ import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { startRealNode, type RealNode, type RealNodeOptions } from './real-node.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 import { waitFor } from './wait.ts';
-import { apiClients, type Clients } from './stack.ts';
-import { MANAGED, MANAGED_LABEL } from '../../src/policy/names.ts';
-import { barePod, killSidecar, main } from './pods.ts';
+import { apiClients, dryRunMarkedPod, type Clients } from './stack.ts';
 
 /** The image of images/test-container, which every real node imports. */
 export const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
@@ -113,12 +111,11 @@ const NOT_ROUTED_YET = /failed calling webhook .*dial tcp [\d.]+:\d+: connect: c
  * (Ignore); any other refusal fails.
  */
 export async function assertAdmittedThroughService(t: { ok(value: unknown, message: string): unknown }, cp: Pick<ControlPlane, 'kubectl'>, namespace: string, timeoutMs = 60_000): Promise<void> {
-  const pod = JSON.stringify(barePod('through-the-service', [main('main', 'busybox:1.35'), killSidecar('proxy', { image: 'busybox:1.35' })]));
   const started = Date.now();
   const tries: string[] = [];
   const admitted = await waitFor('the API server to admit a pod through the webhook\'s Service', async () => {
-    const result = await cp.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { input: pod, namespace });
-    if (result.code === 0 && (JSON.parse(result.stdout) as V1Pod).metadata?.labels?.[MANAGED_LABEL] === MANAGED) return true;
+    const { result, labelled } = await dryRunMarkedPod(cp, namespace);
+    if (labelled) return true;
     tries.push(result.code === 0 ? 'admitted unlabelled: the webhook was not called' : result.stderr.trim());
     return undefined;
   }, { timeoutMs, intervalMs: 500 }).catch(() => false);

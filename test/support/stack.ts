@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiextensionsV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, type CoreV1Event, type KubeConfig, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { COMPONENT, EVENT_REASONS, MANAGED, MANAGED_LABEL, MIGRATED_ANNOTATION } from '../../src/policy/index.ts';
-import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from './control-plane.ts';
+import { startControlPlane, type ControlPlane, type ControlPlaneOptions, type KubectlResult } from './control-plane.ts';
 import { CRR, KubeletSimulator, type KubeletSimulatorOptions } from './kubelet-simulator.ts';
 import type { CommandResult } from './command.ts';
 import { waitFor } from './wait.ts';
@@ -190,13 +190,17 @@ export async function finishedByWatcher(stack: Pick<Clients, 'core'>, pods: V1Po
  * comes back labelled.
  */
 export async function waitForWebhooksInEffect(cp: ControlPlane, namespace: string, which = 'webhooks'): Promise<void> {
-  const dryRun = (yaml: string) => cp.kubectl(['apply', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace, input: yaml });
   const badJob = jobYaml('dry-run-bad', { containers: [main(), sidecarMarked('yes')] });
-  await waitFor(`the validating ${which} to be called`, async () => (await dryRun(badJob)).stderr.includes('denied the request'), { intervalMs: 250 });
-  await waitFor(`the mutating ${which} to be called`, async () => {
-    const result = await dryRun(podYaml('dry-run-good', [main(), killSidecar()]));
-    return result.code === 0 && (JSON.parse(result.stdout) as V1Pod).metadata?.labels?.[MANAGED_LABEL] === MANAGED;
-  }, { intervalMs: 250 });
+  await waitFor(`the validating ${which} to be called`, async () => (await serverDryRun(cp, namespace, badJob)).stderr.includes('denied the request'), { intervalMs: 250 });
+  await waitFor(`the mutating ${which} to be called`, async () => (await dryRunMarkedPod(cp, namespace)).labelled, { intervalMs: 250 });
+}
+
+const serverDryRun = (cp: Pick<ControlPlane, 'kubectl'>, namespace: string, yaml: string) => cp.kubectl(['apply', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace, input: yaml });
+
+/** A server-side dry run of a pod with a kill sidecar: kubectl's result, and whether the mutating webhook labelled the pod. */
+export async function dryRunMarkedPod(cp: Pick<ControlPlane, 'kubectl'>, namespace: string): Promise<{ result: KubectlResult; labelled: boolean }> {
+  const result = await serverDryRun(cp, namespace, podYaml('dry-run-good', [main(), killSidecar()]));
+  return { result, labelled: result.code === 0 && (JSON.parse(result.stdout) as V1Pod).metadata?.labels?.[MANAGED_LABEL] === MANAGED };
 }
 
 /**
