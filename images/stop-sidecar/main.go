@@ -23,7 +23,8 @@
 //
 // Exit codes: 0 the sidecar exited; 1 a signal could not be sent (EPERM: another user); 2 usage;
 // 3 PID 1 has no SIGTERM handler; 4 still running after the grace period. What it did goes to
-// stdout and to the termination message, line by line, each with the time it happened.
+// stdout and to the termination message, line by line, each with its time; a signal or request is
+// written before it is sent, since the sidecar's exit may end this program at once.
 package main
 
 import (
@@ -126,6 +127,8 @@ func shutdownRequest(sidecar *sidecar, method, raw string, grace int) bool {
 	client := &http.Client{Timeout: requestTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	// A sidecar still starting may not listen yet: a refused connection is tried again for a while.
 	retryUntil := time.Now().Add(min(retryRefused, time.Duration(grace)*time.Second/2))
+	// Said before it is sent: a sidecar that exits on it may end this program before any answer.
+	report("%s %s: sending the shutdown request", method, raw)
 	response, err := client.Do(request)
 	for err != nil && errors.Is(err, syscall.ECONNREFUSED) && time.Now().Before(retryUntil) {
 		time.Sleep(retryPause)
@@ -176,6 +179,8 @@ func terminate(sidecar *sidecar) {
 			fail(exitNoHandler, "PID 1 (%s) %s: the kernel drops SIGTERM and SIGKILL sent to it from inside its PID namespace, so it can only be ended from outside", command(1), how)
 		}
 	}
+	// Said before it is sent: a sidecar that exits on it at once ends this program with it.
+	report("sending SIGTERM to PID %d (%s)", sidecar.pid, command(sidecar.pid))
 	if err := syscall.Kill(sidecar.pid, syscall.SIGTERM); err != nil {
 		hint := ""
 		if err == syscall.EPERM {
@@ -183,7 +188,6 @@ func terminate(sidecar *sidecar) {
 		}
 		fail(exitSignalFailed, "SIGTERM to PID %d (%s) failed: %v%s", sidecar.pid, command(sidecar.pid), err, hint)
 	}
-	report("SIGTERM sent to PID %d (%s)", sidecar.pid, command(sidecar.pid))
 }
 
 // sidecar is the process tree to stop: PID 1 and its descendants, or one container's processes in
@@ -236,10 +240,10 @@ func (s *sidecar) killRest() {
 	}
 	for _, pid := range victims {
 		name := command(pid)
+		// Said before it is sent: PID 1 may exit once its children are gone, ending this program.
+		report("sending SIGKILL to PID %d (%s)", pid, name)
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			report("SIGKILL to PID %d (%s) failed: %v", pid, name, err)
-		} else {
-			report("SIGKILL sent to PID %d (%s)", pid, name)
 		}
 	}
 }

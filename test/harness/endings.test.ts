@@ -43,11 +43,11 @@ t.test('a signal container: signal; one that sent the shutdown request: http, un
       spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'stop-sidecar', targetContainerName: 'proxy', args }] },
       status: { ephemeralContainerStatuses: [{ name: 'stop-proxy', image: 'stop-sidecar', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 0, message } } }] },
     });
-  t.same(await steps(signal(['--grace-period=30'], 'SIGTERM sent to PID 1 (proxy)')), { proxy: ['signal'] });
+  t.same(await steps(signal(['--grace-period=30'], 'sending SIGTERM to PID 1 (proxy)')), { proxy: ['signal'] });
   t.same(await steps(signal(['--grace-period=30', '--url=http://localhost:15000/quitquitquit'], 'POST http://localhost:15000/quitquitquit answered 200 OK')), { proxy: ['http'] });
   t.same(await steps(signal(['--url=http://localhost:15000/quitquitquit'], 'POST ... answered 404 Not Found: sending SIGTERM instead')), { proxy: ['signal'] });
-  const ending = await podEnding(clients([stopped]), signal(['--grace-period=30'], 'SIGTERM sent'));
-  t.match(ending, { stopRequested: true, warnings: [], sidecars: [{ signal: { name: 'stop-proxy', ran: true, exitCode: 0, message: 'SIGTERM sent' } }] });
+  const ending = await podEnding(clients([stopped]), signal(['--grace-period=30'], 'sending SIGTERM to PID 1 (proxy)'));
+  t.match(ending, { stopRequested: true, warnings: [], sidecars: [{ signal: { name: 'stop-proxy', ran: true, exitCode: 0, message: 'sending SIGTERM to PID 1 (proxy)' } }] });
   const neverRan = pod([marked('proxy')], {
     spec: { ephemeralContainers: [{ name: 'stop-proxy', image: 'stop-sidecar', targetContainerName: 'proxy' }] },
     status: { ephemeralContainerStatuses: [{ name: 'stop-proxy', image: 'stop-sidecar', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ErrImagePull' } } }] },
