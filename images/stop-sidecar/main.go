@@ -22,9 +22,10 @@
 //	    runs a few seconds later, it exits 4.
 //
 // Exit codes: 0 the sidecar exited; 1 a signal could not be sent (EPERM: another user); 2 usage;
-// 3 PID 1 has no SIGTERM handler; 4 still running after the grace period. What it did goes to
-// stdout and to the termination message, line by line, each with its time; a signal or request is
-// written before it is sent, since the sidecar's exit may end this program at once.
+// 3 PID 1 has no SIGTERM handler; 4 still running after the grace period; 143 sent SIGTERM (the pod
+// ending) while the sidecar still ran. What it did goes to stdout and to the termination message,
+// line by line, each with its time; a signal or request is written before it is sent, since the
+// sidecar's exit may end this program at once.
 package main
 
 import (
@@ -35,6 +36,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,6 +48,7 @@ const (
 	exitUsage        = 2
 	exitNoHandler    = 3
 	exitStillRunning = 4
+	exitTerminated   = 128 + int(syscall.SIGTERM)
 	terminationLog   = "/dev/termination-log"
 	poll             = 100 * time.Millisecond
 	afterKill        = 5 * time.Second
@@ -57,15 +60,18 @@ const (
 	closedSettle = 3 * time.Second
 )
 
-var lines []string
+// message is the termination message, opened once for appending: the program may be killed at any
+// moment (when the sidecar, PID 1, exits), so each line goes in with one write and nothing written
+// is ever truncated away. Nil when the file cannot be opened (run outside a pod).
+var message, _ = os.OpenFile(terminationLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 
-// report prints a line and rewrites the termination message with every line so far: the program
-// may be killed at any moment (when the sidecar, PID 1, exits), and what it did must be kept.
+// report prints a line and adds it to the termination message.
 func report(format string, args ...any) {
-	line := fmt.Sprintf("%s %s", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, args...))
-	fmt.Println(line)
-	lines = append(lines, line)
-	_ = os.WriteFile(terminationLog, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	line := fmt.Sprintf("%s %s\n", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, args...))
+	fmt.Print(line)
+	if message != nil {
+		_, _ = message.WriteString(line)
+	}
 }
 
 func fail(code int, format string, args ...any) {
@@ -89,6 +95,17 @@ func main() {
 		os.Exit(exitUsage)
 	}
 	sidecar := findSidecar(*containerID)
+	// The kubelet sends SIGTERM when it ends the pod. In a shared PID namespace that can fall between
+	// the sidecar's exit and this program's next look (a poll apart), and is then a success.
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
+	go func() {
+		<-terms
+		if sidecar.exited() {
+			fail(0, "the sidecar exited")
+		}
+		fail(exitTerminated, "told to stop (SIGTERM) while the sidecar still runs: the pod is ending")
+	}()
 	deadline := time.Now().Add(time.Duration(*grace) * time.Second)
 
 	asked := false
