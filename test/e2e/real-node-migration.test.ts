@@ -151,8 +151,13 @@ else if (canRunRealNode(t)) {
     for (const [i, name] of jobs.entries()) t.equal((await kubectl(['apply', '-f', '-'], namespace, job(name, 2 + i))).code, 0);
     const pods = await completedOnce(t, namespace, [...jobs, 'kruise-accepts']);
     t.ok(pods.every((pod) => pod.metadata?.labels?.[MANAGED] === 'true'), 'the webhook labelled every pod');
-    const sources = (await Promise.all(pods.map((pod) => stopEvents(namespace, pod)))).flat();
-    t.ok(sources.includes('sidecarterminator-controller') && sources.includes('sidecar-terminator'), `both controllers acted (events from ${[...new Set(sources)].join(' and ')})`);
+    // Both controllers act; which one creates a pod's request is a race, and Kruise's controller
+    // records its event only when it wins it. The add-on records its own when it plans the stop,
+    // unless the sidecar had already stopped by then.
+    const sources = await Promise.all(pods.map((pod) => stopEvents(namespace, pod)));
+    t.ok(sources.every((events) => events.length > 0), `every stop announced by a controller (events per pod: ${JSON.stringify(sources)})`);
+    t.ok(sources.some((events) => events.includes('sidecar-terminator')), 'the add-on acted beside Kruise');
+    t.comment(`Kruise's controller announced ${sources.filter((events) => events.includes('sidecarterminator-controller')).length} of the ${pods.length} stops`);
 
     // A Job whose main container still works when Kruise's controller goes.
     straddling = await cp.createNamespace();
