@@ -15,7 +15,7 @@ import { startKruise } from '../support/kruise.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { containerStatus, startRealCluster, testContainer } from '../support/real-stack.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
-import { apply, podOfJob, waitForJob } from '../support/stack.ts';
+import { apply, podOfJob, waitForJob, waitForWebhooksInEffect } from '../support/stack.ts';
 import { waitFor } from '../support/wait.ts';
 import { jobYaml } from '../support/pods.ts';
 
@@ -70,6 +70,7 @@ if (canRunRealNode(t)) {
     t.match(said(/^no ready kruise-daemon pod/), { level: 40, kruiseNamespace: 'kruise-system', msg: /in namespace kruise-system: no node acts on ContainerRecreateRequests, so sidecars are stopped by signal containers until one does/ }, 'the watcher warns at start that it will send no request');
     t.match(said(/^watcher starting$/), { killMechanism: 'crr' }, 'the mechanism is still crr: a node whose daemon becomes ready gets requests');
     const namespace = await cp.createNamespace();
+    await waitForWebhooksInEffect(cp, namespace, `webhooks at ${auto.url}`);
     await apply(cp, namespace, noDaemonJob('auto-no-daemon'));
     try {
       await waitForJob(cluster, namespace, 'auto-no-daemon', 'Complete', 60_000);

@@ -18,7 +18,7 @@ import { waitFor } from '../support/wait.ts';
 import { canRunRealNode } from '../support/real-node.ts';
 import { TEST_IMAGE, containerLog, containerStatus, startRealCluster, testContainer } from '../support/real-stack.ts';
 import { registeringWebhooks, startServe } from '../support/serve-process.ts';
-import { apply, eventsOf, podOfJob, waitForJob } from '../support/stack.ts';
+import { apply, eventsOf, podOfJob, waitForJob, waitForWebhooksInEffect } from '../support/stack.ts';
 import { jobYaml } from '../support/pods.ts';
 
 const CRR = { group: 'apps.kruise.io', version: 'v1alpha1', plural: 'containerrecreaterequests' };
@@ -191,6 +191,7 @@ if (canRunRealNode(t)) {
     await waitFor('the webhook configurations registered by this serve', () => said(/^webhook configurations registered$/)[0]);
     t.match(said(/^nodes a kruise-daemon serves/)[0], { daemonNodes: 1, nodes: [node.name] }, 'the watcher names the node whose daemon is ready');
     const namespace = await cp.createNamespace();
+    await waitForWebhooksInEffect(cp, namespace, `webhooks at ${auto.url}`);
     const failed = (err: unknown) => {
       t.comment(kruise.logTails());
       t.comment(auto.output().split('\n').slice(-40).join('\n'));

@@ -9,7 +9,7 @@ import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { startRealNode, type RealNode, type RealNodeOptions } from './real-node.ts';
 import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
 import { waitFor } from './wait.ts';
-import { apiClients, dryRunMarkedPod, type Clients } from './stack.ts';
+import { apiClients, dryRunMarkedPod, waitForWebhooksInEffect, type Clients } from './stack.ts';
 
 /** The image of images/test-container, which every real node imports. */
 export const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
@@ -66,6 +66,7 @@ export async function startRealStack(
     ...(options.serveArgs ?? []),
   ]);
   t.teardown(() => serve.stop());
+  await waitForWebhooksInEffect(cluster.cp, 'default', `webhooks at ${serve.url}`);
   return { ...cluster, serve };
 }
 

@@ -61,18 +61,25 @@ export async function startCluster(t: Teardown, options: ClusterOptions = {}): P
   return { cp, sim, ...apiClients(cp.kubeConfig) };
 }
 
-export async function startStack(t: Teardown, options: ClusterOptions & { serveArgs?: string[] } = {}): Promise<Stack> {
+/**
+ * A cluster and serve registered with it, failurePolicy Fail, its webhooks in effect; but with
+ * `webhooksInEffect: false`, for a serve that refuses the probes' pod, only registered.
+ */
+export async function startStack(t: Teardown, options: ClusterOptions & { serveArgs?: string[]; webhooksInEffect?: boolean } = {}): Promise<Stack> {
   const cluster = await startCluster(t, options);
   const { cp, sim } = cluster;
   const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
   t.teardown(() => rm(certDir, { recursive: true, force: true }));
-  const start = () =>
-    startServe((port) => [
+  const start = async () => {
+    const serve = await startServe((port) => [
       '--kubeconfig', cp.kubeconfigPath,
       '--cert-dir', certDir,
       ...registeringWebhooks(port, 'Fail'),
       ...(options.serveArgs ?? []),
     ]);
+    if (options.webhooksInEffect !== false) await waitForWebhooksInEffect(cp, 'default', `webhooks at ${serve.url}`);
+    return serve;
+  };
   const stack: Stack = {
     ...cluster,
     serve: await start(),
@@ -187,7 +194,8 @@ export async function finishedByWatcher(stack: Pick<Clients, 'core'>, pods: V1Po
  * The API server picks up a new or changed webhook configuration a moment after it is written
  * (through its own informer), so `serve` being ready does not yet mean the API server calls it.
  * Server-side dry runs show when it does: a Job with a configuration error is denied, a good pod
- * comes back labelled.
+ * comes back labelled. The stacks wait for it whenever they start serve, so that a test's first
+ * `kubectl apply` is admitted by the webhooks, not before them or by a serve stopped since.
  */
 export async function waitForWebhooksInEffect(cp: ControlPlane, namespace: string, which = 'webhooks'): Promise<void> {
   const badJob = jobYaml('dry-run-bad', { containers: [main(), sidecarMarked('yes')] });
