@@ -210,7 +210,9 @@ t.test("the chart: only the webhook's service account may read the certificate S
   const applied = await cp.kubectl(['apply', '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: rbac }) });
   t.equal(applied.code, 0, 'the chart RBAC applies', { stderr: applied.stderr });
   const canI = async (account: string, ...args: string[]) => (await cp.kubectl(['auth', 'can-i', ...args, '--as', `system:serviceaccount:st-rbac:${account}`])).stdout.trim();
-  t.equal(await canI('sidecar-terminator-webhook', 'get', `secret/${tlsSecret}`, '-n', 'st-rbac'), 'yes', 'the webhook reads its Secret');
+  // The authorizer reads RBAC objects through its informers: a binding just applied counts a moment later.
+  const reads = await waitFor('the chart RBAC to apply', async () => ((await canI('sidecar-terminator-webhook', 'get', `secret/${tlsSecret}`, '-n', 'st-rbac')) === 'yes' ? 'yes' : undefined), { timeoutMs: 30_000 }).catch(() => 'no');
+  t.equal(reads, 'yes', 'the webhook reads its Secret');
   t.equal(await canI('sidecar-terminator-webhook', 'get', 'secret/other', '-n', 'st-rbac'), 'no', 'no other Secret');
   t.equal(await canI('sidecar-terminator-webhook', 'list', 'secrets', '-n', 'st-rbac'), 'no', 'cannot list Secrets');
   t.equal(await canI('sidecar-terminator-webhook', 'get', `secret/${tlsSecret}`, '-n', 'default'), 'no', 'nor read one of that name elsewhere');

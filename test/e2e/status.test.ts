@@ -189,6 +189,8 @@ t.test('a user who may read pods only: the rest is shown, and what is missing is
   await cp.kubectl(['create', 'serviceaccount', 'viewer'], { namespace });
   await cp.kubectl(['create', 'role', 'pods-only', '--verb=get,list', '--resource=pods'], { namespace });
   await cp.kubectl(['create', 'rolebinding', 'viewer-pods', '--role=pods-only', `--serviceaccount=${namespace}:viewer`], { namespace });
+  // The authorizer reads RBAC objects through its informers: a binding just created counts a moment later.
+  await waitFor('the binding to apply', async () => (await cp.kubectl(['auth', 'can-i', 'list', 'pods', '-n', namespace, '--as', `system:serviceaccount:${namespace}:viewer`])).stdout.trim() === 'yes');
   const limited = await serviceAccountKubeconfig(cp, namespace, 'viewer', t);
 
   const list = await runCli(['status', '--kubeconfig', limited, '-n', namespace]);
