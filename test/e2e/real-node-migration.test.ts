@@ -154,7 +154,11 @@ else if (canRunRealNode(t)) {
     // Both controllers act; which one creates a pod's request is a race, and Kruise's controller
     // records its event only when it wins it. The add-on records its own when it plans the stop,
     // unless the sidecar had already stopped by then.
-    const sources = await Promise.all(pods.map((pod) => stopEvents(namespace, pod)));
+    const allEvents = () => Promise.all(pods.map((pod) => stopEvents(namespace, pod)));
+    const sources = await waitFor('an event on every pod', async () => {
+      const found = await allEvents();
+      return found.every((events) => events.length > 0) && found;
+    }).catch(allEvents);
     t.ok(sources.every((events) => events.length > 0), `every stop announced by a controller (events per pod: ${JSON.stringify(sources)})`);
     t.ok(sources.some((events) => events.includes('sidecar-terminator')), 'the add-on acted beside Kruise');
     t.comment(`Kruise's controller announced ${sources.filter((events) => events.includes('sidecarterminator-controller')).length} of the ${pods.length} stops`);

@@ -66,7 +66,8 @@ export async function startRealStack(
     ...(options.serveArgs ?? []),
   ]);
   t.teardown(() => serve.stop());
-  await waitForWebhooksInEffect(cluster.cp, 'default', `webhooks at ${serve.url}`);
+  // In a namespace of its own, as a test's --namespace or exclusions leave it served.
+  await waitForWebhooksInEffect(cluster.cp, await cluster.cp.createNamespace(), `webhooks at ${serve.url}`);
   return { ...cluster, serve };
 }
 

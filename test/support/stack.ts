@@ -70,6 +70,8 @@ export async function startStack(t: Teardown, options: ClusterOptions & { serveA
   const { cp, sim } = cluster;
   const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
   t.teardown(() => rm(certDir, { recursive: true, force: true }));
+  // The probes' namespace: the stack's own, as a test's --namespace or exclusions leave it served.
+  const probes = options.webhooksInEffect === false ? '' : await cp.createNamespace();
   const start = async () => {
     const serve = await startServe((port) => [
       '--kubeconfig', cp.kubeconfigPath,
@@ -77,7 +79,7 @@ export async function startStack(t: Teardown, options: ClusterOptions & { serveA
       ...registeringWebhooks(port, 'Fail'),
       ...(options.serveArgs ?? []),
     ]);
-    if (options.webhooksInEffect !== false) await waitForWebhooksInEffect(cp, 'default', `webhooks at ${serve.url}`);
+    if (probes) await waitForWebhooksInEffect(cp, probes, `webhooks at ${serve.url}`);
     return serve;
   };
   const stack: Stack = {
