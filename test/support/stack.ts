@@ -207,10 +207,14 @@ export async function waitForWebhooksInEffect(cp: ControlPlane, namespace: strin
 
 const serverDryRun = (cp: Pick<ControlPlane, 'kubectl'>, namespace: string, yaml: string) => cp.kubectl(['apply', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace, input: yaml });
 
-/** A server-side dry run of a pod with a kill sidecar: kubectl's result, and whether the mutating webhook labelled the pod. */
-export async function dryRunMarkedPod(cp: Pick<ControlPlane, 'kubectl'>, namespace: string): Promise<{ result: KubectlResult; labelled: boolean }> {
+/**
+ * A server-side dry run of a pod with a kill sidecar, `proxy`: kubectl's result, the pod as admitted,
+ * and whether the mutating webhook labelled it.
+ */
+export async function dryRunMarkedPod(cp: Pick<ControlPlane, 'kubectl'>, namespace: string): Promise<{ result: KubectlResult; pod?: V1Pod; labelled: boolean }> {
   const result = await serverDryRun(cp, namespace, podYaml('dry-run-good', [main(), killSidecar()]));
-  return { result, labelled: result.code === 0 && (JSON.parse(result.stdout) as V1Pod).metadata?.labels?.[MANAGED_LABEL] === MANAGED };
+  const pod = result.code === 0 ? (JSON.parse(result.stdout) as V1Pod) : undefined;
+  return { result, ...(pod ? { pod } : {}), labelled: pod?.metadata?.labels?.[MANAGED_LABEL] === MANAGED };
 }
 
 /**
@@ -221,11 +225,7 @@ export async function dryRunMarkedPod(cp: Pick<ControlPlane, 'kubectl'>, namespa
  * migrated. Returns that annotation (the sidecars moved) for the test to check.
  */
 export async function waitForNativeSidecarsInEffect(cp: ControlPlane, namespace: string): Promise<string> {
-  const probe = podYaml('probe', [main(), killSidecar()]);
-  return waitFor('the API server to call the native-sidecars webhook', async () => {
-    const dryRun = await cp.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { namespace, input: probe });
-    return dryRun.code === 0 && (JSON.parse(dryRun.stdout) as V1Pod).metadata?.annotations?.[MIGRATED_ANNOTATION];
-  });
+  return waitFor('the API server to call the native-sidecars webhook', async () => (await dryRunMarkedPod(cp, namespace)).pod?.metadata?.annotations?.[MIGRATED_ANNOTATION]);
 }
 
 /** One ephemeral container for the one kill sidecar (`proxy`) and one SidecarTerminator event, on every pod of the namespace. */
