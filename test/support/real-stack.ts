@@ -1,15 +1,12 @@
 // The whole system on a real node: a control plane with kube-scheduler, a real node (kubelet,
 // containerd, runc, CNI), and `sidecar-terminator serve` registered with the API server as a local
 // process, as stack.ts does with the kubelet simulator. Test files start with canRunRealNode(t).
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { type V1Container, type V1ContainerStatus, type V1EnvVar, type V1Pod } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from './control-plane.ts';
 import { startRealNode, type RealNode, type RealNodeOptions } from './real-node.ts';
-import { registeringWebhooks, startServe, type ServeProcess } from './serve-process.ts';
+import type { ServeProcess } from './serve-process.ts';
 import { waitFor } from './wait.ts';
-import { apiClients, dryRunMarkedPod, waitForWebhooksInEffect, type Clients } from './stack.ts';
+import { apiClients, dryRunMarkedPod, serveStarter, type Clients } from './stack.ts';
 
 /** The image of images/test-container, which every real node imports. */
 export const TEST_IMAGE = 'sidecar-terminator.local/test-container:1';
@@ -49,7 +46,7 @@ export async function startRealCluster(t: Teardown, options: RealClusterOptions 
   return { cp, node, ...apiClients(cp.kubeConfig) };
 }
 
-/** A real cluster and serve (webhook and watcher) registered with it, failurePolicy Fail. */
+/** A real cluster and serve (webhook and watcher) registered with it, its webhooks in effect (see serveStarter). */
 export async function startRealStack(
   t: Teardown,
   options: RealClusterOptions & { serveArgs?: string[]; beforeServe?: (cluster: RealCluster) => Promise<void> } = {},
@@ -57,17 +54,7 @@ export async function startRealStack(
   const cluster = await startRealCluster(t, options);
   // What serve must find when it starts (a CRD that decides --kill-mechanism auto).
   await options.beforeServe?.(cluster);
-  const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
-  t.teardown(() => rm(certDir, { recursive: true, force: true }));
-  const serve = await startServe((port) => [
-    '--kubeconfig', cluster.cp.kubeconfigPath,
-    '--cert-dir', certDir,
-    ...registeringWebhooks(port, 'Fail'),
-    ...(options.serveArgs ?? []),
-  ]);
-  t.teardown(() => serve.stop());
-  // In a namespace of its own, as a test's --namespace or exclusions leave it served.
-  await waitForWebhooksInEffect(cluster.cp, await cluster.cp.createNamespace(), `webhooks at ${serve.url}`);
+  const serve = await (await serveStarter(t, cluster.cp, options.serveArgs))();
   return { ...cluster, serve };
 }
 

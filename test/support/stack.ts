@@ -62,26 +62,33 @@ export async function startCluster(t: Teardown, options: ClusterOptions = {}): P
 }
 
 /**
- * A cluster and serve registered with it, failurePolicy Fail, its webhooks in effect; but with
- * `webhooksInEffect: false`, for a serve that refuses the probes' pod, only registered.
+ * A starter of serve on `cp`, registered with failurePolicy Fail. Each serve it starts stops at
+ * `t`'s teardown and, unless `webhooksInEffect` is false (a serve that refuses the probes' pod), is
+ * returned once the API server calls its webhooks: probed in a namespace of the starter's own, as a
+ * test's --namespace or exclusions leave it served.
  */
-export async function startStack(t: Teardown, options: ClusterOptions & { serveArgs?: string[]; webhooksInEffect?: boolean } = {}): Promise<Stack> {
-  const cluster = await startCluster(t, options);
-  const { cp, sim } = cluster;
+export async function serveStarter(t: Teardown, cp: ControlPlane, serveArgs: string[] = [], webhooksInEffect = true): Promise<() => Promise<ServeProcess>> {
   const certDir = await mkdtemp(join(tmpdir(), 'st-e2e-certs-'));
   t.teardown(() => rm(certDir, { recursive: true, force: true }));
-  // The probes' namespace: the stack's own, as a test's --namespace or exclusions leave it served.
-  const probes = options.webhooksInEffect === false ? '' : await cp.createNamespace();
-  const start = async () => {
+  const probes = webhooksInEffect ? await cp.createNamespace() : '';
+  return async () => {
     const serve = await startServe((port) => [
       '--kubeconfig', cp.kubeconfigPath,
       '--cert-dir', certDir,
       ...registeringWebhooks(port, 'Fail'),
-      ...(options.serveArgs ?? []),
+      ...serveArgs,
     ]);
+    t.teardown(() => serve.stop());
     if (probes) await waitForWebhooksInEffect(cp, probes, `webhooks at ${serve.url}`);
     return serve;
   };
+}
+
+/** A cluster and serve registered with it, its webhooks in effect (see serveStarter). */
+export async function startStack(t: Teardown, options: ClusterOptions & { serveArgs?: string[]; webhooksInEffect?: boolean } = {}): Promise<Stack> {
+  const cluster = await startCluster(t, options);
+  const { cp, sim } = cluster;
+  const start = await serveStarter(t, cp, options.serveArgs, options.webhooksInEffect);
   const stack: Stack = {
     ...cluster,
     serve: await start(),
@@ -95,7 +102,6 @@ export async function startStack(t: Teardown, options: ClusterOptions & { serveA
       await cp.stop();
     },
   };
-  t.teardown(() => stack.serve.stop());
   return stack;
 }
 
